@@ -1,0 +1,33 @@
+"""otlp — optimal-transport LPs for multi-draft speculative sampling.
+
+Build problems from (p, q, n, k), solve them with interchangeable backends, turn solutions
+into verification rules a decoder can sample from, and verify every answer.
+"""
+
+from otlp import limits
+from otlp.api import VerificationError, solve
+from otlp.errors import ProblemTooLarge
+from otlp.instance import SCHEMES, Instance
+from otlp.methods import describe_methods, method_names
+from otlp.plan import TransportPlan
+from otlp.subset import SubsetSelection, optimal_acceptance, psi
+from otlp.verify import Tolerances, VerificationReport, verify
+
+__all__ = [
+    "SCHEMES",
+    "Instance",
+    "ProblemTooLarge",
+    "SubsetSelection",
+    "Tolerances",
+    "TransportPlan",
+    "VerificationError",
+    "VerificationReport",
+    "describe_methods",
+    "limits",
+    "method_names",
+    "optimal_acceptance",
+    "psi",
+    "solve",
+    "verify",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,151 @@
+"""Solution methods: instance -> builder -> backend -> transport plan.
+
+Each method is a function ``(inst, form, **options) -> TransportPlan`` registered by name;
+:func:`otlp.solve` looks them up. Later capabilities (e.g. global resolution) register here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from otlp.builders import (
+    BipartiteSystem,
+    full_otlp_lp,
+    full_otlp_transport,
+    inner_system,
+    outer_system,
+    relaxed_system,
+)
+from otlp.instance import Instance
+from otlp.plan import TransportPlan
+from otlp.subset import optimal_acceptance
+from solvers.base import SolveResult
+from solvers.registry import get_backend
+
+Method = Callable[..., TransportPlan]
+_METHODS: dict[str, tuple[Method, str]] = {}
+
+
+def register_method(name: str, description: str) -> Callable[[Method], Method]:
+    """Decorator registering a solution method under ``name``."""
+
+    def wrap(func: Method) -> Method:
+        _METHODS[name] = (func, description)
+        return func
+
+    return wrap
+
+
+def method_names() -> list[str]:
+    """Registered method names."""
+    return list(_METHODS)
+
+
+def describe_methods() -> dict[str, str]:
+    """Method name -> one-line description."""
+    return {name: desc for name, (_, desc) in _METHODS.items()}
+
+
+def get_method(name: str) -> Method:
+    if name not in _METHODS:
+        raise ValueError(f"method: unknown {name!r}; known: {', '.join(_METHODS)}")
+    return _METHODS[name][0]
+
+
+def _plan_from_systems(
+    inst: Instance,
+    parts: list[tuple[BipartiteSystem, np.ndarray]],
+    method: str,
+    results: list[SolveResult],
+) -> TransportPlan:
+    tokens = np.concatenate([system.arc_tokens() for system, _ in parts])
+    cols = np.concatenate([system.arc_columns() for system, _ in parts])
+    values = np.concatenate([vals for _, vals in parts])
+    return TransportPlan.from_relaxed(
+        inst,
+        parts[0][0].columns,
+        tokens,
+        cols,
+        values,
+        method=method,
+        wall_time=sum(r.wall_time for r in results),
+        messages=[m for r in results for m in r.messages],
+        info={"statuses": [r.status for r in results], "backends": [r.backend for r in results]},
+    )
+
+
+def _solve_lp(inst: Instance, form: str, method: str, backend: str, **options: Any) -> TransportPlan:
+    system = relaxed_system(inst, form)
+    result = get_backend(backend).solve(system.to_lp(), **options)
+    return _plan_from_systems(inst, [(system, result.primal)], method, [result])
+
+
+def _solve_flow(inst: Instance, form: str, method: str, backend: str, **options: Any) -> TransportPlan:
+    system = relaxed_system(inst, form)
+    result = get_backend(backend).solve(system.to_maxflow(), **options)
+    return _plan_from_systems(
+        inst, [(system, system.arc_values_from_flow(result.primal))], method, [result]
+    )
+
+
+@register_method("highs", "relaxed OTLP (Eq. 2) as an LP, HiGHS simplex/IPM")
+def solve_highs(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
+    return _solve_lp(inst, form, "highs", "highs", **options)
+
+
+@register_method("cvxpy", "relaxed OTLP as an LP through cvxpy (its default LP solver)")
+def solve_cvxpy(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
+    return _solve_lp(inst, form, "cvxpy", "cvxpy", **options)
+
+
+@register_method("maxflow", "relaxed OTLP as max-flow (§5.2), OR-Tools push-relabel")
+def solve_maxflow(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
+    return _solve_flow(inst, form, "maxflow", "ortools-maxflow", **options)
+
+
+@register_method("networkx", "relaxed OTLP as max-flow, networkx preflow-push (reference)")
+def solve_networkx(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
+    return _solve_flow(inst, form, "networkx", "networkx-maxflow", **options)
+
+
+@register_method("maxflow-cs", "H* then outer and inner networks only (§5.3), OR-Tools")
+def solve_maxflow_cs(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
+    selection = optimal_acceptance(inst)
+    backend = get_backend("ortools-maxflow")
+    parts, results = [], []
+    for system in (outer_system(inst, selection.H_mask, form), inner_system(inst, selection.H_mask, form)):
+        if system.num_arcs == 0:
+            continue
+        result = backend.solve(system.to_maxflow(), **options)
+        parts.append((system, system.arc_values_from_flow(result.primal)))
+        results.append(result)
+    if not parts:
+        system = relaxed_system(inst, form)
+        parts = [(system, np.zeros(system.num_arcs))]
+    plan = _plan_from_systems(inst, parts, "maxflow-cs", results)
+    plan.info["H"] = selection.H
+    return plan
+
+
+@register_method("pot", "full OTLP (Eq. 1) with 0/1 membership cost, POT ot.emd")
+def solve_pot(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
+    problem, cols = full_otlp_transport(inst, form)
+    result = get_backend("pot").solve(problem, **options)
+    return TransportPlan.from_coupling(
+        inst, cols, result.primal, method="pot", wall_time=result.wall_time,
+        messages=result.messages, info={"statuses": [result.status], "backends": ["pot"]},
+    )
+
+
+@register_method("highs-full", "full OTLP (Eq. 1) as an LP, HiGHS")
+def solve_highs_full(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
+    lp, cols = full_otlp_lp(inst, form)
+    result = get_backend("highs").solve(lp, **options)
+    coupling = result.primal.reshape(inst.k + 1, cols.count)
+    return TransportPlan.from_coupling(
+        inst, cols, coupling, method="highs-full", wall_time=result.wall_time,
+        messages=result.messages, info={"statuses": [result.status], "backends": ["highs"]},
+    )

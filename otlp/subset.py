@@ -1,0 +1,155 @@
+"""Optimal acceptance by subset selection (seed 000, Theorem 3.1): alpha* = 1 + min_H psi(H).
+
+psi(H) = p(H) - P(all n drafts fall in H). Methods:
+
+* ``prefix``  — sort the draft vocabulary by decreasing q/p and take the best prefix
+  (O(k log k), seed 000 §5.1 and Lemma 6.3, for i.i.d. drafts). For sampling without
+  replacement the probability that all drafts fall in H has no product form; it is summed
+  from the exact set masses, and the prefix rule is checked against brute force in the tests.
+* ``mincut``  — n = 2 independent drafts: psi is a submodular quadratic pseudo-boolean
+  function, minimised by one s-t minimum cut (seed 000, Appendix D).
+* ``maxflow`` — any scheme: the minimum cut of the relaxed-OTLP flow network (§5.2); the
+  tokens whose source arc is cut form H*.
+* ``brute``   — every subset of a tiny draft vocabulary (reference).
+
+Tokens outside the draft vocabulary never belong to H* (they add p but no draft mass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.instance import Instance
+
+METHODS = ("auto", "prefix", "mincut", "maxflow", "brute")
+BRUTE_FORCE_MAX_K = 16
+
+
+@dataclass(frozen=True)
+class SubsetSelection:
+    """alpha*, the optimal subset H* (as draft-vocabulary mask and global ids), and psi(H*)."""
+
+    alpha_star: float
+    H_mask: NDArray[np.bool_]
+    H: NDArray[np.int64]
+    psi_min: float
+    method: str
+
+
+def draft_mass_in(inst: Instance, mask: NDArray[np.bool_]) -> float:
+    """P(all n drafted tokens lie in the masked part of the draft vocabulary)."""
+    if inst.scheme == "without_replacement":
+        cols = inst.columns("sets")
+        return float(cols.mass[cols.contained_in(mask)].sum())
+    return float(np.prod(inst.draft_rows[:, mask].sum(axis=1)))
+
+
+def psi(inst: Instance, mask: NDArray[np.bool_]) -> float:
+    """psi(H) = p(H) - P(drafts in H) for H given as a draft-vocabulary mask."""
+    return float(inst.p_local[mask].sum()) - draft_mass_in(inst, mask)
+
+
+def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
+    """alpha* and H* for ``inst`` (seed 000, Theorem 3.1)."""
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    if method == "auto":
+        method = _auto_method(inst)
+    if method == "prefix":
+        if inst.scheme == "independent" and inst.n > 1:
+            raise ValueError("method: 'prefix' is exact only for i.i.d. or exchangeable drafts")
+        mask = _prefix_search(inst)
+    elif method == "mincut":
+        if inst.scheme != "independent" or inst.n != 2:
+            raise ValueError("method: 'mincut' applies to n = 2 independent drafts")
+        mask = _qpbo_min_cut(inst)
+    elif method == "maxflow":
+        mask = _relaxed_min_cut(inst)
+    else:
+        mask = _brute_force(inst)
+    value = psi(inst, mask)
+    return SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, method)
+
+
+def _auto_method(inst: Instance) -> str:
+    if inst.scheme != "independent" or inst.n == 1:
+        return "prefix"
+    return "mincut" if inst.n == 2 else "maxflow"
+
+
+def ratio_order(inst: Instance) -> NDArray[np.int64]:
+    """Draft-vocabulary positions sorted by decreasing q/p (p = 0 first; ties by position)."""
+    p, q = inst.p_local, inst.q_local
+    with np.errstate(divide="ignore"):
+        ratio = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.inf)
+    return np.lexsort((np.arange(inst.k), -ratio)).astype(np.int64)
+
+
+def _prefix_search(inst: Instance) -> NDArray[np.bool_]:
+    order = ratio_order(inst)
+    p_prefix = np.concatenate([[0.0], np.cumsum(inst.p_local[order])])
+    if inst.scheme == "without_replacement":
+        cols = inst.columns("sets")
+        position = np.empty(inst.k, dtype=np.int64)
+        position[order] = np.arange(inst.k)
+        last = np.full(cols.count, -1, dtype=np.int64)
+        np.maximum.at(last, cols.inc_col, position[cols.inc_token])
+        q_prefix = np.concatenate(
+            [[0.0], np.cumsum(np.bincount(last, weights=cols.mass, minlength=inst.k))]
+        )
+    else:
+        q_prefix = np.concatenate([[0.0], np.cumsum(inst.q_local[order])]) ** inst.n
+    best = int(np.argmin(p_prefix - q_prefix))
+    mask = np.zeros(inst.k, dtype=bool)
+    mask[order[:best]] = True
+    return mask
+
+
+def _brute_force(inst: Instance) -> NDArray[np.bool_]:
+    if inst.k > BRUTE_FORCE_MAX_K:
+        raise ValueError(
+            f"method: 'brute' enumerates 2^k subsets; k={inst.k} exceeds {BRUTE_FORCE_MAX_K}"
+        )
+    cols = inst.columns("sets")
+    bits = np.zeros(cols.count, dtype=np.int64)
+    np.bitwise_or.at(bits, cols.inc_col, np.int64(1) << cols.inc_token)
+    subsets = np.arange(1 << inst.k, dtype=np.int64)
+    token_bits = (subsets[:, None] >> np.arange(inst.k)) & 1
+    p_sum = token_bits @ inst.p_local
+    inside = (bits[None, :] & ~subsets[:, None]) == 0
+    values = p_sum - inside.astype(float) @ cols.mass
+    best = int(np.argmin(values))
+    return token_bits[best].astype(bool)
+
+
+def _qpbo_min_cut(inst: Instance) -> NDArray[np.bool_]:
+    """Appendix D: psi(x) = sum_i (p_i - q1_i) x_i + sum_{i != j} q1_i q2_j x_i (1 - x_j).
+
+    x_i = 1 (i in H) puts node i on the sink side; x_i (1 - x_j) is an arc j -> i.
+    """
+    from solvers.base import MaxFlowProblem
+    from solvers.registry import get_backend
+
+    k = inst.k
+    q1, q2 = inst.draft_rows[0], inst.draft_rows[1]
+    unary = inst.p_local - q1
+    source, sink = k, k + 1
+    ii, jj = np.nonzero(np.outer(q1, q2) * (1 - np.eye(k)) > 0)
+    tails = np.concatenate([np.full(k, source), np.arange(k), jj])
+    heads = np.concatenate([np.arange(k), np.full(k, sink), ii])
+    caps = np.concatenate([np.maximum(unary, 0), np.maximum(-unary, 0), q1[ii] * q2[jj]])
+    problem = MaxFlowProblem(k + 2, tails, heads, caps, source, sink)
+    result = get_backend("ortools-maxflow").solve(problem, want_cut=True)
+    return ~result.source_side[:k]
+
+
+def _relaxed_min_cut(inst: Instance) -> NDArray[np.bool_]:
+    from otlp.builders import relaxed_system
+    from solvers.registry import get_backend
+
+    system = relaxed_system(inst)
+    result = get_backend("ortools-maxflow").solve(system.to_maxflow(), want_cut=True)
+    return ~result.source_side[: system.left_count]

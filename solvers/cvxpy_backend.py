@@ -1,0 +1,46 @@
+"""cvxpy as a modelling layer: any LP solver cvxpy has installed (default: its own choice)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from solvers.base import Backend, LinearProgram, SolveResult, stopwatch
+from solvers.registry import register
+
+
+@register
+class CvxpyLP(Backend):
+    name = "cvxpy"
+    accepts = (LinearProgram,)
+    requires = ("cvxpy",)
+
+    def solve(self, problem: LinearProgram, *, solver: str | None = None, **_: Any) -> SolveResult:
+        import cvxpy as cp
+
+        self.check(problem)
+        with stopwatch() as elapsed:
+            x = cp.Variable(problem.num_variables, nonneg=True)
+            constraints = []
+            if problem.A_ub is not None:
+                constraints.append(problem.A_ub @ x <= problem.b_ub)
+            if problem.A_eq is not None:
+                constraints.append(problem.A_eq @ x == problem.b_eq)
+            objective = problem.c @ x
+            sense = cp.Maximize(objective) if problem.maximize else cp.Minimize(objective)
+            model = cp.Problem(sense, constraints)
+            model.solve(solver=solver)
+        status = str(model.status)
+        values = x.value if x.value is not None else np.full(problem.num_variables, np.nan)
+        used = model.solver_stats.solver_name if model.solver_stats else solver
+        return SolveResult(
+            backend=self.name,
+            status=status,
+            success=status == cp.OPTIMAL,
+            objective=float(model.value) if model.value is not None else float("nan"),
+            primal=np.asarray(values, dtype=np.float64),
+            wall_time=elapsed[0],
+            messages=[f"cvxpy solver {used}"],
+            info={"solver": used},
+        )
