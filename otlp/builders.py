@@ -186,7 +186,9 @@ def full_otlp_lp(inst: Instance, form: str = "sets") -> tuple[LinearProgram, Dra
     return lp, cols
 
 
-def full_otlp_transport(inst: Instance, form: str = "sets") -> tuple[TransportProblem, DraftColumns]:
+def full_otlp_transport(
+    inst: Instance, form: str = "sets"
+) -> tuple[TransportProblem, DraftColumns]:
     """The OTLP as balanced optimal transport with the 0/1 membership cost (seed 001 §3.1)."""
     cols = inst.columns(form)
     check_size(f"full OTLP (k={inst.k}, n={inst.n})", (inst.k + 1) * cols.count)

@@ -98,7 +98,7 @@ def build_columns(form: str, draft_rows: FloatArray, n: int, scheme: str) -> Dra
         raise ValueError(f"form: expected one of {FORMS}, got {form!r}")
     k = draft_rows.shape[1]
     sizes = range(n, n + 1) if scheme == "without_replacement" else range(1, min(n, k) + 1)
-    columns, pairs = column_count(form, k, n, sizes)
+    _, pairs = column_count(form, k, n, sizes)
     check_size(f"draft columns ({form}, k={k}, n={n})", pairs)
     if form == "tuples":
         return _tuple_columns(draft_rows, n, scheme)

@@ -78,7 +78,9 @@ class Instance:
         self.top_k = None if top_k is None else positive_int("top_k", top_k, maximum=vocab)
         # Exact unit sums keep the transport problem balanced.
         self.p = _exact_unit(p_arr)
-        self.q = _exact_unit(rows[0]) if len(rows) == 1 else np.vstack([_exact_unit(r) for r in rows])
+        self.q = (
+            _exact_unit(rows[0]) if len(rows) == 1 else np.vstack([_exact_unit(r) for r in rows])
+        )
         self.q.setflags(write=False)
         self.vocab_size = vocab
         self._restrict(rows)

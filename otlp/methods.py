@@ -77,13 +77,17 @@ def _plan_from_systems(
     )
 
 
-def _solve_lp(inst: Instance, form: str, method: str, backend: str, **options: Any) -> TransportPlan:
+def _solve_lp(
+    inst: Instance, form: str, method: str, backend: str, **options: Any
+) -> TransportPlan:
     system = relaxed_system(inst, form)
     result = get_backend(backend).solve(system.to_lp(), **options)
     return _plan_from_systems(inst, [(system, result.primal)], method, [result])
 
 
-def _solve_flow(inst: Instance, form: str, method: str, backend: str, **options: Any) -> TransportPlan:
+def _solve_flow(
+    inst: Instance, form: str, method: str, backend: str, **options: Any
+) -> TransportPlan:
     system = relaxed_system(inst, form)
     result = get_backend(backend).solve(system.to_maxflow(), **options)
     return _plan_from_systems(
@@ -116,7 +120,10 @@ def solve_maxflow_cs(inst: Instance, form: str = "sets", **options: Any) -> Tran
     selection = optimal_acceptance(inst)
     backend = get_backend("ortools-maxflow")
     parts, results = [], []
-    for system in (outer_system(inst, selection.H_mask, form), inner_system(inst, selection.H_mask, form)):
+    for system in (
+        outer_system(inst, selection.H_mask, form),
+        inner_system(inst, selection.H_mask, form),
+    ):
         if system.num_arcs == 0:
             continue
         result = backend.solve(system.to_maxflow(), **options)
@@ -135,8 +142,13 @@ def solve_pot(inst: Instance, form: str = "sets", **options: Any) -> TransportPl
     problem, cols = full_otlp_transport(inst, form)
     result = get_backend("pot").solve(problem, **options)
     return TransportPlan.from_coupling(
-        inst, cols, result.primal, method="pot", wall_time=result.wall_time,
-        messages=result.messages, info={"statuses": [result.status], "backends": ["pot"]},
+        inst,
+        cols,
+        result.primal,
+        method="pot",
+        wall_time=result.wall_time,
+        messages=result.messages,
+        info={"statuses": [result.status], "backends": ["pot"]},
     )
 
 
@@ -146,6 +158,11 @@ def solve_highs_full(inst: Instance, form: str = "sets", **options: Any) -> Tran
     result = get_backend("highs").solve(lp, **options)
     coupling = result.primal.reshape(inst.k + 1, cols.count)
     return TransportPlan.from_coupling(
-        inst, cols, coupling, method="highs-full", wall_time=result.wall_time,
-        messages=result.messages, info={"statuses": [result.status], "backends": ["highs"]},
+        inst,
+        cols,
+        coupling,
+        method="highs-full",
+        wall_time=result.wall_time,
+        messages=result.messages,
+        info={"statuses": [result.status], "backends": ["highs"]},
     )

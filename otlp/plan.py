@@ -72,9 +72,7 @@ class TransportPlan:
             raise ValueError(
                 f"coupling: expected shape {(inst.k + 1, columns.count)}, got {explicit.shape}"
             )
-        return cls(
-            inst, columns, explicit, np.zeros(inst.k + 1), np.zeros(columns.count), **meta
-        )
+        return cls(inst, columns, explicit, np.zeros(inst.k + 1), np.zeros(columns.count), **meta)
 
     # ----- the residual term ---------------------------------------------------------------
     @property

@@ -78,6 +78,13 @@ def verify(
     if gap < -tol.acceptance:
         problems.append(f"acceptance {acceptance:.9f} above alpha* {alpha_star:.9f}: impossible")
     return VerificationReport(
-        target_l1, draft_l1, min_entry, acceptance, alpha_star, gap, not problems, tol,
+        target_l1,
+        draft_l1,
+        min_entry,
+        acceptance,
+        alpha_star,
+        gap,
+        not problems,
+        tol,
         tuple(problems),
     )

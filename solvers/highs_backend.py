@@ -60,7 +60,10 @@ class HighsLP(Backend):
 
 
 def _run(
-    problem: LinearProgram, method: str, presolve: bool, tolerance: float,
+    problem: LinearProgram,
+    method: str,
+    presolve: bool,
+    tolerance: float,
     time_limit: float | None,
 ) -> tuple[str, np.ndarray, float]:
     import highspy

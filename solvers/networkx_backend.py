@@ -28,7 +28,9 @@ class NetworkxMaxFlow(Backend):
             graph = nx.DiGraph()
             graph.add_nodes_from(range(problem.num_nodes))
             for tail, head, cap in zip(
-                problem.tails.tolist(), problem.heads.tolist(), problem.capacities.tolist(),
+                problem.tails.tolist(),
+                problem.heads.tolist(),
+                problem.capacities.tolist(),
                 strict=True,
             ):
                 if np.isfinite(cap):
@@ -39,8 +41,10 @@ class NetworkxMaxFlow(Backend):
                 graph, problem.source, problem.sink, flow_func=preflow_push
             )
             flows = np.array(
-                [flow[t][h] for t, h in zip(problem.tails.tolist(), problem.heads.tolist(),
-                                            strict=True)],
+                [
+                    flow[t][h]
+                    for t, h in zip(problem.tails.tolist(), problem.heads.tolist(), strict=True)
+                ],
                 dtype=np.float64,
             )
         return SolveResult(self.name, "optimal", True, float(value), flows, elapsed[0])

@@ -64,8 +64,10 @@ class OrToolsMaxFlow(Backend):
             objective=float(value),
             primal=flows,
             wall_time=elapsed[0],
-            messages=[f"int64 capacities at scale 2^{scale_bits}/{total:.6g}; flow value "
-                      f"within {precision:.2e} of the optimum"],
+            messages=[
+                f"int64 capacities at scale 2^{scale_bits}/{total:.6g}; flow value "
+                f"within {precision:.2e} of the optimum"
+            ],
             source_side=side,
             info={"scale": scale, "precision": precision},
         )

@@ -26,8 +26,9 @@ class PotEmd(Backend):
         b = np.ascontiguousarray(problem.b, dtype=np.float64)
         b = b * (a.sum() / b.sum())  # POT requires equal totals to rounding
         with stopwatch() as elapsed:
-            plan, log = ot.emd(a, b, np.ascontiguousarray(problem.cost), numItermax=max_iterations,
-                               log=True)
+            plan, log = ot.emd(
+                a, b, np.ascontiguousarray(problem.cost), numItermax=max_iterations, log=True
+            )
         warning = log.get("warning")
         return SolveResult(
             backend=self.name,
