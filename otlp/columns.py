@@ -159,11 +159,34 @@ def _without_replacement_mass(q: FloatArray, ordered: NDArray[np.int64]) -> Floa
 
 
 def _sequence_probability(q: FloatArray, sequences: NDArray[np.int64]) -> FloatArray:
-    """Probability of drawing each row of distinct tokens, in order, without replacement."""
+    """Probability of drawing each row of distinct tokens, in order, without replacement.
+
+    The mass left before draw l is summed over the undrawn tokens, never as ``1 - drawn``,
+    which cancels catastrophically when one token holds nearly all the draft mass.
+    """
     probs = q[sequences]
-    drawn_before = np.cumsum(probs, axis=1) - probs
-    remaining = np.clip(1.0 - drawn_before, np.finfo(float).tiny, None)
-    return np.prod(probs / remaining, axis=1)
+    result = probs[:, 0].copy()
+    for step in range(1, sequences.shape[1]):
+        result *= probs[:, step] / _mass_excluding(q, sequences[:, :step])
+    return result
+
+
+def _mass_excluding(q: FloatArray, drawn: NDArray[np.int64]) -> FloatArray:
+    """sum(q) minus the drawn tokens of each row, as sums of positive terms only.
+
+    Tokens are ranked by decreasing q; with suffix sums R[i] = sum of ranks >= i, the gap
+    between consecutive drawn ranks (a, b) holds R[a + 1] - R[b], whose relative error is
+    at most about k * eps because every rank after b carries no more mass than rank a + 1.
+    """
+    order = np.argsort(-q, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    suffix = np.append(np.cumsum(q[order][::-1])[::-1], 0.0)
+    ranks = np.sort(rank[drawn], axis=1)
+    starts = np.hstack([np.zeros((ranks.shape[0], 1), dtype=np.int64), ranks + 1])
+    ends = np.hstack([ranks, np.full((ranks.shape[0], 1), order.shape[0], dtype=np.int64)])
+    left = np.maximum(suffix[starts] - suffix[ends], 0.0).sum(axis=1)
+    return np.maximum(left, np.finfo(float).tiny)
 
 
 def _tuple_columns(draft_rows: FloatArray, n: int, scheme: str) -> DraftColumns:

@@ -22,6 +22,7 @@ from otlp.builders import (
 from otlp.instance import Instance
 from otlp.plan import TransportPlan
 from otlp.subset import optimal_acceptance
+from otlp.verify import Tolerances
 from solvers.base import SolveResult
 from solvers.registry import get_backend
 
@@ -100,9 +101,18 @@ def solve_highs(inst: Instance, form: str = "sets", **options: Any) -> Transport
     return _solve_lp(inst, form, "highs", "highs", **options)
 
 
+# cvxpy's default LP solver is an interior-point method: its answers are feasible to about
+# 1e-9 and optimal to about 1e-8, not to the vertex accuracy of simplex or max-flow.
+INTERIOR_POINT_TOLERANCES = Tolerances(
+    target_l1=1e-6, draft_l1=1e-6, negative=1e-7, acceptance=1e-6
+)
+
+
 @register_method("cvxpy", "relaxed OTLP as an LP through cvxpy (its default LP solver)")
 def solve_cvxpy(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
-    return _solve_lp(inst, form, "cvxpy", "cvxpy", **options)
+    plan = _solve_lp(inst, form, "cvxpy", "cvxpy", **options)
+    plan.info["tolerances"] = INTERIOR_POINT_TOLERANCES
+    return plan
 
 
 @register_method("maxflow", "relaxed OTLP as max-flow (§5.2), OR-Tools push-relabel")

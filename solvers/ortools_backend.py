@@ -1,9 +1,9 @@
 """OR-Tools push-relabel max-flow (``SimpleMaxFlow``) on int64 capacities.
 
-Capacities are scaled by ``2**scale_bits / total`` (total = finite capacity leaving the
-source) and rounded down, so the returned flow is feasible for the real capacities and its
-value is within ``num_arcs * 2**-scale_bits * total`` of the optimum. Infinite capacities
-become ``2**61``, above any possible flow, and the sum stays below 2**63.
+Capacities are clipped at twice the finite capacity leaving the source (``total``; no flow
+exceeds it), scaled by ``2**scale_bits / total`` and rounded down, so the returned flow is
+feasible for the real capacities and its value is within ``num_arcs * 2**-scale_bits * total``
+of the optimum. Infinite capacities become ``2**61``, above any possible flow.
 """
 
 from __future__ import annotations
@@ -39,10 +39,13 @@ class OrToolsMaxFlow(Backend):
         caps = np.asarray(problem.capacities, dtype=np.float64)
         finite = np.isfinite(caps)
         leaving = finite & (problem.tails == problem.source)
-        total = max(float(caps[leaving].sum()), np.finfo(float).tiny)
-        scale = float(2**scale_bits) / total
+        total = float(caps[leaving].sum())
+        scale = float(2**scale_bits) / total if total > 0 else 1.0
+        # No flow exceeds the source total, so a finite capacity above twice that never binds
+        # (nor saturates, which keeps the min cut unchanged); clipping avoids int64 overflow.
+        bounded = np.minimum(caps[finite], 2.0 * total)
         int_caps = np.full(caps.shape, INFINITE_CAPACITY, dtype=np.int64)
-        int_caps[finite] = np.floor(caps[finite] * scale).astype(np.int64)
+        int_caps[finite] = np.floor(bounded * scale).astype(np.int64)
         with stopwatch() as elapsed:
             solver = max_flow.SimpleMaxFlow()
             arcs = solver.add_arcs_with_capacity(

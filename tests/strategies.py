@@ -1,0 +1,48 @@
+"""Hypothesis strategies for small, often degenerate, instances."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+import otlp
+
+
+@st.composite
+def weight_vectors(draw: st.DrawFn, size: int) -> np.ndarray:
+    """Small integer weights (zeros and ties are common), sometimes with tiny entries."""
+    weights = np.array(draw(st.lists(st.integers(0, 4), min_size=size, max_size=size)), float)
+    if weights.sum() == 0:
+        weights[draw(st.integers(0, size - 1))] = 1.0
+    if draw(st.booleans()):
+        tiny = draw(st.integers(0, size - 1))
+        if weights[tiny] > 0:
+            weights[tiny] = 1e-12
+    return weights / weights.sum()
+
+
+@st.composite
+def instances(
+    draw: st.DrawFn,
+    schemes: tuple[str, ...] = otlp.SCHEMES,
+    max_vocab: int = 6,
+    max_n: int = 3,
+) -> otlp.Instance:
+    """A random small instance of one of ``schemes``."""
+    vocab = draw(st.integers(1, max_vocab))
+    scheme = draw(st.sampled_from(schemes))
+    n = draw(st.integers(1, max_n))
+    p = draw(weight_vectors(vocab))
+    if scheme == "independent":
+        q = [draw(weight_vectors(vocab)) for _ in range(n)]
+    else:
+        q = draw(weight_vectors(vocab))
+        if draw(st.integers(0, 5)) == 0:
+            q = p.copy()  # p = q
+    if scheme == "without_replacement":
+        support = int(np.count_nonzero(q))
+        if support < n:
+            n = support
+    smallest = n if scheme == "without_replacement" else 1
+    top_k = draw(st.one_of(st.none(), st.integers(smallest, vocab)))
+    return otlp.Instance(p, q, n, scheme, top_k)
