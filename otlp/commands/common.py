@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
 
 from instances.generators import GENERATORS
 from otlp.instance import SCHEMES, Instance
+
+GENERATED_TOP_K = 20
 
 
 def add_instance_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +31,12 @@ def add_instance_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--temperature", type=float, default=1.0)
     source.add_argument("--similarity", type=float, default=0.7, help="zipf / spechub-toy")
     source.add_argument("--n", type=int, default=None, help="number of drafts (default 2)")
-    source.add_argument("--top-k", type=int, default=None, help="draft top-k (default 20)")
+    source.add_argument(
+        "--top-k",
+        type=int,
+        default=None,
+        help=f"draft top-k (default: the file's, or {GENERATED_TOP_K} for generated instances)",
+    )
     source.add_argument("--scheme", choices=SCHEMES, default=None, help="draft scheme")
     source.add_argument("--renormalize", action="store_true", help="rescale p and q to sum 1")
 
@@ -51,7 +60,8 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
             )
     n = args.n if args.n is not None else int(stored.get("n", 2))
     scheme = args.scheme or str(stored.get("scheme", "iid"))
-    top_k = args.top_k if args.top_k is not None else stored.get("top_k", 20)
+    default_top_k = stored.get("top_k") if args.instance is not None else GENERATED_TOP_K
+    top_k = args.top_k if args.top_k is not None else default_top_k
     return Instance(
         p, q, n, scheme, None if top_k is None else int(top_k), renormalize=args.renormalize
     )
@@ -80,3 +90,8 @@ def read_instance_file(path: Path) -> dict[str, object]:
     if missing:
         raise ValueError(f"--instance: {path} lacks {', '.join(sorted(missing))}")
     return stored
+
+
+def console() -> Console:
+    """A rich console at least 120 columns wide, so tables are not squeezed when piped."""
+    return Console(width=max(120, shutil.get_terminal_size((120, 24)).columns))

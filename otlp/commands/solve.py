@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
 
 from otlp.api import solve
-from otlp.commands.common import add_instance_arguments, instance_from_args
+from otlp.commands.common import add_instance_arguments, console, instance_from_args
 from otlp.methods import method_names
 from otlp.subset import optimal_acceptance
 
@@ -60,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0 if all(r["ok"] for r in rows) else 1
-    console = Console()
-    console.print(
+    out = console()
+    out.print(
         f"{inst!r}: alpha* = {selection.alpha_star:.9f} "
         f"(|H*| = {selection.H.size}, by {selection.method})"
     )
@@ -79,5 +78,5 @@ def run(args: argparse.Namespace) -> int:
             f"{1e3 * r['time_s']:.2f}",
             "ok" if r["ok"] else "FAILED",
         )
-    console.print(table)
+    out.print(table)
     return 0 if all(r["ok"] for r in rows) else 1
