@@ -71,3 +71,17 @@ def test_unknown_method_is_rejected() -> None:
     inst = otlp.Instance([0.5, 0.5], [0.5, 0.5], 2)
     with pytest.raises(ValueError, match="method"):
         otlp.solve(inst, "simplex-by-hand")
+
+
+@settings(max_examples=30, deadline=None)
+@given(instances(schemes=("iid", "independent"), max_vocab=4, max_n=3))
+def test_spechub_lp_on_the_scheme_joint_reaches_alpha_star(inst: otlp.Instance) -> None:
+    """Seed 001 Theorem 1: the simplified LP has the OTLP's optimal value."""
+    from otlp.builders import spechub_lp
+    from solvers import get_backend
+
+    tuples = inst.columns("tuples")
+    model = spechub_lp(inst.p_local, tuples.members, tuples.mass)
+    result = get_backend("highs").solve(model.lp)
+    alpha = otlp.optimal_acceptance(inst, "brute").alpha_star
+    assert result.objective == pytest.approx(alpha, abs=1e-9)
