@@ -105,8 +105,10 @@ class Instance:
         self.k = int(tokens.shape[0])
         self.p_local: FloatArray = self.p[tokens]
         self.p_outside = float(max(0.0, 1.0 - self.p_local.sum()))
-        positions = self.n if self.scheme == "independent" else 1
-        self.draft_rows: FloatArray = np.repeat(restricted, self.n if positions == 1 else 1, axis=0)
+        # One row per draw: i.i.d. and without-replacement schemes repeat their single row.
+        self.draft_rows: FloatArray = (
+            restricted if len(rows) > 1 else np.repeat(restricted, self.n, axis=0)
+        )
         self.draft_rows.setflags(write=False)
 
     # ----- derived views -------------------------------------------------------------------
