@@ -10,6 +10,7 @@ import sys
 COMMANDS = (
     "otlp.commands.solve",
     "otlp.commands.suites",
+    "otlp.commands.bench",
 )
 
 

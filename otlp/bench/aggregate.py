@@ -1,0 +1,113 @@
+"""Per-cell summaries of the per-token records (one flat row per cell for CSV and tables).
+
+Times are over the tokens that produced a result; acceptance is averaged over verified
+tokens only (a failed verification is counted, never averaged in). ``success`` is verified
+without falling back (seed 000 Table 1 reports global resolution's success this way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from otlp.bench.cells import METHOD, Cell
+from otlp.bench.worker import FAILED, OK
+
+SUMMARY_FIELDS = (
+    "id",
+    "suite",
+    "scheme",
+    "k",
+    "n",
+    "kind",
+    "name",
+    "tau",
+    "label",
+    "tokens",
+    "verified",
+    "failed",
+    "unmeasured",
+    "status",
+    "fallbacks",
+    "verified_rate",
+    "success_rate",
+    "fallback_rate",
+    "time_median_ms",
+    "time_p90_ms",
+    "time_mean_ms",
+    "acceptance_mean",
+    "alpha_star_mean",
+    "max_target_l1",
+    "max_abs_gap",
+    "min_entry",
+)
+
+
+def summarize(record: dict[str, Any]) -> dict[str, Any]:
+    """One cell's summary row (see :data:`SUMMARY_FIELDS`)."""
+    cell = record["cell"]
+    tokens = record["tokens"]
+    statuses = [t["status"] for t in tokens]
+    verified = [t for t in tokens if t["status"] == OK]
+    times = np.array([t["time_s"] for t in tokens if t["time_s"] is not None], dtype=float)
+    fallbacks = sum(bool(t["fallback"]) for t in verified)
+    count = len(tokens)
+    gaps = [abs(t["alpha_star"] - t["acceptance"]) for t in verified if t["alpha_star"] is not None]
+    return {
+        "id": record["id"],
+        **{key: cell[key] for key in ("suite", "scheme", "k", "n", "kind", "name", "tau")},
+        "label": Cell.from_dict(cell).label,
+        "tokens": count,
+        "verified": len(verified),
+        "failed": statuses.count(FAILED),
+        "unmeasured": count - len(verified) - statuses.count(FAILED),
+        "status": _cell_status(statuses),
+        "fallbacks": fallbacks,
+        "verified_rate": _rate(len(verified), count),
+        "success_rate": _rate(len(verified) - fallbacks, count),
+        "fallback_rate": _rate(fallbacks, count),
+        "time_median_ms": _stat(np.median, times),
+        "time_p90_ms": _stat(lambda x: np.percentile(x, 90), times),
+        "time_mean_ms": _stat(np.mean, times),
+        "acceptance_mean": _mean([t["acceptance"] for t in verified]),
+        "alpha_star_mean": _mean([t["alpha_star"] for t in tokens if t["alpha_star"] is not None]),
+        "max_target_l1": _max([t["target_l1"] for t in verified if t["target_l1"] is not None]),
+        "max_abs_gap": _max(gaps) if cell["kind"] == METHOD else None,
+        "min_entry": _min([t["min_entry"] for t in verified if t["min_entry"] is not None]),
+    }
+
+
+def summarize_all(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [summarize(record) for record in records]
+
+
+def _cell_status(statuses: list[str]) -> str:
+    """The most telling status of a cell: "ok" only if every token verified."""
+    if statuses and all(s == OK for s in statuses):
+        return OK
+    if FAILED in statuses:
+        return FAILED
+    others = [s for s in statuses if s != OK]
+    return max(set(others), key=others.count) if others else "empty"
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _stat(func: Any, times: np.ndarray) -> float | None:
+    return float(func(times)) * 1e3 if times.size else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _max(values: list[float]) -> float | None:
+    return float(np.max(values)) if values else None
+
+
+def _min(values: list[float]) -> float | None:
+    return float(np.min(values)) if values else None

@@ -1,0 +1,218 @@
+"""The grid of a benchmark run: cells, the catalog they are checked against, and work groups.
+
+A *cell* is one (suite, scheme, k, n, method or rule, tau) combination measured over the
+same ``items`` suite items ("tokens", seed 000 §7.2: one solve per token with omega drawn from
+the draft). Cells sharing (suite, scheme, k, n) form a *group*: one task that measures all
+its methods side by side on each token, so their ratios come from the same moments.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from instances.suites import suite_names
+from otlp.bench.config import BenchConfig, MethodSettings, Sweep, resolve_suite
+from otlp.columns import column_count
+from otlp.methods import get_method, method_names
+
+ALPHA = "alpha"  # the reference: alpha* by subset selection, computed for every token
+METHOD = "method"  # an otlp.solve method: plan -> otlp.verify
+RULE = "rule"  # an otlp.rules rule: exact acceptance
+ALPHA_NAME = "alpha*"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured combination; ``id`` keys it in the results file."""
+
+    suite: str
+    scheme: str
+    k: int
+    n: int
+    kind: str
+    name: str
+    tau: float | None
+    items: int
+    seed: int
+    repeats: int = 1
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """Column heading: the method or rule name, with its tau."""
+        return self.name if self.tau is None else f"{self.name} τ={self.tau:g}"
+
+    @property
+    def group(self) -> tuple[str, str, int, int, int, int]:
+        return (self.suite, self.scheme, self.k, self.n, self.items, self.seed)
+
+    @property
+    def id(self) -> str:
+        parts = [self.suite, self.scheme, f"k={self.k}", f"n={self.n}", f"{self.kind}:{self.name}"]
+        if self.tau is not None:
+            parts.append(f"tau={self.tau:g}")
+        if self.options:
+            parts.append(",".join(f"{key}={value!r}" for key, value in self.options))
+        parts.append(f"items={self.items}")
+        parts.append(f"seed={self.seed}")
+        return "/".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["options"] = dict(self.options)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Cell:
+        """Inverse of :meth:`as_dict`."""
+        return cls(**{**data, "options": tuple(sorted(data.get("options", {}).items()))})
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What this installation offers: suites, methods (those taking tau), rules."""
+
+    suites: tuple[str, ...]
+    methods: tuple[str, ...]
+    rules: tuple[str, ...] | None  # None: otlp.rules is not installed
+    tau_methods: frozenset[str]
+
+    @classmethod
+    def current(cls) -> Catalog:
+        """The registered suites, methods and rules."""
+        methods = tuple(method_names())
+        rules = None
+        if importlib.util.find_spec("otlp.rules") is not None:
+            names = getattr(importlib.import_module("otlp.rules"), "names", None)
+            rules = tuple(names()) if callable(names) else None
+        takes_tau = frozenset(m for m in methods if accepts(m, "tau"))
+        return cls(tuple(suite_names()), methods, rules, takes_tau)
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """The cells to measure, those left out by a size cap, and notes for the report."""
+
+    cells: tuple[Cell, ...]
+    capped: tuple[tuple[Cell, int], ...]  # (cell, its draft-column count) over max_columns
+    notes: tuple[str, ...]
+
+
+def accepts(method: str, parameter: str) -> bool:
+    """Whether the registered method ``method`` names ``parameter`` in its signature."""
+    return parameter in inspect.signature(get_method(method)).parameters
+
+
+def draft_columns(scheme: str, k: int, n: int) -> int:
+    """Draft columns (sets, or tuples for independent drafts) of a (k, n) relaxed OTLP."""
+    if scheme == "independent":
+        return column_count("tuples", k, n, range(1, n + 1))[0]
+    sizes = range(n, n + 1) if scheme == "without_replacement" else range(1, min(n, k) + 1)
+    return column_count("sets", k, n, sizes)[0]
+
+
+def select_items(size: int, count: int) -> np.ndarray:
+    """``count`` suite indices spread evenly over ``range(size)`` (all of them if fewer)."""
+    if count >= size:
+        return np.arange(size)
+    return np.unique(np.linspace(0, size - 1, count).round().astype(np.int64))
+
+
+def plan_grid(config: BenchConfig, catalog: Catalog, suites: Iterable[str] = ()) -> GridPlan:
+    """Expand the sweeps of ``config`` into cells; ``suites`` overrides every sweep's suites."""
+    notes: dict[str, None] = {}
+    cells: dict[str, Cell] = {}
+    capped: dict[str, tuple[Cell, int]] = {}
+    override = tuple(suites)
+    for sweep in config.sweeps:
+        for suite_name in override or sweep.suites:
+            suite = resolve_suite(suite_name, catalog.suites)
+            if suite not in catalog.suites:
+                known = ", ".join(catalog.suites)
+                raise ValueError(f"suite: unknown {suite!r}; known: {known}")
+            if suite != suite_name:
+                notes[f"suite {suite_name!r} resolved to {suite!r}"] = None
+            for cell in _sweep_cells(sweep, suite, config, catalog, notes):
+                count = draft_columns(cell.scheme, cell.k, cell.n)
+                cap = config.settings(cell.name).max_columns if cell.kind != ALPHA else None
+                if cap is not None and count > cap:
+                    capped.setdefault(cell.id, (cell, count))
+                else:
+                    cells.setdefault(cell.id, cell)
+    return GridPlan(tuple(cells.values()), tuple(capped.values()), tuple(notes))
+
+
+def _sweep_cells(
+    sweep: Sweep, suite: str, config: BenchConfig, catalog: Catalog, notes: dict[str, None]
+) -> Iterable[Cell]:
+    entries = [(METHOD, name) for name in _known_methods(sweep, catalog, notes)]
+    entries += [(RULE, name) for name in _known_rules(sweep, catalog, notes)]
+    for scheme in sweep.schemes:
+        for k, n in sweep.points:
+            common = {
+                "suite": suite,
+                "scheme": scheme,
+                "k": k,
+                "n": n,
+                "items": sweep.items,
+                "seed": config.seed,
+                "repeats": sweep.repeats,
+            }
+            yield Cell(kind=ALPHA, name=ALPHA_NAME, tau=None, **common)
+            for kind, name in entries:
+                settings = config.settings(name)
+                for tau in _taus(kind, name, settings, catalog, notes):
+                    yield Cell(kind=kind, name=name, tau=tau, options=settings.options, **common)
+
+
+def _known_methods(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list[str]:
+    known = [m for m in sweep.methods if m in catalog.methods]
+    for missing in sorted(set(sweep.methods) - set(known)):
+        notes[f"method {missing!r} is not registered (otlp.method_names()); skipped"] = None
+    return known
+
+
+def _known_rules(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list[str]:
+    if not sweep.rules:
+        return []
+    if catalog.rules is None:
+        notes["otlp.rules is not installed; rules skipped"] = None
+        return []
+    if sweep.rules == "all":
+        return list(catalog.rules)
+    known = [r for r in sweep.rules if r in catalog.rules]
+    for missing in sorted(set(sweep.rules) - set(known)):
+        notes[f"rule {missing!r} is not in otlp.rules.names(); skipped"] = None
+    return known
+
+
+def _taus(
+    kind: str, name: str, settings: MethodSettings, catalog: Catalog, notes: dict[str, None]
+) -> tuple[float | None, ...]:
+    if not settings.tau:
+        return (None,)
+    if kind == METHOD and name in catalog.tau_methods:
+        return settings.tau
+    notes[f"{name!r} takes no tau; its tau grid is ignored"] = None
+    return (None,)
+
+
+def group_cells(cells: Iterable[Cell]) -> list[tuple[Cell, ...]]:
+    """Cells grouped by (suite, scheme, k, n, items, seed), the costliest groups first."""
+    groups: dict[tuple[Any, ...], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(cell.group, []).append(cell)
+
+    def cost(group: list[Cell]) -> int:
+        first = group[0]
+        solved = sum(cell.kind != ALPHA for cell in group)
+        return draft_columns(first.scheme, first.k, first.n) * solved
+
+    return [tuple(g) for g in sorted(groups.values(), key=cost, reverse=True)]

@@ -1,0 +1,270 @@
+"""Measure one group of cells in a worker process (local pool or Dask worker).
+
+Per token (seed 000 §7.2): build the top-k instance of one suite item, draw omega from the
+draft with a seed fixed by (seed, item, k, n, scheme), compute alpha* once, then for every
+cell in turn — side by side — time the work a decoder needs for that token and check it:
+
+* methods: ``otlp.solve`` on a fresh instance plus the slice pi(.|omega), fastest of
+  ``repeats`` runs; then ``otlp.verify`` (untimed). A plan that fails verification is a
+  failure: its numbers never reach a table.
+* rules: ``otlp.rules.get(name).acceptance(inst)``; a rule that does not apply is "n/a".
+
+Every (method, tau, scheme, n) is warmed up on a small instance of the same suite before its
+first timed run in a process, so numba compilation and first imports are not timed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from instances.suites import Suite, SuiteItem, load
+from otlp.api import solve
+from otlp.bench.cells import ALPHA, METHOD, Cell, accepts, select_items
+from otlp.errors import ProblemTooLarge
+from otlp.instance import SCHEMES, Instance
+from otlp.subset import optimal_acceptance
+from otlp.verify import Tolerances, verify
+
+BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+WARM_UP_K = 10
+WARM_UP_DRAWS = 3
+ACCEPTANCE_SLACK = 1e-9  # a rule's acceptance must lie in [0, 1] up to rounding
+
+# Token statuses.
+OK, FAILED, ERROR, TOO_LARGE, NOT_APPLICABLE = "ok", "failed", "error", "too_large", "n/a"
+
+_warmed: set[tuple[Any, ...]] = set()
+
+
+@dataclass(frozen=True)
+class Token:
+    """One suite item at (k, n, scheme): its drafted omega and alpha*."""
+
+    index: int
+    item: SuiteItem
+    omega: list[int]
+    alpha_star: float
+    alpha_time: float
+
+
+def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
+    """Measure ``cells`` (one group) and return one result record per cell."""
+    first = cells[0]
+    suite = _suite(first.suite)
+    indices = select_items(len(suite), first.items)
+    for cell in cells:
+        _warm_up(cell, suite.items[int(indices[0])])
+    results: dict[str, list[dict[str, Any]]] = {cell.id: [] for cell in cells}
+    for index in indices:
+        item = suite.items[int(index)]
+        try:
+            token = _draw_token(first, int(index), item)
+        except ValueError as exc:  # e.g. too few draft tokens for sampling without replacement
+            for cell in cells:
+                results[cell.id].append(_record(int(index), item, None, ERROR, message=str(exc)))
+            continue
+        for cell in cells:
+            results[cell.id].append(measure(cell, token))
+    worker = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "blas_threads": {v: os.environ.get(v) for v in BLAS_VARIABLES},
+    }
+    return [
+        {"id": cell.id, "cell": cell.as_dict(), "tokens": results[cell.id], "worker": worker}
+        for cell in cells
+    ]
+
+
+def measure(cell: Cell, token: Token) -> dict[str, Any]:
+    """One token's record for ``cell``."""
+    if cell.kind == ALPHA:
+        return _record(
+            token.index,
+            token.item,
+            token.omega,
+            OK,
+            time_s=token.alpha_time,
+            acceptance=token.alpha_star,
+            alpha_star=token.alpha_star,
+        )
+    if cell.kind == METHOD:
+        return _measure_method(cell, token)
+    return _measure_rule(cell, token)
+
+
+# ----- methods and rules -------------------------------------------------------------------
+def _measure_method(cell: Cell, token: Token) -> dict[str, Any]:
+    kwargs = dict(cell.options)
+    if cell.tau is not None:
+        kwargs["tau"] = cell.tau
+    if accepts(cell.name, "omega"):
+        kwargs["omega"] = np.asarray(token.omega)
+    omega = np.asarray(token.omega)
+
+    def run(inst: Instance) -> Any:
+        plan = solve(inst, cell.name, check=False, **kwargs)
+        plan.column_slice(plan.column_of(omega))
+        return plan
+
+    try:
+        plan, seconds = _timed(cell, token.item, run)
+    except Unmeasured as exc:
+        return _unmeasured(token, exc)
+    tolerances = plan.info.get("tolerances")
+    if tolerances is None and cell.tau is not None:
+        tolerances = Tolerances.global_resolution(cell.tau)
+    report = verify(plan, tolerances, alpha_star=token.alpha_star)
+    fallback = plan.info.get("fallback")
+    return _record(
+        token.index,
+        token.item,
+        token.omega,
+        OK if report.ok else FAILED,
+        time_s=seconds,
+        acceptance=report.acceptance,
+        alpha_star=token.alpha_star,
+        target_l1=report.target_l1,
+        draft_l1=report.draft_l1,
+        min_entry=report.min_entry,
+        fallback=None if fallback is None else bool(fallback),
+        message="; ".join(report.problems),
+    )
+
+
+def _measure_rule(cell: Cell, token: Token) -> dict[str, Any]:
+    rule = importlib.import_module("otlp.rules").get(cell.name)
+    options = dict(cell.options)
+    try:
+        value, seconds = _timed(cell, token.item, lambda inst: rule.acceptance(inst, **options))
+    except Unmeasured as exc:
+        return _unmeasured(token, exc)
+    acceptance = float(value)
+    valid = np.isfinite(acceptance) and -ACCEPTANCE_SLACK <= acceptance <= 1 + ACCEPTANCE_SLACK
+    return _record(
+        token.index,
+        token.item,
+        token.omega,
+        OK if valid else FAILED,
+        time_s=seconds,
+        acceptance=acceptance,
+        alpha_star=token.alpha_star,
+        message="" if valid else f"acceptance {acceptance!r} is not a probability",
+    )
+
+
+class Unmeasured(Exception):
+    """The work raised: ``status`` says how the token is recorded."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _timed(cell: Cell, item: SuiteItem, work: Callable[[Instance], Any]) -> tuple[Any, float]:
+    """(last result, seconds of the fastest of ``cell.repeats`` runs), each on a fresh
+    instance so that nothing cached on it is reused; raises :class:`Unmeasured`."""
+    best, result = np.inf, None
+    try:
+        for _ in range(cell.repeats):
+            inst = _instance(cell, item)
+            start = time.perf_counter()
+            result = work(inst)
+            best = min(best, time.perf_counter() - start)
+    except ProblemTooLarge as exc:
+        raise Unmeasured(TOO_LARGE, str(exc)) from None
+    except ValueError as exc:
+        status = NOT_APPLICABLE if cell.kind != METHOD else ERROR
+        raise Unmeasured(status, f"ValueError: {exc}") from None
+    except Exception as exc:  # a crashing backend is a recorded error, not a dead sweep
+        raise Unmeasured(ERROR, f"{type(exc).__name__}: {exc}") from None
+    return result, float(best)
+
+
+def _unmeasured(token: Token, exc: Unmeasured) -> dict[str, Any]:
+    return _record(
+        token.index,
+        token.item,
+        token.omega,
+        exc.status,
+        alpha_star=token.alpha_star,
+        message=str(exc),
+    )
+
+
+# ----- tokens ------------------------------------------------------------------------------
+def _instance(cell: Cell, item: SuiteItem, k: int | None = None) -> Instance:
+    return Instance(item.p, item.q, cell.n, cell.scheme, top_k=k or cell.k)
+
+
+def token_rng(cell: Cell, index: int) -> np.random.Generator:
+    """The generator that draws omega for suite item ``index`` at the cell's (k, n, scheme)."""
+    return np.random.default_rng([cell.seed, index, cell.k, cell.n, SCHEMES.index(cell.scheme)])
+
+
+def _draw_token(cell: Cell, index: int, item: SuiteItem) -> Token:
+    inst = _instance(cell, item)
+    start = time.perf_counter()
+    alpha_star = optimal_acceptance(inst).alpha_star
+    alpha_time = time.perf_counter() - start
+    omega = inst.sample_drafts(token_rng(cell, index), 1)[0]
+    return Token(index, item, [int(t) for t in omega], float(alpha_star), alpha_time)
+
+
+def _warm_up(cell: Cell, item: SuiteItem) -> None:
+    """Run ``cell``'s work untimed on a small instance once per process (numba, imports)."""
+    key = (cell.kind, cell.name, cell.tau, cell.scheme, cell.n, cell.options)
+    if key in _warmed or cell.kind == ALPHA:
+        return
+    _warmed.add(key)
+    small = replace(cell, k=min(cell.k, max(WARM_UP_K, cell.n)), repeats=1)
+    for draw in range(WARM_UP_DRAWS):
+        try:
+            measure(small, _draw_token(small, draw, item))
+        except ValueError:
+            return
+
+
+@lru_cache(maxsize=8)
+def _suite(name: str) -> Suite:
+    return load(name)
+
+
+def _record(
+    index: int,
+    item: SuiteItem,
+    omega: list[int] | None,
+    status: str,
+    *,
+    time_s: float | None = None,
+    acceptance: float | None = None,
+    alpha_star: float | None = None,
+    target_l1: float | None = None,
+    draft_l1: float | None = None,
+    min_entry: float | None = None,
+    fallback: bool | None = None,
+    message: str = "",
+) -> dict[str, Any]:
+    return {
+        "index": index,
+        "item": item.name,
+        "omega": omega,
+        "status": status,
+        "time_s": time_s,
+        "acceptance": acceptance,
+        "alpha_star": alpha_star,
+        "target_l1": target_l1,
+        "draft_l1": draft_l1,
+        "min_entry": min_entry,
+        "fallback": fallback,
+        "message": message,
+    }
