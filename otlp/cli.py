@@ -8,6 +8,7 @@ import importlib
 import sys
 
 COMMANDS = (
+    "otlp.commands.multistep",
     "otlp.commands.solve",
     "otlp.commands.suites",
     "otlp.commands.bench",

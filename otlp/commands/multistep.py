@@ -1,0 +1,159 @@
+"""``otlp multistep``: block efficiency per method against L and K on a model pair, with the
+seed-002 LP optimum beside it; optional JSON, Markdown and a PNG plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from otlp.multistep.exact import METHODS
+from otlp.multistep.gbv import RANKINGS
+from otlp.multistep.models import MODEL_KINDS, model_pair
+from otlp.multistep.sweep import LP_LABEL, EfficiencyRow, efficiency_sweep
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "multistep", help="block efficiency of multi-step verification methods vs L and K"
+    )
+    model = parser.add_argument_group("model pair")
+    model.add_argument("--model", choices=MODEL_KINDS, default="markov")
+    model.add_argument("--vocab", type=int, default=3, help="vocabulary size V")
+    model.add_argument("--seed", type=int, default=0)
+    model.add_argument("--distance", type=float, default=0.5, help="draft = mix with noise")
+    model.add_argument("--concentration", type=float, default=1.0, help="Dirichlet parameter")
+    model.add_argument("--sparsity", type=float, default=0.0, help="fraction of zeroed entries")
+    model.add_argument("--context", type=int, default=2, help="n-gram context length")
+    parser.add_argument("--lengths", default="1,2,3,4", help="draft block lengths L")
+    parser.add_argument("--paths", default="1,2,3", help="numbers of draft paths K")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated")
+    parser.add_argument("--ranking", choices=RANKINGS, default="ratio", help="GBV local key")
+    parser.add_argument("--rule", default="ot", help="single-step verifier for spectr")
+    parser.add_argument("--no-lp", action="store_true", help="skip the LP optimum")
+    parser.add_argument("--simulate", type=int, default=0, help="also run N Monte Carlo calls")
+    parser.add_argument("--json", action="store_true", help="print JSON rows")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    gammas = _int_list("--lengths", args.lengths)
+    paths = _int_list("--paths", args.paths)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    target, draft = model_pair(
+        args.model,
+        args.vocab,
+        seed=args.seed,
+        distance=args.distance,
+        concentration=args.concentration,
+        sparsity=args.sparsity,
+        context=args.context,
+        depth=max(gammas) + 1,
+    )
+    rows = efficiency_sweep(
+        target,
+        draft,
+        gammas,
+        paths,
+        methods,
+        lp=not args.no_lp,
+        calls=args.simulate,
+        seed=args.seed,
+        ranking=args.ranking,
+        rule=args.rule,
+    )
+    title = (
+        f"{args.model} pair, V={args.vocab}, seed={args.seed}, distance={args.distance}, "
+        f"concentration={args.concentration}, sparsity={args.sparsity}"
+    )
+    if args.json:
+        print(json.dumps({"model": title, "rows": [r.as_dict() for r in rows]}))
+    elif args.markdown:
+        print(markdown_table(rows, gammas))
+    else:
+        Console().print(rich_table(rows, gammas, title))
+    if args.plot is not None:
+        plot(rows, gammas, title, args.plot)
+    return 0
+
+
+def _int_list(flag: str, text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{flag}: expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{flag}: expected positive integers, got {text!r}")
+    return values
+
+
+def _grid(rows: Sequence[EfficiencyRow]) -> dict[tuple[str, int, str], dict[int, EfficiencyRow]]:
+    grid: dict[tuple[str, int, str], dict[int, EfficiencyRow]] = {}
+    for row in rows:
+        grid.setdefault((row.method, row.paths, row.source), {})[row.gamma] = row
+    return dict(sorted(grid.items(), key=lambda item: (item[0][1], item[0][0] == LP_LABEL)))
+
+
+def _cell(row: EfficiencyRow | None) -> str:
+    if row is None:
+        return "-"
+    text = f"{row.block_efficiency:.4f}"
+    return f"{text} ± {row.stderr:.3f}" if row.source == "simulation" else text
+
+
+def _label(method: str, source: str) -> str:
+    return f"{method} (MC)" if source == "simulation" else method
+
+
+def rich_table(rows: Sequence[EfficiencyRow], gammas: Sequence[int], title: str) -> Table:
+    table = Table("method", "K", *[f"L={g}" for g in gammas], title=title)
+    for (method, k, source), cells in _grid(rows).items():
+        style = "bold" if method == LP_LABEL else None
+        table.add_row(
+            _label(method, source), str(k), *[_cell(cells.get(g)) for g in gammas], style=style
+        )
+    return table
+
+
+def markdown_table(rows: Sequence[EfficiencyRow], gammas: Sequence[int]) -> str:
+    header = "| method | K | " + " | ".join(f"L={g}" for g in gammas) + " |"
+    lines = [header, "|---|---|" + "---|" * len(gammas)]
+    for (method, k, source), cells in _grid(rows).items():
+        name = f"**{method}**" if method == LP_LABEL else _label(method, source)
+        lines.append(f"| {name} | {k} | " + " | ".join(_cell(cells.get(g)) for g in gammas) + " |")
+    return "\n".join(lines)
+
+
+def plot(rows: Sequence[EfficiencyRow], gammas: Sequence[int], title: str, path: Path) -> None:
+    """Block efficiency vs L: one panel per K, one line per method, the LP optimum dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = _grid(rows)
+    ks = sorted({k for _, k, _ in grid})
+    fig, axes = plt.subplots(1, len(ks), figsize=(4 * len(ks), 3.5), sharey=True, squeeze=False)
+    for ax, k in zip(axes[0], ks, strict=True):
+        for (method, kk, source), cells in grid.items():
+            if kk != k:
+                continue
+            xs = [g for g in gammas if g in cells]
+            ys = [cells[g].block_efficiency for g in xs]
+            style = "k--" if method == LP_LABEL else ("o:" if source == "simulation" else "o-")
+            ax.plot(xs, ys, style, label=_label(method, source))
+        ax.set_title(f"K = {k}")
+        ax.set_xlabel("draft length L")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("block efficiency (tokens / target call)")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

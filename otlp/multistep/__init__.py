@@ -1,0 +1,75 @@
+"""Multi-step verification (seed 002; seed 000, Appendix R): L-token drafts and K paths.
+
+* Models: any callable prefix -> next-token law; small exact ones in :mod:`.models`.
+* Methods (:data:`METHODS`): token-wise speculative sampling, block verification, greedy
+  multi-path block verification (GBV) and SpecTr-style tree traversal with any single-step
+  verifier (:mod:`.verifiers`).
+* Exact per-call laws by enumeration (:func:`output_law`, :func:`expected_accepted`,
+  :func:`output_distribution`), Monte Carlo decoding (:func:`simulate`), and the single- and
+  multi-path LPs of seed 002 (:func:`single_path_lp`, :func:`multi_path_lp`).
+"""
+
+from otlp.multistep.exact import (
+    METHODS,
+    expected_accepted,
+    output_distribution,
+    output_law,
+    skewed_table,
+    target_distribution,
+)
+from otlp.multistep.gbv import RANKINGS
+from otlp.multistep.law import OutputLaw
+from otlp.multistep.lp import (
+    BlockLPResult,
+    NodeSpace,
+    antichain_violations,
+    budget_violation,
+    enumerate_antichains,
+    multi_path_lp,
+    single_path_lp,
+)
+from otlp.multistep.models import (
+    MODEL_KINDS,
+    AutoregressiveModel,
+    NGramModel,
+    TabularModel,
+    markov_model,
+    model_pair,
+)
+from otlp.multistep.simulate import SimulationResult, simulate
+from otlp.multistep.sweep import EfficiencyRow, efficiency_sweep
+from otlp.multistep.table import PrefixTable, tabulate
+from otlp.multistep.verifiers import PlanVerifier, SingleStepVerifier, get_verifier
+
+__all__ = [
+    "METHODS",
+    "MODEL_KINDS",
+    "RANKINGS",
+    "AutoregressiveModel",
+    "BlockLPResult",
+    "EfficiencyRow",
+    "NGramModel",
+    "NodeSpace",
+    "OutputLaw",
+    "PlanVerifier",
+    "PrefixTable",
+    "SimulationResult",
+    "SingleStepVerifier",
+    "TabularModel",
+    "antichain_violations",
+    "budget_violation",
+    "efficiency_sweep",
+    "enumerate_antichains",
+    "expected_accepted",
+    "get_verifier",
+    "markov_model",
+    "model_pair",
+    "multi_path_lp",
+    "output_distribution",
+    "output_law",
+    "simulate",
+    "single_path_lp",
+    "skewed_table",
+    "tabulate",
+    "target_distribution",
+]

@@ -1,0 +1,134 @@
+"""Exact per-call laws of every multi-step method, by enumeration on small models.
+
+``method`` is one of :data:`METHODS`:
+
+* ``"token"`` — token-wise speculative sampling on one path (seed 002, Eq. 3);
+* ``"block"`` — block verification on one path (seed 002, Eqs. 4–7);
+* ``"gbv"`` — greedy multi-path block verification with K paths (seed 002, §5, Algorithm 1);
+* ``"spectr"`` — tree traversal of K paths with a single-step verifier (seed 000, App. R).
+
+``target`` and ``draft`` map a prefix (tuple of token ids, after ``context``) to a next-token
+probability vector; ``gamma`` is the draft block length L and ``paths`` the number K of
+draft paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.limits import check_size
+from otlp.multistep import single_path
+from otlp.multistep.gbv import skewed_conditionals
+from otlp.multistep.law import OutputLaw, single_path_law
+from otlp.multistep.models import Model, prefix_digits
+from otlp.multistep.spectr import traversal_law
+from otlp.multistep.table import PrefixTable, tabulate
+from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
+from otlp.validation import positive_int
+
+FloatArray = NDArray[np.float64]
+METHODS = ("token", "block", "gbv", "spectr")
+SINGLE_PATH = ("token", "block")
+
+
+def output_law(
+    target: Model | PrefixTable,
+    draft: Model | PrefixTable,
+    gamma: int,
+    method: str,
+    paths: int = 1,
+    *,
+    context: Sequence[int] = (),
+    ranking: str = "ratio",
+    rule: str | SingleStepVerifier = "ot",
+    **rule_options: Any,
+) -> OutputLaw:
+    """The exact law of one call's output (accepted prefix + correction token).
+
+    ``ranking`` is GBV's local key (:data:`otlp.multistep.gbv.RANKINGS`); ``rule`` is the
+    single-step verifier of ``"spectr"`` (a name for :func:`get_verifier` or a callable),
+    ``rule_options`` go to it.
+    """
+    gamma = positive_int("gamma", gamma)
+    paths = positive_int("paths", paths)
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    if method in SINGLE_PATH and paths != 1:
+        raise ValueError(f"paths: method {method!r} verifies one path; use 'gbv' or 'spectr'")
+    tgt = tabulate(target, gamma + 1, context=context, name="target")
+    dft = tabulate(draft, gamma, context=context, name="draft")
+    if dft.vocab_size != tgt.vocab_size:
+        raise ValueError(
+            f"draft: vocabulary size {dft.vocab_size} differs from the target's {tgt.vocab_size}"
+        )
+    if method == "spectr":
+        return traversal_law(tgt, dft, gamma, paths, get_verifier(rule, **rule_options))
+    if method == "gbv":
+        dft = skewed_table(tgt, dft, gamma, paths, ranking)
+    kernel = single_path.tokenwise if method == "token" else single_path.block
+    return _single_path(tgt, dft, gamma, kernel)
+
+
+def expected_accepted(
+    target: Model | PrefixTable,
+    draft: Model | PrefixTable,
+    gamma: int,
+    method: str,
+    paths: int = 1,
+    **options: Any,
+) -> float:
+    """Exact expected number of accepted draft tokens per target call (block efficiency - 1)."""
+    return output_law(target, draft, gamma, method, paths, **options).expected_accepted
+
+
+def output_distribution(
+    target: Model | PrefixTable,
+    draft: Model | PrefixTable,
+    gamma: int,
+    method: str,
+    paths: int = 1,
+    **options: Any,
+) -> FloatArray:
+    """Exact law of the first L + 1 tokens when the call's output is continued by the target
+    (over V**(L+1) sequences, lexicographic); equals :func:`target_distribution` for a
+    lossless method (seed 002, Definition 3.1, target-matching)."""
+    law = output_law(target, draft, gamma, method, paths, **options)
+    context = options.get("context", ())
+    return law.output_distribution(tabulate(target, gamma + 1, context=context, name="target"))
+
+
+def target_distribution(
+    target: Model | PrefixTable, length: int, *, context: Sequence[int] = ()
+) -> FloatArray:
+    """M_b over all length-``length`` sequences (lexicographic)."""
+    return tabulate(target, length, context=context, name="target").joint(length)
+
+
+def skewed_table(
+    target: PrefixTable, draft: PrefixTable, gamma: int, paths: int, ranking: str = "ratio"
+) -> PrefixTable:
+    """GBV's skewed draft q~ as a table on all prefixes of length < L (seed 002, Eqs. 28–29)."""
+    vocab = target.vocab_size
+    tokens = _all_paths(vocab, gamma)
+    conditionals, _ = skewed_conditionals(
+        target.along_paths(tokens, gamma), draft.along_paths(tokens, gamma), tokens, paths, ranking
+    )
+    # The law after a length-d prefix is shared by its V**(L-d) paths: take the first of each.
+    levels = tuple(conditionals[:: vocab ** (gamma - d), d] for d in range(gamma))
+    return PrefixTable(levels)
+
+
+def _single_path(target: PrefixTable, draft: PrefixTable, gamma: int, kernel: Any) -> OutputLaw:
+    vocab = target.vocab_size
+    tokens = _all_paths(vocab, gamma)
+    stops = kernel(target.along_paths(tokens, gamma + 1), draft.along_paths(tokens, gamma), tokens)
+    return single_path_law(stops, draft.joint(gamma), vocab)
+
+
+def _all_paths(vocab: int, gamma: int) -> NDArray[np.int64]:
+    check_size("draft paths x positions x vocabulary", vocab**gamma * (gamma + 1) * vocab)
+    return prefix_digits(np.arange(vocab**gamma), vocab, gamma)

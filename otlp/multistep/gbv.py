@@ -1,0 +1,113 @@
+"""Greedy multi-path block verification (GBV, seed 002 §5): ranking and skewed draft.
+
+K paths are drafted i.i.d. from M_s; a global ranking of length-L paths is fixed and the
+highest-ranked drafted path is selected. If the ranking lists paths x^(1) < x^(2) < ..., the
+selected path has the skewed draft law (seed 002, Eq. 25)
+
+    q~(x^(j)) = (sum_{i <= j} M_s(x^(i)))^K - (sum_{i < j} M_s(x^(i)))^K,
+
+and block verification then runs on that path with target M_b and draft q~ (Lemma 4.4).
+A tree-based ranking (Definition 5.2) orders the children of every prefix by a local key and
+ranks paths lexicographically; then q~ along a path has the closed form of Eqs. 28–29,
+
+    q~(x_1:i) = (S(x_1:i) + M_s(x_1:i))^K - S(x_1:i)^K,
+    S(x_1:i)  = sum_{j <= i} M_s(x_<j) * sum_{y ranked below x_j at x_<j} M_s(y | x_<j),
+
+which needs on-path values only. Local keys (:data:`RANKINGS`): ``"ratio"`` ranks children by
+increasing M_b / M_s (Eq. 27, so the highest-ratio drafted child wins); ``"inverse-ratio"`` is
+the opposite direction. Ties are broken by token id, so every local ordering is injective.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+RANKINGS = ("ratio", "inverse-ratio")
+
+
+def local_ranks(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> IntArray:
+    """Rank (0 = lowest) of every token among the children of a prefix, along the last axis."""
+    if ranking not in RANKINGS:
+        raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(draft > 0, target / draft, np.where(target > 0, np.inf, 0.0))
+    if ranking == "inverse-ratio":
+        key = -key
+    order = np.argsort(key, axis=-1, kind="stable")  # ties: lower token id ranks lower
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(key.shape[-1]), axis=-1)
+    return ranks
+
+
+def path_rank_keys(
+    target: FloatArray, draft: FloatArray, tokens: IntArray, ranking: str = "ratio"
+) -> IntArray:
+    """Local rank of each drafted token at its prefix, ``(P, L)`` (Definition 5.2's tuple)."""
+    steps = tokens.shape[1]
+    ranks = local_ranks(target[:, :steps], draft, ranking)
+    return ranks[np.arange(tokens.shape[0])[:, None], np.arange(steps)[None, :], tokens]
+
+
+def tree_order(keys: IntArray) -> IntArray:
+    """Path indices sorted by increasing lexicographic order of their rank tuples."""
+    return np.lexsort(keys.T[::-1])
+
+
+def skewed_conditionals(
+    target: FloatArray, draft: FloatArray, tokens: IntArray, paths: int, ranking: str = "ratio"
+) -> tuple[FloatArray, FloatArray]:
+    """q~(. | x_<i) along each path (``(P, L, V)``) and q~(x_1:L) (``(P,)``); Eqs. 28–29.
+
+    ``target`` and ``draft`` are the on-path laws ``(P, >= L, V)`` and ``(P, L, V)``.
+    Differences of K-th powers are evaluated as ``(b - a) * sum_j b^j a^(K-1-j)`` so that
+    tiny path masses do not cancel.
+    """
+    count, steps = tokens.shape
+    rows = np.arange(count)
+    below_mass = np.zeros(count)  # S(x_<i): draft mass of paths ranked below the subtree
+    prefix_mass = np.ones(count)  # M_s(x_<i)
+    parent = _power_gap(below_mass, below_mass + prefix_mass, paths)
+    conditionals = np.empty((count, steps, draft.shape[-1]))
+    for i in range(steps):
+        q = draft[:, i]
+        ranks = local_ranks(target[:, i], q, ranking)
+        order = np.argsort(ranks, axis=1)
+        ordered = np.take_along_axis(q, order, axis=1)
+        below_sorted = np.cumsum(ordered, axis=1) - ordered
+        below = np.empty_like(q)
+        np.put_along_axis(below, order, below_sorted, axis=1)
+        lo = below_mass[:, None] + prefix_mass[:, None] * below
+        child = prefix_mass[:, None] * q * _power_sum(lo, lo + prefix_mass[:, None] * q, paths)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            conditionals[:, i] = np.where(parent[:, None] > 0, child / parent[:, None], q)
+        x = tokens[:, i]
+        below_mass = lo[rows, x]
+        prefix_mass = prefix_mass * q[rows, x]
+        parent = child[rows, x]
+    return conditionals, parent
+
+
+def skewed_law(path_mass: FloatArray, order: IntArray, paths: int) -> FloatArray:
+    """q~ over paths for an arbitrary global ranking (Eq. 25; brute-force definition).
+
+    ``order`` lists path indices from lowest to highest rank.
+    """
+    ranked = path_mass[order]
+    upper = np.cumsum(ranked)
+    lower = upper - ranked
+    out = np.empty_like(path_mass)
+    out[order] = _power_gap(lower, upper, paths)
+    return out
+
+
+def _power_sum(a: FloatArray, b: FloatArray, power: int) -> FloatArray:
+    """sum_{j < power} b^j a^(power - 1 - j), so that b^power - a^power = (b - a) * this."""
+    return sum(b**j * a ** (power - 1 - j) for j in range(power))
+
+
+def _power_gap(a: FloatArray, b: FloatArray, power: int) -> FloatArray:
+    """b^power - a^power without cancellation."""
+    return (b - a) * _power_sum(a, b, power)

@@ -1,0 +1,302 @@
+"""The information-agnostic LPs of seed 002 over node budgets, and antichain separation.
+
+Variables are the node budgets beta(u) of every prefix u of length 1..L (Definition 3.2;
+beta(empty) = 1). With M_b(u), M_s(u) the target and draft probabilities of prefix u and
+phi_K(m) = 1 - (1 - m)^K (the probability that one of K i.i.d. draft paths starts in a set of
+draft mass m), the K-path LP (Theorem 4.3) is
+
+    maximise   1 + sum_u M_b(u) beta(u)                         (block efficiency)
+    s.t.       beta(u) <= beta(parent(u)),  beta(empty) = 1      (target-matching)
+               beta(u) >= 0
+               sum_{u in A} M_b(u) beta(u) <= phi_K(M_s(A))     for every antichain A
+                                                                (prefix-matching)
+
+where an antichain is a set of prefixes none of which is a prefix of another (Definition
+4.2). For K = 1 the antichain rows reduce to M_b(u) beta(u) <= M_s(u) (Theorem 3.3).
+
+There are exponentially many antichains, so :func:`multi_path_lp` generates them lazily with
+an exact separation oracle (:func:`antichain_violations`): because phi_K is concave and
+increasing, sum_A w <= phi_K(M_s(A)) for all A iff for every slope lambda in [phi_K'(1),
+phi_K'(0)] the best antichain of max_A sum_{u in A} (w(u) - lambda M_s(u)) satisfies it
+(tangent-line argument); that inner problem is a tree DP, and the finitely many optimal
+antichains over lambda are enumerated exactly by bisection on their lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from otlp.limits import check_size
+from otlp.multistep.models import Model
+from otlp.multistep.table import PrefixTable, tabulate
+from otlp.validation import positive_int
+from solvers.base import LinearProgram
+from solvers.registry import get_backend
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+FEASIBILITY_TOL = 1e-9
+MAX_ROUNDS = 200
+CUTS_PER_ROUND = 32
+
+
+@dataclass(frozen=True)
+class NodeSpace:
+    """Prefixes of length 1..L in level order; ``level(d)`` is the slice of length-d prefixes."""
+
+    vocab_size: int
+    gamma: int
+
+    @property
+    def size(self) -> int:
+        return sum(self.vocab_size**d for d in range(1, self.gamma + 1))
+
+    def level(self, length: int) -> slice:
+        start = sum(self.vocab_size**d for d in range(1, length))
+        return slice(start, start + self.vocab_size**length)
+
+    def flatten(self, levels: tuple[FloatArray, ...] | list[FloatArray]) -> FloatArray:
+        return np.concatenate(levels)
+
+    def split(self, values: FloatArray) -> tuple[FloatArray, ...]:
+        return tuple(values[self.level(d)] for d in range(1, self.gamma + 1))
+
+    def masses(self, table: PrefixTable) -> FloatArray:
+        """Probability of every prefix under ``table``."""
+        return self.flatten([table.joint(d) for d in range(1, self.gamma + 1)])
+
+
+@dataclass(frozen=True)
+class BlockLPResult:
+    """Optimum of a seed-002 LP and its verified node budgets."""
+
+    paths: int
+    gamma: int
+    expected_accepted: float
+    budgets: tuple[FloatArray, ...]
+    max_violation: float
+    cuts: int
+    rounds: int
+    status: str
+    wall_time: float
+
+    @property
+    def block_efficiency(self) -> float:
+        return self.expected_accepted + 1.0
+
+
+def single_path_lp(
+    target: Model | PrefixTable, draft: Model | PrefixTable, gamma: int, **options: object
+) -> BlockLPResult:
+    """The single-path LP (seed 002, Theorem 3.3); block verification attains it (Thm 3.4)."""
+    return multi_path_lp(target, draft, gamma, 1, **options)
+
+
+def multi_path_lp(
+    target: Model | PrefixTable,
+    draft: Model | PrefixTable,
+    gamma: int,
+    paths: int,
+    *,
+    antichains: str = "lazy",
+    backend: str = "highs",
+    context: tuple[int, ...] = (),
+) -> BlockLPResult:
+    """The K-path antichain LP (seed 002, Theorem 4.3), solved with a foundation backend.
+
+    ``antichains="lazy"`` starts from the singleton rows and adds violated antichains found by
+    the exact separation oracle until none is violated by more than ``FEASIBILITY_TOL``;
+    ``"all"`` enumerates every antichain up front (tiny trees only). The returned budgets are
+    re-verified (chain, sign and all antichains via the oracle) before they are reported.
+    """
+    gamma = positive_int("gamma", gamma)
+    paths = positive_int("paths", paths)
+    if antichains not in ("lazy", "all"):
+        raise ValueError(f"antichains: expected 'lazy' or 'all', got {antichains!r}")
+    tgt = tabulate(target, gamma, context=context, name="target")
+    dft = tabulate(draft, gamma, context=context, name="draft")
+    space = NodeSpace(tgt.vocab_size, gamma)
+    check_size("multi-path LP node budgets", space.size)
+    mb, ms = space.masses(tgt), space.masses(dft)
+    if paths == 1 or antichains == "lazy":
+        cuts = np.eye(space.size, dtype=bool)
+    else:
+        cuts = enumerate_antichains(space)
+    solver = get_backend(backend)
+    total_time, rounds = 0.0, 0
+    while True:
+        rounds += 1
+        result = solver.solve(_program(space, mb, ms, cuts, paths))
+        total_time += result.wall_time
+        if not result.success:
+            raise RuntimeError(f"multi-path LP: backend {backend!r} returned {result.status!r}")
+        beta = np.clip(result.primal, 0.0, None)
+        found = [a for a, v in antichain_violations(mb * beta, ms, space, paths) if v > 0]
+        fresh = [a for a in found if not (cuts == a).all(axis=1).any()][:CUTS_PER_ROUND]
+        if not fresh or paths == 1:
+            break
+        if rounds >= MAX_ROUNDS:
+            raise RuntimeError(f"multi-path LP: no convergence after {MAX_ROUNDS} rounds")
+        cuts = np.vstack([cuts, fresh])
+    violation = budget_violation(space.split(beta), tgt, dft, paths)
+    if violation > 1e-7:
+        raise RuntimeError(f"multi-path LP: solution violates the LP by {violation:.3g}")
+    return BlockLPResult(
+        paths,
+        gamma,
+        float(mb @ beta),
+        space.split(beta),
+        violation,
+        int(cuts.shape[0]),
+        rounds,
+        result.status,
+        total_time,
+    )
+
+
+def budget_violation(
+    budgets: tuple[FloatArray, ...], target: PrefixTable, draft: PrefixTable, paths: int
+) -> float:
+    """Largest violation of the K-path LP constraints by node budgets (0 if feasible)."""
+    gamma = len(budgets)
+    space = NodeSpace(target.vocab_size, gamma)
+    beta = space.flatten(list(budgets))
+    parents = np.concatenate(
+        [np.ones(target.vocab_size)] + [np.repeat(b, target.vocab_size) for b in budgets[:-1]]
+    )
+    chain = max(float(np.max(beta - parents)), float(-beta.min()), 0.0)
+    mb, ms = space.masses(target), space.masses(draft)
+    worst = max((v for _, v in antichain_violations(mb * beta, ms, space, paths)), default=0.0)
+    return max(chain, worst)
+
+
+def phi(mass: FloatArray | float, paths: int) -> FloatArray | float:
+    """phi_K(m) = 1 - (1 - m)^K: P(one of K i.i.d. paths starts in a set of draft mass m)."""
+    return 1.0 - (1.0 - np.clip(mass, 0.0, 1.0)) ** paths
+
+
+def antichain_violations(
+    weights: FloatArray, draft_mass: FloatArray, space: NodeSpace, paths: int
+) -> list[tuple[BoolArray, float]]:
+    """Candidate antichains with sum_A weights - phi_K(sum_A draft_mass), largest first.
+
+    Exact: if any antichain violates the inequality, the most violated one in this list
+    does (see the module docstring). Also checks Lemma 4.5 with ``weights`` = q~.
+    """
+    if paths == 1:
+        lo = hi = 1.0
+    else:
+        lo, hi = 0.0, float(paths)
+    found = {}
+    for mask in _hull_antichains(weights, draft_mass, space, lo, hi):
+        found[mask.tobytes()] = mask
+    scored = [
+        (m, float(weights[m].sum() - phi(float(draft_mass[m].sum()), paths)))
+        for m in found.values()
+    ]
+    return sorted(scored, key=lambda item: -item[1])
+
+
+def _hull_antichains(
+    weights: FloatArray, draft_mass: FloatArray, space: NodeSpace, lo: float, hi: float
+) -> Iterator[BoolArray]:
+    """The optimal antichains of max_A sum (weights - lam * draft_mass) for lam in [lo, hi]."""
+
+    def best(lam: float) -> tuple[BoolArray, float, float]:
+        mask = best_antichain(weights - lam * draft_mass, space)
+        return mask, float(weights[mask].sum()), float(draft_mass[mask].sum())
+
+    first, last = best(lo), best(hi)
+    yield first[0]
+    yield last[0]
+    seen = {first[0].tobytes(), last[0].tobytes()}
+    stack = [(first, last)]
+    while stack:
+        (a, wa, ma), (b, wb, mb) = stack.pop()
+        if ma - mb <= 1e-15:
+            continue
+        lam = (wa - wb) / (ma - mb)  # where the two lines cross
+        c, wc, mc = best(lam)
+        if wc - lam * mc <= wa - lam * ma + 1e-14 or c.tobytes() in seen:
+            continue
+        seen.add(c.tobytes())
+        yield c
+        stack.extend([((a, wa, ma), (c, wc, mc)), ((c, wc, mc), (b, wb, mb))])
+
+
+def best_antichain(values: FloatArray, space: NodeSpace) -> BoolArray:
+    """The maximum-``values`` antichain (possibly empty), by a bottom-up tree DP."""
+    vocab = space.vocab_size
+    take = []
+    best = None
+    for d in range(space.gamma, 0, -1):
+        own = values[space.level(d)]
+        below = np.zeros_like(own) if best is None else best.reshape(-1, vocab).sum(axis=1)
+        chosen = own > below
+        take.append(chosen)
+        best = np.where(chosen, own, below)
+    take.reverse()
+    active = np.ones(vocab, dtype=bool)
+    parts = []
+    for chosen in take:
+        parts.append(active & chosen)
+        active = np.repeat(active & ~chosen, vocab)
+    return np.concatenate(parts)
+
+
+def enumerate_antichains(space: NodeSpace) -> BoolArray:
+    """Every nonempty antichain of prefixes of length 1..L, as rows of a boolean mask."""
+    vocab = space.vocab_size
+    # Antichains of the subtree at each node of level d: its singleton, or a product of
+    # antichains of its children's subtrees (level d + 1); built bottom-up as masks.
+    subtree: list[list[BoolArray]] = []
+    for d in range(space.gamma, 0, -1):
+        level = space.level(d)
+        rows = []
+        for node in range(vocab**d):
+            single = np.zeros(space.size, dtype=bool)
+            single[level.start + node] = True
+            options = [single]
+            if subtree:
+                unions = _products(subtree[node * vocab : (node + 1) * vocab], space.size)
+                options += [u for u in unions if u.any()]
+            rows.append(np.array(options))
+        subtree = [list(r) for r in rows]
+    return np.array([m for m in _products(subtree, space.size) if m.any()])
+
+
+def _products(children: list[list[BoolArray]], size: int) -> list[BoolArray]:
+    """Unions of one (possibly empty) antichain from each child subtree."""
+    combos = [np.zeros(size, dtype=bool)]
+    for options in children:
+        check_size("antichain enumeration", len(combos) * (len(options) + 1) * size)
+        combos = [c | o for c in combos for o in [np.zeros(size, dtype=bool), *options]]
+    return combos
+
+
+def _program(
+    space: NodeSpace, mb: FloatArray, ms: FloatArray, cuts: BoolArray, paths: int
+) -> LinearProgram:
+    """Chain rows beta(u) - beta(parent) <= 0 (beta(u) <= 1 at level 1) plus antichain rows."""
+    size, vocab = space.size, space.vocab_size
+    child = np.arange(vocab, size)
+    levels = [np.arange(size)[space.level(d)] for d in range(1, space.gamma)]
+    parent = np.concatenate([np.zeros(0, dtype=np.int64), *levels]).repeat(vocab)
+    rows = np.arange(child.shape[0])
+    chain = sp.csr_matrix(
+        (
+            np.r_[np.ones_like(rows, float), -np.ones_like(rows, float)],
+            (np.r_[rows, rows], np.r_[child, parent]),
+        ),
+        shape=(child.shape[0], size),
+    )
+    top = sp.csr_matrix((np.ones(vocab), (np.arange(vocab), np.arange(vocab))), shape=(vocab, size))
+    antichain = sp.csr_matrix(cuts * mb[None, :])
+    a_ub = sp.vstack([top, chain, antichain]).tocsr()
+    b_ub = np.concatenate([np.ones(vocab), np.zeros(child.shape[0]), phi(cuts @ ms, paths)])
+    return LinearProgram(c=mb.copy(), A_ub=a_ub, b_ub=b_ub, maximize=True)
