@@ -73,7 +73,7 @@ def run_dask(groups: Sequence[Group], scheduler: str) -> Iterator[Records]:
     with client:
         futures = [client.submit(run_group, group, pure=False) for group in groups]
         try:
-            for future in dask_completed(futures):
+            for future in dask_completed(futures, loop=client.loop):
                 yield future.result()
         finally:
             client.cancel(futures)

@@ -14,12 +14,15 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from otlp.bench.cells import METHOD, RULE
 from otlp.bench.tables import Slice, best_under_limit, measured
 
 DPI = 110
+PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
 
 
 def draw_figures(
@@ -44,7 +47,6 @@ def draw_figures(
         fig = draw(piece)
         name = f"{piece.key}-{stem}.png"
         fig.suptitle(f"{caption} — {piece.suite}, {piece.scheme}", fontsize=10)
-        fig.tight_layout()
         fig.savefig(out_dir / name, dpi=DPI)
         written.append((caption, name))
     return written
@@ -52,13 +54,12 @@ def draw_figures(
 
 def _acceptance(piece: Slice) -> Figure:
     alpha = piece.alpha_star()
-    fig = Figure(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4), layout="constrained")
     ax = fig.subplots()
     for n in sorted({n for _, n in alpha}):
         ks = sorted(k for k, m in alpha if m == n)
         ax.plot(ks, [alpha[(k, n)] for k in ks], marker="o", label=f"n = {n}")
-    ax.set_xscale("log")
-    ax.set_xlabel("top-k")
+    _k_axis(ax, sorted({k for k, _ in alpha}))
     ax.set_ylabel("alpha* (mean over tokens)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncols=2)
@@ -68,32 +69,65 @@ def _acceptance(piece: Slice) -> Figure:
 def _times(piece: Slice) -> Figure:
     rows = [r for r in piece.of_kind(METHOD) if measured(r) and r["time_median_ms"] is not None]
     ns = sorted({r["n"] for r in rows})
-    fig = Figure(figsize=(3.2 * max(len(ns), 1) + 1, 3.8))
-    axes = np.atleast_1d(fig.subplots(1, max(len(ns), 1)))
+    labels = piece.labels(METHOD)
+    fig = Figure(figsize=(2.6 * max(len(ns), 1) + 1.5, 4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, max(len(ns), 1), sharey=True))
     for ax, n in zip(axes, ns, strict=False):
-        for label in piece.labels(METHOD):
-            series = sorted((r["k"], r) for r in rows if r["n"] == n and r["label"] == label)
+        for color, label in enumerate(labels):
+            series = sorted(
+                (
+                    (r["k"], r["time_median_ms"], r["time_p90_ms"])
+                    for r in rows
+                    if r["n"] == n and r["label"] == label
+                ),
+            )
             if not series:
                 continue
-            ks = [k for k, _ in series]
-            median = np.array([r["time_median_ms"] for _, r in series])
-            p90 = np.array([r["time_p90_ms"] for _, r in series])
+            ks, median, p90 = (np.array(v) for v in zip(*series, strict=True))
             ax.errorbar(
                 ks,
                 median,
-                yerr=[np.zeros_like(median), p90 - median],
+                yerr=np.vstack([np.zeros_like(median), p90 - median]),
                 marker="o",
                 capsize=3,
+                color=f"C{color}",
                 label=label,
             )
-        ax.set_xscale("log")
+        _k_axis(ax, sorted({r["k"] for r in rows if r["n"] == n}))
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(PLAIN)
+        ax.yaxis.set_minor_formatter(PLAIN)
         ax.set_title(f"n = {n}", fontsize=9)
-        ax.set_xlabel("top-k")
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("ms per token (median, bar to p90)")
-    axes[-1].legend(fontsize=7)
+    _legend_below(fig, axes)
     return fig
+
+
+def _legend_below(fig: Figure, axes: Sequence[Axes]) -> None:
+    """One legend under the panels with every labelled line or bar set, each once."""
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="outside lower center",
+            fontsize=7,
+            ncols=min(len(handles), 4),
+        )
+
+
+def _k_axis(ax: Axes, ks: Sequence[int]) -> None:
+    """Log-scaled top-k axis with the measured k values as plain tick labels."""
+    ax.set_xscale("log")
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    if len(ks) == 1:
+        ax.set_xlim(ks[0] / 2, ks[0] * 2)
+    ax.set_xlabel("top-k")
 
 
 def _success(piece: Slice) -> Figure:
@@ -101,7 +135,7 @@ def _success(piece: Slice) -> Figure:
     points = piece.points(METHOD)
     cells = piece.lookup(METHOD)
     width = 0.8 / max(len(labels), 1)
-    fig = Figure(figsize=(max(6.0, 0.9 * len(points) + 2), 4))
+    fig = Figure(figsize=(max(6.0, 0.9 * len(points) + 2), 4), layout="constrained")
     ax = fig.subplots()
     x = np.arange(len(points))
     for i, label in enumerate(labels):
@@ -117,14 +151,14 @@ def _success(piece: Slice) -> Figure:
     ax.set_xlabel("(k, n); light: verified, dark: verified without fallback")
     ax.set_ylabel("share of tokens")
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=7, loc="lower left")
+    _legend_below(fig, [ax])
     return fig
 
 
 def _best(piece: Slice, time_limits_ms: Sequence[float]) -> Figure:
     labels = piece.labels(METHOD)
     width = 0.8 / max(len(labels), 1)
-    fig = Figure(figsize=(6.5, 4))
+    fig = Figure(figsize=(6.5, 4), layout="constrained")
     ax = fig.subplots()
     x = np.arange(len(time_limits_ms))
     floor = 1.0
@@ -146,7 +180,7 @@ def _best(piece: Slice, time_limits_ms: Sequence[float]) -> Figure:
     ax.set_xticks(x, [f"≤ {limit:g} ms/token" for limit in time_limits_ms])
     ax.set_ylabel("best mean acceptance (label: k,n)")
     ax.set_ylim(max(0.0, floor - 0.1), 1.0)
-    ax.legend(fontsize=7, loc="lower right")
+    _legend_below(fig, [ax])
     return fig
 
 
@@ -154,7 +188,7 @@ def _rules(piece: Slice) -> Figure:
     rows = [r for r in piece.of_kind(RULE) if measured(r)]
     alpha = piece.alpha_star()
     ks = sorted({r["k"] for r in rows})
-    fig = Figure(figsize=(3.4 * max(len(ks), 1) + 1, 3.8))
+    fig = Figure(figsize=(3.4 * max(len(ks), 1) + 1, 3.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, max(len(ks), 1), sharey=True))
     for ax, k in zip(axes, ks, strict=False):
         ns = sorted({r["n"] for r in rows if r["k"] == k})
@@ -171,5 +205,5 @@ def _rules(piece: Slice) -> Figure:
         ax.set_xlabel("n drafts")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("acceptance (mean over tokens)")
-    axes[-1].legend(fontsize=7)
+    _legend_below(fig, axes)
     return fig

@@ -67,7 +67,7 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     for index in indices:
         item = suite.items[int(index)]
         try:
-            token = _draw_token(first, int(index), item)
+            token = draw_token(first, int(index), item)
         except ValueError as exc:  # e.g. too few draft tokens for sampling without replacement
             for cell in cells:
                 results[cell.id].append(_record(int(index), item, None, ERROR, message=str(exc)))
@@ -211,7 +211,7 @@ def token_rng(cell: Cell, index: int) -> np.random.Generator:
     return np.random.default_rng([cell.seed, index, cell.k, cell.n, SCHEMES.index(cell.scheme)])
 
 
-def _draw_token(cell: Cell, index: int, item: SuiteItem) -> Token:
+def draw_token(cell: Cell, index: int, item: SuiteItem) -> Token:
     inst = _instance(cell, item)
     start = time.perf_counter()
     alpha_star = optimal_acceptance(inst).alpha_star
@@ -229,7 +229,7 @@ def _warm_up(cell: Cell, item: SuiteItem) -> None:
     small = replace(cell, k=min(cell.k, max(WARM_UP_K, cell.n)), repeats=1)
     for draw in range(WARM_UP_DRAWS):
         try:
-            measure(small, _draw_token(small, draw, item))
+            measure(small, draw_token(small, draw, item))
         except ValueError:
             return
 
