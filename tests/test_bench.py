@@ -25,7 +25,7 @@ from otlp.bench import (
     without_timings,
 )
 from otlp.bench.aggregate import summarize
-from otlp.bench.cells import ALPHA, METHOD, draft_columns, select_items
+from otlp.bench.cells import ALPHA, METHOD, draft_columns, select_items, suite_indices
 from otlp.bench.worker import FAILED, OK, draw_token, measure
 from otlp.cli import main
 from otlp.methods import _METHODS, solve_maxflow
@@ -125,8 +125,38 @@ def test_draft_columns_and_item_selection() -> None:
     assert select_items(3, 10).tolist() == [0, 1, 2]
 
 
+def test_where_selects_items_by_meta(tmp_path: Path) -> None:
+    metas = [{"t": t, "d": d} for t in (1.0, 0.5) for d in ("a", "b", "c")]
+    assert suite_indices(metas, 10, (("t", (1.0,)),)) == [0, 1, 2]
+    assert suite_indices(metas, 2, (("d", ("a", "c")),)) == [0, 5]
+    config = parse_config(
+        {
+            "run": {"where": {"temperature": 0.6}},
+            "sweep": [
+                {"k": [4], "n": [2]},
+                {"k": [4], "n": [2], "where": {"similarity": [0.5, 0.9], "temperature": 1.0}},
+            ],
+        }
+    )
+    cells = plan_grid(config, _catalog()).cells
+    assert [c.where for c in cells] == [
+        (("temperature", (0.6,)),),
+        (("similarity", (0.5, 0.9)), ("temperature", (1.0,))),
+    ]
+    assert cells[0].id != cells[1].id
+    with pytest.raises(ValueError, match="where"):
+        parse_config({"run": {"where": {"t": []}}, "sweep": [{"k": [4], "n": [2]}]})
+    nothing = parse_config(
+        {"run": {"where": {"temperature": 7.0}}, "sweep": [{"k": [4], "n": [2]}]}
+    )
+    with pytest.raises(ValueError, match="no item of suite 'synthetic'"):
+        run_bench(nothing, tmp_path, suites=["synthetic"], progress=False)
+
+
 def test_cell_round_trips_through_its_dict() -> None:
-    cell = Cell("synthetic", "iid", 10, 2, METHOD, "gr", 1e-3, 4, 0, 2, (("x", 1),))
+    cell = Cell(
+        "synthetic", "iid", 10, 2, METHOD, "gr", 1e-3, 4, 0, 2, (("x", 1),), (("d", ("a",)),)
+    )
     assert Cell.from_dict(json.loads(json.dumps(cell.as_dict()))) == cell
     assert cell.label == "gr τ=0.001"
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from instances.suites import suite_names
-from otlp.bench.config import BenchConfig, MethodSettings, Sweep, resolve_suite
+from otlp.bench.config import BenchConfig, MethodSettings, Sweep, Where, resolve_suite
 from otlp.columns import column_count
 from otlp.methods import get_method, method_names
 
@@ -43,6 +43,7 @@ class Cell:
     seed: int
     repeats: int = 1
     options: tuple[tuple[str, Any], ...] = ()
+    where: Where = ()
 
     @property
     def label(self) -> str:
@@ -50,8 +51,8 @@ class Cell:
         return self.name if self.tau is None else f"{self.name} τ={self.tau:g}"
 
     @property
-    def group(self) -> tuple[str, str, int, int, int, int]:
-        return (self.suite, self.scheme, self.k, self.n, self.items, self.seed)
+    def group(self) -> tuple[Any, ...]:
+        return (self.suite, self.scheme, self.k, self.n, self.items, self.where, self.seed)
 
     @property
     def id(self) -> str:
@@ -61,18 +62,23 @@ class Cell:
         if self.options:
             parts.append(",".join(f"{key}={value!r}" for key, value in self.options))
         parts.append(f"items={self.items}")
+        if self.where:
+            parts.append(",".join(f"{key}~{'|'.join(map(str, vals))}" for key, vals in self.where))
         parts.append(f"seed={self.seed}")
         return "/".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["options"] = dict(self.options)
+        out["where"] = {key: list(values) for key, values in self.where}
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Cell:
         """Inverse of :meth:`as_dict`."""
-        return cls(**{**data, "options": tuple(sorted(data.get("options", {}).items()))})
+        options = tuple(sorted(data.get("options", {}).items()))
+        where = tuple((key, tuple(v)) for key, v in sorted(data.get("where", {}).items()))
+        return cls(**{**data, "options": options, "where": where})
 
 
 @dataclass(frozen=True)
@@ -119,10 +125,18 @@ def draft_columns(scheme: str, k: int, n: int) -> int:
 
 
 def select_items(size: int, count: int) -> np.ndarray:
-    """``count`` suite indices spread evenly over ``range(size)`` (all of them if fewer)."""
+    """``count`` positions spread evenly over ``range(size)`` (all of them if fewer)."""
     if count >= size:
         return np.arange(size)
     return np.unique(np.linspace(0, size - 1, count).round().astype(np.int64))
+
+
+def suite_indices(metas: Sequence[Mapping[str, Any]], count: int, where: Where = ()) -> list[int]:
+    """Indices of ``count`` suite items, evenly spread over those whose meta match ``where``."""
+    matching = [
+        i for i, meta in enumerate(metas) if all(meta.get(key) in vals for key, vals in where)
+    ]
+    return [matching[i] for i in select_items(len(matching), count)]
 
 
 def plan_grid(config: BenchConfig, catalog: Catalog, suites: Iterable[str] = ()) -> GridPlan:
@@ -162,6 +176,7 @@ def _sweep_cells(
                 "k": k,
                 "n": n,
                 "items": sweep.items,
+                "where": sweep.where,
                 "seed": config.seed,
                 "repeats": sweep.repeats,
             }

@@ -5,13 +5,14 @@ Layout (every key optional except at least one ``[[sweep]]`` with a grid)::
     [run]
     suites = ["auto"]        # suite names; "auto" = the real-model suite if registered
     items = 16               # suite items ("tokens") per cell, evenly spaced over the suite
+    where = {temperature = 1.0}   # only suite items whose meta match (a value or a list)
     schemes = ["iid"]        # draft schemes (otlp.SCHEMES)
     seed = 0                 # seeds the drafted omega of every token
     repeats = 1              # timed runs per token; the fastest counts
     workers = 2              # local process-pool size
     time_limits_ms = [10, 100]
 
-    [[sweep]]                # a grid; a sweep may override suites/items/schemes/repeats
+    [[sweep]]                # a grid; a sweep may override suites/items/where/schemes/repeats
     name = "solve time"
     methods = ["highs", "maxflow"]     # otlp.solve methods
     rules = []                         # otlp.rules names, or "all"
@@ -40,9 +41,24 @@ REAL_MODEL_SUITE = "smollm2"
 FALLBACK_SUITE = "synthetic"
 DEFAULT_TIME_LIMITS_MS = (10.0, 100.0)
 
-_RUN_KEYS = {"suites", "items", "schemes", "seed", "repeats", "workers", "time_limits_ms"}
-_SWEEP_KEYS = {"name", "methods", "rules", "kn", "k", "n", "suites", "items", "schemes", "repeats"}
+_RUN_KEYS = {"suites", "items", "where", "schemes", "seed", "repeats", "workers", "time_limits_ms"}
+_SWEEP_KEYS = {
+    "name",
+    "methods",
+    "rules",
+    "kn",
+    "k",
+    "n",
+    "suites",
+    "items",
+    "where",
+    "schemes",
+    "repeats",
+}
 _METHOD_KEYS = {"max_columns", "tau", "options"}
+
+
+Where = tuple[tuple[str, tuple[Any, ...]], ...]  # meta key -> accepted values, sorted by key
 
 
 @dataclass(frozen=True)
@@ -65,6 +81,7 @@ class Sweep:
     methods: tuple[str, ...]
     rules: tuple[str, ...] | str
     items: int
+    where: Where
     repeats: int
 
 
@@ -104,6 +121,7 @@ def parse_config(data: Mapping[str, Any], source: str = "") -> BenchConfig:
         "suites": _names("[run] suites", run.get("suites", [AUTO_SUITE])),
         "schemes": _schemes("[run] schemes", run.get("schemes", ["iid"])),
         "items": _positive("[run] items", run.get("items", 16)),
+        "where": _where("[run] where", run.get("where", {})),
         "repeats": _positive("[run] repeats", run.get("repeats", 1)),
     }
     raw_sweeps = data.get("sweep", [])
@@ -171,6 +189,7 @@ def _sweep(index: int, raw: Any, defaults: Mapping[str, Any]) -> Sweep:
         methods=_names(f"{where} methods", raw.get("methods", []), allow_empty=True),
         rules=rules,
         items=_positive(f"{where} items", raw.get("items", defaults["items"])),
+        where=_where(f"{where} where", raw["where"]) if "where" in raw else defaults["where"],
         repeats=_positive(f"{where} repeats", raw.get("repeats", defaults["repeats"])),
     )
 
@@ -192,6 +211,18 @@ def _method_settings(name: str, raw: Any) -> MethodSettings:
         ),
         options=tuple(sorted(options.items())),
     )
+
+
+def _where(where: str, value: Any) -> Where:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected a table of meta key = value (or list of values)")
+    out = []
+    for key, accepted in sorted(value.items()):
+        values = accepted if isinstance(accepted, list) else [accepted]
+        if not values or any(isinstance(v, Mapping | list) for v in values):
+            raise ValueError(f"{where} {key}: expected a value or a list of values")
+        out.append((key, tuple(values)))
+    return tuple(out)
 
 
 def _check_keys(where: str, table: Any, allowed: set[str]) -> None:

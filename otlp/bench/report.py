@@ -64,11 +64,13 @@ def _slice_section(
 ) -> list[str]:
     suite = suites.get(piece.suite, {})
     tokens = max((row["tokens"] for row in piece.rows if measured(row)), default=0)
+    filters = sorted({row["where"] for row in piece.rows if measured(row) and row["where"]})
+    chosen = f" (those with {' or '.join(filters)})" if filters else ""
     lines = [
         f"## Suite `{piece.suite}`, {piece.scheme} drafts",
         "",
-        f"{suite.get('description', '')} — {tokens} of its {suite.get('size', '?')} items "
-        "per cell.",
+        f"{suite.get('description', '')} — up to {tokens} of its {suite.get('size', '?')} "
+        f"items{chosen} per cell, evenly spread.",
     ]
     if piece.of_kind(METHOD):
         lines += ["", *time_table(piece), "", *best_acceptance_table(piece, time_limits_ms)]

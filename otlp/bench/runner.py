@@ -28,7 +28,7 @@ from rich.progress import (
 
 from instances.suites import load
 from otlp.bench.aggregate import SUMMARY_FIELDS, summarize_all
-from otlp.bench.cells import Catalog, Cell, GridPlan, group_cells, plan_grid
+from otlp.bench.cells import Catalog, Cell, GridPlan, group_cells, plan_grid, suite_indices
 from otlp.bench.config import BenchConfig
 from otlp.bench.executor import Group, Records, run_dask, run_local
 from otlp.bench.machine import machine_info
@@ -92,6 +92,7 @@ def run_bench(
     out.mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
     grid = plan_grid(config, Catalog.current(), suites)
+    _check_selections(grid.cells)
     store = ResultStore(out / "results.jsonl")
     if fresh:
         store.clear()
@@ -131,6 +132,14 @@ def run_bench(
         grid.notes,
         tuple(summaries),
     )
+
+
+def _check_selections(cells: Sequence[Cell]) -> None:
+    """Refuse, before anything runs, a ``where`` that no item of its suite matches."""
+    for suite_name, where in {(cell.suite, cell.where) for cell in cells}:
+        metas = [item.meta for item in load(suite_name)]
+        if not suite_indices(metas, 1, where):
+            raise ValueError(f"where: no item of suite {suite_name!r} matches {dict(where)}")
 
 
 def _with_progress(

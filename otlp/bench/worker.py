@@ -28,7 +28,7 @@ import numpy as np
 
 from instances.suites import Suite, SuiteItem, load
 from otlp.api import solve
-from otlp.bench.cells import ALPHA, METHOD, Cell, accepts, select_items
+from otlp.bench.cells import ALPHA, METHOD, Cell, accepts, suite_indices
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.subset import optimal_acceptance
@@ -60,17 +60,19 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     """Measure ``cells`` (one group) and return one result record per cell."""
     first = cells[0]
     suite = _suite(first.suite)
-    indices = select_items(len(suite), first.items)
+    indices = suite_indices([item.meta for item in suite], first.items, first.where)
+    if not indices:
+        raise ValueError(f"where: no item of suite {first.suite!r} matches {dict(first.where)}")
     for cell in cells:
-        _warm_up(cell, suite.items[int(indices[0])])
+        _warm_up(cell, suite.items[indices[0]])
     results: dict[str, list[dict[str, Any]]] = {cell.id: [] for cell in cells}
     for index in indices:
-        item = suite.items[int(index)]
+        item = suite.items[index]
         try:
-            token = draw_token(first, int(index), item)
+            token = draw_token(first, index, item)
         except ValueError as exc:  # e.g. too few draft tokens for sampling without replacement
             for cell in cells:
-                results[cell.id].append(_record(int(index), item, None, ERROR, message=str(exc)))
+                results[cell.id].append(_record(index, item, None, ERROR, message=str(exc)))
             continue
         for cell in cells:
             results[cell.id].append(measure(cell, token))
