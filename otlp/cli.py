@@ -9,6 +9,7 @@ import sys
 
 COMMANDS = (
     "otlp.commands.multistep",
+    "otlp.commands.compare",
     "otlp.commands.solve",
     "otlp.commands.suites",
     "otlp.commands.bench",

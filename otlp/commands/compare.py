@@ -1,0 +1,322 @@
+"""``otlp compare``: every verification rule's exact acceptance next to alpha*.
+
+For one instance (the usual instance options) or one or more suites (``--suite``), at each
+number of drafts in ``--ns``, every rule of :mod:`otlp.rules` is evaluated exactly: its
+acceptance, alpha* of its own draft joint, and the L1 distance of its output law from p. A
+lossless rule whose output is off p, or whose acceptance exceeds its own alpha*, fails the
+run (exit status 1). ``--csv`` writes one row per (item, n, rule); ``--plot`` draws mean
+acceptance against n per rule (like seed 000, Figure 1 and seed 001, Figure 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from rich.table import Table
+
+from instances.suites import load
+from otlp.commands.common import (
+    GENERATED_TOP_K,
+    add_instance_arguments,
+    console,
+    instance_from_args,
+)
+from otlp.instance import Instance
+from otlp.rules import Rule, get, names
+from otlp.rules.joints import KINDS
+from otlp.rules.mentored import DEFAULT_KL_BUDGET, kl_divergence
+from otlp.subset import optimal_acceptance
+
+EXACT = 1e-9  # tolerance of the lossless and alpha* checks
+BOUND_LABELS = {
+    "single": "one draft",
+    "iid": "i.i.d. drafts",
+    "independent": "independent drafts",
+    "without_replacement": "drafts without replacement",
+    "hub": "SpecHub hub joint",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One instance to compare the rules on."""
+
+    suite: str
+    item: str
+    inst: Instance
+
+
+@dataclass(frozen=True)
+class Record:
+    """One rule on one case; ``note`` says why a rule does not apply (values are then NaN)."""
+
+    suite: str
+    item: str
+    n: int
+    k: int
+    scheme: str
+    rule: str
+    lossless: bool
+    joint: str
+    acceptance: float
+    alpha_star: float
+    alpha_star_own: float
+    output_l1: float
+    kl: float
+    note: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """A lossless rule whose output is not p or whose acceptance beats its own alpha*."""
+        if not self.lossless or self.note:
+            return False
+        return self.output_l1 > EXACT or self.acceptance > self.alpha_star_own + EXACT
+
+
+def evaluate(case: Case, rules: Iterable[Rule]) -> list[Record]:
+    """Exact acceptance, own alpha*, output error and KL(p || output) of each rule."""
+    inst = case.inst
+    alpha = optimal_acceptance(inst).alpha_star
+    records = []
+    for rule in rules:
+        base = (case.suite, case.item, inst.n, inst.k, inst.scheme, rule.name, rule.lossless)
+        try:
+            joint = rule.draft_joint(inst).kind
+            output = rule.output_distribution(inst)
+            values = (
+                rule.acceptance(inst),
+                alpha,
+                rule.alpha_star(inst),
+                float(np.abs(output - inst.p).sum()),
+                kl_divergence(inst.p, output),
+            )
+        except ValueError as exc:  # the rule does not apply here (e.g. SpecHub with n != 2)
+            records.append(Record(*base, "", *(math.nan,) * 5, note=str(exc)))
+            continue
+        records.append(Record(*base, joint, *values))
+    return records
+
+
+def cases_from_args(args: argparse.Namespace, ns: list[int]) -> list[Case]:
+    """The instances to compare: every suite item at every n, or the one instance."""
+    if args.suite:
+        scheme = args.scheme or "iid"
+        top_k = args.top_k if args.top_k is not None else GENERATED_TOP_K
+        return [
+            Case(suite, item.name, Instance(item.p, item.q, n, scheme, top_k))
+            for suite in _split(args.suite, "--suite")
+            for item in load(suite)
+            for n in ns
+        ]
+    inst = instance_from_args(args)
+    if inst.scheme == "independent" and ns != [inst.n]:
+        raise ValueError("--ns: scheme 'independent' fixes n by its draft rows; use --n")
+    label = str(args.instance or args.generator)
+    return [
+        Case("instance", label, Instance(inst.p, inst.q, n, inst.scheme, inst.top_k)) for n in ns
+    ]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="every verification rule's exact acceptance next to alpha*"
+    )
+    add_instance_arguments(parser)
+    parser.add_argument("--suite", help="comma-separated suite names (see `otlp suites`)")
+    parser.add_argument("--ns", help="comma-separated numbers of drafts, e.g. 2,3,4 (default --n)")
+    parser.add_argument(
+        "--rules", default=",".join(names()), help=f"comma-separated; known: {', '.join(names())}"
+    )
+    parser.add_argument(
+        "--kl-budget", type=float, default=DEFAULT_KL_BUDGET, help="mentored decoding's KL budget"
+    )
+    parser.add_argument("--method", default="maxflow", help="otlp.solve method for ot, canonical")
+    parser.add_argument("--csv", type=Path, help="write one row per (item, n, rule)")
+    parser.add_argument("--plot", type=Path, help="write a PNG of mean acceptance against n")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rules = _rules(args)
+    ns = [int(v) for v in _split(args.ns, "--ns")] if args.ns else [args.n or 2]
+    records = [r for case in cases_from_args(args, ns) for r in evaluate(case, rules)]
+    summary = summarise(records)
+    if args.markdown:
+        print(markdown_table(summary, [r.name for r in rules]))
+    else:
+        _print_rich(summary, records, [r.name for r in rules])
+    if args.csv:
+        write_csv(records, args.csv)
+    if args.plot:
+        plot(summary, [r.name for r in rules], args.plot)
+    failed = [r for r in records if r.failed]
+    for r in failed:
+        print(
+            f"FAILED {r.rule} on {r.item} (n={r.n}): output L1 {r.output_l1:.2e}, "
+            f"acceptance - own alpha* {r.acceptance - r.alpha_star_own:.2e}"
+        )
+    return 1 if failed else 0
+
+
+def _rules(args: argparse.Namespace) -> list[Rule]:
+    chosen = _split(args.rules, "--rules")
+    unknown = sorted(set(chosen) - set(names()))
+    if unknown:
+        raise ValueError(f"--rules: unknown {', '.join(unknown)}")
+    options = {"mentored": {"kl_budget": args.kl_budget}}
+    options.update({name: {"method": args.method} for name in ("ot", "canonical")})
+    return [get(name, **options.get(name, {})) for name in chosen]
+
+
+def _split(text: str, flag: str) -> list[str]:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise ValueError(f"{flag}: empty list")
+    return parts
+
+
+# ----- aggregation and output --------------------------------------------------------------
+@dataclass(frozen=True)
+class SummaryRow:
+    """Means over a suite's items at one n: alpha* of each draft joint the rules use and each
+    rule's acceptance (NaN where a rule does not apply)."""
+
+    suite: str
+    n: int
+    items: int
+    scheme: str  # the instances' draft scheme (the OT rule's joint)
+    bounds: dict[str, float]
+    acceptance: dict[str, float]
+
+    @property
+    def label(self) -> str:
+        return f"{self.suite} n={self.n}"
+
+
+def summarise(records: list[Record]) -> list[SummaryRow]:
+    """Mean own alpha* per joint kind and mean acceptance per rule for each (suite, n)."""
+    groups: dict[tuple[str, int], list[Record]] = {}
+    for r in records:
+        groups.setdefault((r.suite, r.n), []).append(r)
+    rows = []
+    for (suite, n), group in groups.items():
+        by_rule: dict[str, list[float]] = {}
+        by_joint: dict[str, dict[str, float]] = {}
+        for r in group:
+            by_rule.setdefault(r.rule, []).append(r.acceptance)
+            by_joint.setdefault(r.scheme, {})[r.item] = r.alpha_star
+            if r.joint:
+                by_joint.setdefault(r.joint, {})[r.item] = r.alpha_star_own
+        bounds = {
+            kind: float(np.mean(list(by_joint[kind].values())))
+            for kind in KINDS
+            if kind in by_joint
+        }
+        mean = {rule: float(np.mean(v)) for rule, v in by_rule.items()}
+        items = len({r.item for r in group})
+        rows.append(SummaryRow(suite, n, items, group[0].scheme, bounds, mean))
+    return rows
+
+
+def _table_rows(summary: list[SummaryRow], rules: list[str]) -> list[list[str]]:
+    """Transposed summary: alpha* of each draft joint, then one row per rule."""
+    kinds = list(dict.fromkeys(kind for row in summary for kind in row.bounds))
+    lines = [
+        [f"alpha*, {BOUND_LABELS[kind]}"]
+        + [_cell(row.bounds.get(kind, math.nan)) for row in summary]
+        for kind in kinds
+    ]
+    lines += [
+        [rule] + [_cell(row.acceptance.get(rule, math.nan)) for row in summary] for rule in rules
+    ]
+    return lines
+
+
+def _cell(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.4f}"
+
+
+def markdown_table(summary: list[SummaryRow], rules: list[str]) -> str:
+    """The summary as a Markdown table (README-ready): rows are bounds and rules."""
+    head = ["", *(row.label for row in summary)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(summary)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in _table_rows(summary, rules)]
+    return "\n".join(lines)
+
+
+def _print_rich(summary: list[SummaryRow], records: list[Record], rules: list[str]) -> None:
+    out = console()
+    counts = ", ".join(dict.fromkeys(f"{row.suite}: {row.items} items" for row in summary))
+    table = Table("", *(row.label for row in summary), title=f"mean exact acceptance ({counts})")
+    for cells in _table_rows(summary, rules):
+        table.add_row(*cells)
+    out.print(table)
+    checks = Table(
+        "rule",
+        "lossless",
+        "max L1(output, p)",
+        "max acceptance - own alpha*",
+        "max KL(p || output)",
+        title="exactness checks over all cases",
+    )
+    for rule in rules:
+        mine = [r for r in records if r.rule == rule and not r.note]
+        if not mine:
+            checks.add_row(rule, "", "not applicable", "", "")
+            continue
+        checks.add_row(
+            rule,
+            "yes" if mine[0].lossless else "no",
+            f"{max(r.output_l1 for r in mine):.1e}",
+            f"{max(r.acceptance - r.alpha_star_own for r in mine):.1e}",
+            f"{max(r.kl for r in mine):.1e}",
+        )
+    out.print(checks)
+
+
+def write_csv(records: list[Record], path: Path) -> None:
+    """One row per record, with the field names as the header."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(asdict(records[0])))
+        writer.writeheader()
+        writer.writerows(asdict(r) for r in records)
+
+
+def plot(summary: list[SummaryRow], rules: list[str], path: Path) -> None:
+    """Mean acceptance against n per rule, one panel per suite, alpha* dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    suites = list(dict.fromkeys(row.suite for row in summary))
+    fig, axes = plt.subplots(1, len(suites), figsize=(6 * len(suites), 4.5), squeeze=False)
+    for ax, suite in zip(axes[0], suites, strict=True):
+        rows = [row for row in summary if row.suite == suite]
+        ns = [row.n for row in rows]
+        alphas = [row.bounds[row.scheme] for row in rows]
+        label = f"alpha* (OT, {BOUND_LABELS[rows[0].scheme]})"
+        ax.plot(ns, alphas, "k--", lw=2, label=label)
+        for rule in rules:
+            values = [row.acceptance.get(rule, math.nan) for row in rows]
+            if not all(math.isnan(v) for v in values):
+                style = ":" if rule == "mentored" else "-"
+                ax.plot(ns, values, style, marker="o", ms=4, label=rule)
+        ax.set_title(f"{suite} ({rows[0].items} pairs)")
+        ax.set_xlabel("number of drafts n")
+        ax.set_ylabel("mean acceptance")
+        ax.set_xticks(ns)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

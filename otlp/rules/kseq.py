@@ -1,0 +1,121 @@
+"""K-SEQ (SpecTr, cited in seed 000; formula in DESIGN.md "Formulas not legible").
+
+For rho >= 1 let beta(rho) = sum_x min(q(x), p(x)/rho). Draft n tokens i.i.d. from q; accept
+X_i (in order) with probability min(1, p(X_i) / (rho q(X_i))); if all are rejected, draw from
+p_res = (p - c min(q, p/rho)) / (1 - beta)^n with c = (1 - (1 - beta)^n) / beta. Valid
+(p_res >= 0) iff c <= rho, i.e. 1 - (1 - beta)^n <= rho beta. rho beta(rho) = sum min(rho q, p)
+increases and 1 - (1 - beta)^n decreases in rho, so the valid set is [rho*, n]; rho* is found
+by bisection (kept on the valid side). The procedural acceptance 1 - (1 - beta(rho*))^n is
+at least (1 - 1/e) alpha*.
+
+Unlike recursive rejection sampling, the residual can return a drafted token, so
+:meth:`KSeq.acceptance` (P(output in set(omega)), the OTLP objective) adds to the procedural
+acceptance the chance that the residual draw lands in the rejected drafts: given that all n
+were rejected the drafts are i.i.d. from u / (1 - beta) with u = q - min(q, p/rho),
+independent of the residual draw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from otlp.instance import Instance
+from otlp.rules.base import (
+    DraftThenVerify,
+    FloatArray,
+    IntArray,
+    draft_ext,
+    ratio_accept,
+    target_ext,
+)
+from otlp.rules.sequential import sequential_conditionals, sequential_verify
+
+BISECTION_STEPS = 200
+
+
+@dataclass(frozen=True)
+class KSeqParameters:
+    """rho*, beta(rho*), c, the per-token acceptance and the residual p_res (extended)."""
+
+    rho: float
+    beta: float
+    c: float
+    accept: FloatArray
+    residual: FloatArray
+
+
+def kseq_beta(p: FloatArray, q: FloatArray, rho: float) -> float:
+    """beta(rho) = sum_x min(q(x), p(x) / rho)."""
+    return float(np.minimum(q, p / rho).sum())
+
+
+def kseq_rho(p: FloatArray, q: FloatArray, n: int) -> float:
+    """The smallest valid rho in [1, n]: the root of 1 - (1 - beta)^n = rho beta, or 1."""
+
+    def valid(rho: float) -> bool:
+        beta = kseq_beta(p, q, rho)
+        return 1.0 - (1.0 - beta) ** n <= rho * beta
+
+    if valid(1.0):
+        return 1.0
+    lo, hi = 1.0, float(n)
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        lo, hi = (lo, mid) if valid(mid) else (mid, hi)
+    return hi
+
+
+def kseq_parameters(p: FloatArray, q: FloatArray, n: int) -> KSeqParameters:
+    """K-SEQ at rho* for target p and draft q over the extended vocabulary."""
+    rho = kseq_rho(p, q, n)
+    accepted = np.minimum(q, p / rho)
+    beta = float(accepted.sum())
+    c = (1.0 - (1.0 - beta) ** n) / beta if beta > 0 else float(n)
+    left = np.maximum(p - c * accepted, 0.0)  # >= 0 up to rounding on the valid side
+    total = left.sum()
+    resid = left / total if total > 0 else p.copy()
+    return KSeqParameters(rho, beta, c, ratio_accept(p / rho, q), resid)
+
+
+class KSeq(DraftThenVerify):
+    name = "kseq"
+    description = (
+        "K-SEQ from SpecTr with the best rho* (cited in seed 000; DESIGN.md); n i.i.d. "
+        "drafts, >= (1 - 1/e) alpha*"
+    )
+    joint_kind = "iid"
+
+    def parameters(self, inst: Instance) -> KSeqParameters:
+        """rho*, beta(rho*), c and the residual for ``inst`` (first draft row)."""
+        self.draft_joint(inst)
+        return kseq_parameters(target_ext(inst), draft_ext(inst.q_local), inst.n)
+
+    def procedural_acceptance(self, inst: Instance) -> float:
+        """P(some draft passes its test) = 1 - (1 - beta(rho*))^n (SpecTr's acceptance)."""
+        return 1.0 - (1.0 - self.parameters(inst).beta) ** inst.n
+
+    def acceptance(self, inst: Instance) -> float:
+        par = self.parameters(inst)
+        n, miss = inst.n, 1.0 - par.beta
+        if miss <= 0:
+            return 1.0
+        rejected = draft_ext(inst.q_local) * (1.0 - par.accept) / miss
+        lucky = float(par.residual @ (1.0 - (1.0 - rejected) ** n))
+        return 1.0 - miss**n + miss**n * lucky
+
+    def local_output(self, inst: Instance) -> FloatArray:
+        par = self.parameters(inst)
+        q = draft_ext(inst.q_local)
+        return par.c * q * par.accept + (1.0 - par.beta) ** inst.n * par.residual
+
+    def local_conditionals(self, inst: Instance, members: IntArray) -> FloatArray:
+        par = self.parameters(inst)
+        return sequential_conditionals(members, par.accept[members], par.residual)
+
+    def _verify(self, inst: Instance, drafts: IntArray, rng: np.random.Generator) -> IntArray:
+        par = self.parameters(inst)
+        return sequential_verify(drafts, par.accept[drafts], par.residual, rng)
