@@ -125,32 +125,44 @@ def test_draft_columns_and_item_selection() -> None:
     assert select_items(3, 10).tolist() == [0, 1, 2]
 
 
-def test_where_selects_items_by_meta(tmp_path: Path) -> None:
+def test_select_picks_items_by_meta(tmp_path: Path) -> None:
     metas = [{"t": t, "d": d} for t in (1.0, 0.5) for d in ("a", "b", "c")]
     assert suite_indices(metas, 10, (("t", (1.0,)),)) == [0, 1, 2]
     assert suite_indices(metas, 2, (("d", ("a", "c")),)) == [0, 5]
     config = parse_config(
         {
-            "run": {"where": {"temperature": 0.6}},
+            "run": {"select": {"synthetic": {"temperature": 0.6}, "other": {"x": 1}}},
             "sweep": [
                 {"k": [4], "n": [2]},
-                {"k": [4], "n": [2], "where": {"similarity": [0.5, 0.9], "temperature": 1.0}},
+                {
+                    "k": [4],
+                    "n": [2],
+                    "select": {
+                        "synthetic": [{"similarity": [0.5, 0.9], "temperature": 1.0}, {"seed": 1}]
+                    },
+                },
             ],
         }
     )
     cells = plan_grid(config, _catalog()).cells
-    assert [c.where for c in cells] == [
+    assert [c.select for c in cells] == [
         (("temperature", (0.6,)),),
         (("similarity", (0.5, 0.9)), ("temperature", (1.0,))),
+        (("seed", (1,)),),
     ]
-    assert cells[0].id != cells[1].id
-    with pytest.raises(ValueError, match="where"):
-        parse_config({"run": {"where": {"t": []}}, "sweep": [{"k": [4], "n": [2]}]})
+    assert len({c.id for c in cells}) == 3
+    with pytest.raises(ValueError, match=r"\[run.select\] synthetic t"):
+        parse_config({"run": {"select": {"synthetic": {"t": []}}}, "sweep": [{"k": [4], "n": [2]}]})
     nothing = parse_config(
-        {"run": {"where": {"temperature": 7.0}}, "sweep": [{"k": [4], "n": [2]}]}
+        {"run": {"select": {"synthetic": {"temperature": 7.0}}}, "sweep": [{"k": [4], "n": [2]}]}
     )
     with pytest.raises(ValueError, match="no item of suite 'synthetic'"):
         run_bench(nothing, tmp_path, suites=["synthetic"], progress=False)
+    # a selection for another suite does not apply
+    other = parse_config(
+        {"run": {"select": {"smollm2": {"draft": "skip4"}}}, "sweep": [{"k": [4], "n": [2]}]}
+    )
+    assert plan_grid(other, _catalog()).cells[0].select == ()
 
 
 def test_cell_round_trips_through_its_dict() -> None:

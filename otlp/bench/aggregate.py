@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from otlp.bench.cells import METHOD, Cell
+from otlp.bench.cells import METHOD, Cell, describe_selection
 from otlp.bench.worker import FAILED, OK
 
 SUMMARY_FIELDS = (
@@ -25,7 +25,7 @@ SUMMARY_FIELDS = (
     "name",
     "tau",
     "label",
-    "where",
+    "select",
     "tokens",
     "verified",
     "failed",
@@ -60,7 +60,7 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "id": record["id"],
         **{key: cell[key] for key in ("suite", "scheme", "k", "n", "kind", "name", "tau")},
         "label": Cell.from_dict(cell).label,
-        "where": "; ".join(f"{key} in {vals}" for key, vals in cell.get("where", {}).items()),
+        "select": describe_selection(Cell.from_dict(cell).select),
         "tokens": count,
         "verified": len(verified),
         "failed": statuses.count(FAILED),

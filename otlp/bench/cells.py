@@ -13,12 +13,13 @@ import importlib.util
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from itertools import product
 from typing import Any
 
 import numpy as np
 
 from instances.suites import suite_names
-from otlp.bench.config import BenchConfig, MethodSettings, Sweep, Where, resolve_suite
+from otlp.bench.config import BenchConfig, MethodSettings, Selection, Sweep, resolve_suite
 from otlp.columns import column_count
 from otlp.methods import get_method, method_names
 
@@ -43,7 +44,7 @@ class Cell:
     seed: int
     repeats: int = 1
     options: tuple[tuple[str, Any], ...] = ()
-    where: Where = ()
+    select: Selection = ()
 
     @property
     def label(self) -> str:
@@ -52,7 +53,7 @@ class Cell:
 
     @property
     def group(self) -> tuple[Any, ...]:
-        return (self.suite, self.scheme, self.k, self.n, self.items, self.where, self.seed)
+        return (self.suite, self.scheme, self.k, self.n, self.items, self.select, self.seed)
 
     @property
     def id(self) -> str:
@@ -62,23 +63,23 @@ class Cell:
         if self.options:
             parts.append(",".join(f"{key}={value!r}" for key, value in self.options))
         parts.append(f"items={self.items}")
-        if self.where:
-            parts.append(",".join(f"{key}~{'|'.join(map(str, vals))}" for key, vals in self.where))
+        if self.select:
+            parts.append(describe_selection(self.select))
         parts.append(f"seed={self.seed}")
         return "/".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["options"] = dict(self.options)
-        out["where"] = {key: list(values) for key, values in self.where}
+        out["select"] = {key: list(values) for key, values in self.select}
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Cell:
         """Inverse of :meth:`as_dict`."""
         options = tuple(sorted(data.get("options", {}).items()))
-        where = tuple((key, tuple(v)) for key, v in sorted(data.get("where", {}).items()))
-        return cls(**{**data, "options": options, "where": where})
+        select = tuple((key, tuple(v)) for key, v in sorted(data.get("select", {}).items()))
+        return cls(**{**data, "options": options, "select": select})
 
 
 @dataclass(frozen=True)
@@ -131,10 +132,17 @@ def select_items(size: int, count: int) -> np.ndarray:
     return np.unique(np.linspace(0, size - 1, count).round().astype(np.int64))
 
 
-def suite_indices(metas: Sequence[Mapping[str, Any]], count: int, where: Where = ()) -> list[int]:
-    """Indices of ``count`` suite items, evenly spread over those whose meta match ``where``."""
+def describe_selection(select: Selection) -> str:
+    """E.g. "draft=skip2|skip4,temperature=1.0"."""
+    return ",".join(f"{key}={'|'.join(map(str, vals))}" for key, vals in select)
+
+
+def suite_indices(
+    metas: Sequence[Mapping[str, Any]], count: int, select: Selection = ()
+) -> list[int]:
+    """Indices of ``count`` suite items, evenly spread over those whose meta match ``select``."""
     matching = [
-        i for i, meta in enumerate(metas) if all(meta.get(key) in vals for key, vals in where)
+        i for i, meta in enumerate(metas) if all(meta.get(key) in vals for key, vals in select)
     ]
     return [matching[i] for i in select_items(len(matching), count)]
 
@@ -168,23 +176,24 @@ def _sweep_cells(
 ) -> Iterable[Cell]:
     entries = [(METHOD, name) for name in _known_methods(sweep, catalog, notes)]
     entries += [(RULE, name) for name in _known_rules(sweep, catalog, notes)]
-    for scheme in sweep.schemes:
-        for k, n in sweep.points:
-            common = {
-                "suite": suite,
-                "scheme": scheme,
-                "k": k,
-                "n": n,
-                "items": sweep.items,
-                "where": sweep.where,
-                "seed": config.seed,
-                "repeats": sweep.repeats,
-            }
-            yield Cell(kind=ALPHA, name=ALPHA_NAME, tau=None, **common)
-            for kind, name in entries:
-                settings = config.settings(name)
-                for tau in _taus(kind, name, settings, catalog, notes):
-                    yield Cell(kind=kind, name=name, tau=tau, options=settings.options, **common)
+    for select, scheme, (k, n) in product(
+        sweep.select.get(suite, ((),)), sweep.schemes, sweep.points
+    ):
+        common = {
+            "suite": suite,
+            "scheme": scheme,
+            "k": k,
+            "n": n,
+            "items": sweep.items,
+            "select": select,
+            "seed": config.seed,
+            "repeats": sweep.repeats,
+        }
+        yield Cell(kind=ALPHA, name=ALPHA_NAME, tau=None, **common)
+        for kind, name in entries:
+            settings = config.settings(name)
+            for tau in _taus(kind, name, settings, catalog, notes):
+                yield Cell(kind=kind, name=name, tau=tau, options=settings.options, **common)
 
 
 def _known_methods(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list[str]:

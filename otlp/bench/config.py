@@ -5,14 +5,15 @@ Layout (every key optional except at least one ``[[sweep]]`` with a grid)::
     [run]
     suites = ["auto"]        # suite names; "auto" = the real-model suite if registered
     items = 16               # suite items ("tokens") per cell, evenly spaced over the suite
-    where = {temperature = 1.0}   # only suite items whose meta match (a value or a list)
+    [run.select]             # per suite: only items whose meta match; a list of tables
+    smollm2 = [{draft = "skip4", temperature = 1.0}]   # gives one slice (report section) each
     schemes = ["iid"]        # draft schemes (otlp.SCHEMES)
     seed = 0                 # seeds the drafted omega of every token
     repeats = 1              # timed runs per token; the fastest counts
     workers = 2              # local process-pool size
     time_limits_ms = [10, 100]
 
-    [[sweep]]                # a grid; a sweep may override suites/items/where/schemes/repeats
+    [[sweep]]                # a grid; may override suites/items/select/schemes/repeats
     name = "solve time"
     methods = ["highs", "maxflow"]     # otlp.solve methods
     rules = []                         # otlp.rules names, or "all"
@@ -41,7 +42,7 @@ REAL_MODEL_SUITE = "smollm2"
 FALLBACK_SUITE = "synthetic"
 DEFAULT_TIME_LIMITS_MS = (10.0, 100.0)
 
-_RUN_KEYS = {"suites", "items", "where", "schemes", "seed", "repeats", "workers", "time_limits_ms"}
+_RUN_KEYS = {"suites", "items", "select", "schemes", "seed", "repeats", "workers", "time_limits_ms"}
 _SWEEP_KEYS = {
     "name",
     "methods",
@@ -51,14 +52,14 @@ _SWEEP_KEYS = {
     "n",
     "suites",
     "items",
-    "where",
+    "select",
     "schemes",
     "repeats",
 }
 _METHOD_KEYS = {"max_columns", "tau", "options"}
 
 
-Where = tuple[tuple[str, tuple[Any, ...]], ...]  # meta key -> accepted values, sorted by key
+Selection = tuple[tuple[str, tuple[Any, ...]], ...]  # meta key -> accepted values, by key
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Sweep:
     methods: tuple[str, ...]
     rules: tuple[str, ...] | str
     items: int
-    where: Where
+    select: Mapping[str, tuple[Selection, ...]]  # suite -> its selections (one slice each)
     repeats: int
 
 
@@ -121,7 +122,7 @@ def parse_config(data: Mapping[str, Any], source: str = "") -> BenchConfig:
         "suites": _names("[run] suites", run.get("suites", [AUTO_SUITE])),
         "schemes": _schemes("[run] schemes", run.get("schemes", ["iid"])),
         "items": _positive("[run] items", run.get("items", 16)),
-        "where": _where("[run] where", run.get("where", {})),
+        "select": _select("[run.select]", run.get("select", {})),
         "repeats": _positive("[run] repeats", run.get("repeats", 1)),
     }
     raw_sweeps = data.get("sweep", [])
@@ -189,7 +190,7 @@ def _sweep(index: int, raw: Any, defaults: Mapping[str, Any]) -> Sweep:
         methods=_names(f"{where} methods", raw.get("methods", []), allow_empty=True),
         rules=rules,
         items=_positive(f"{where} items", raw.get("items", defaults["items"])),
-        where=_where(f"{where} where", raw["where"]) if "where" in raw else defaults["where"],
+        select=_select(f"{where} select", raw["select"]) if "select" in raw else defaults["select"],
         repeats=_positive(f"{where} repeats", raw.get("repeats", defaults["repeats"])),
     )
 
@@ -213,11 +214,23 @@ def _method_settings(name: str, raw: Any) -> MethodSettings:
     )
 
 
-def _where(where: str, value: Any) -> Where:
+def _select(where: str, value: Any) -> dict[str, tuple[Selection, ...]]:
     if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected a table: suite = {{meta key = value}} or a list")
+    out = {}
+    for suite, tables in value.items():
+        tables = tables if isinstance(tables, list) else [tables]
+        if not tables:
+            raise ValueError(f"{where} {suite}: empty list")
+        out[suite] = tuple(_selection(f"{where} {suite}", table) for table in tables)
+    return out
+
+
+def _selection(where: str, table: Any) -> Selection:
+    if not isinstance(table, Mapping):
         raise ValueError(f"{where}: expected a table of meta key = value (or list of values)")
     out = []
-    for key, accepted in sorted(value.items()):
+    for key, accepted in sorted(table.items()):
         values = accepted if isinstance(accepted, list) else [accepted]
         if not values or any(isinstance(v, Mapping | list) for v in values):
             raise ValueError(f"{where} {key}: expected a value or a list of values")

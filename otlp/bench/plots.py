@@ -46,7 +46,8 @@ def draw_figures(
     for stem, caption, draw in figures:
         fig = draw(piece)
         name = f"{piece.key}-{stem}.png"
-        fig.suptitle(f"{caption} — {piece.suite}, {piece.scheme}", fontsize=10)
+        where = f" ({piece.select})" if piece.select else ""
+        fig.suptitle(f"{caption}\n{piece.suite}{where}, {piece.scheme} drafts", fontsize=9)
         fig.savefig(out_dir / name, dpi=DPI)
         written.append((caption, name))
     return written

@@ -64,13 +64,12 @@ def _slice_section(
 ) -> list[str]:
     suite = suites.get(piece.suite, {})
     tokens = max((row["tokens"] for row in piece.rows if measured(row)), default=0)
-    filters = sorted({row["where"] for row in piece.rows if measured(row) and row["where"]})
-    chosen = f" (those with {' or '.join(filters)})" if filters else ""
+    chosen = f" with {piece.select}" if piece.select else ""
     lines = [
-        f"## Suite `{piece.suite}`, {piece.scheme} drafts",
+        f"## Suite `{piece.suite}`{chosen}, {piece.scheme} drafts",
         "",
         f"{suite.get('description', '')} — up to {tokens} of its {suite.get('size', '?')} "
-        f"items{chosen} per cell, evenly spread.",
+        f"items{chosen} per cell, evenly spread over them.",
     ]
     if piece.of_kind(METHOD):
         lines += ["", *time_table(piece), "", *best_acceptance_table(piece, time_limits_ms)]

@@ -28,7 +28,15 @@ from rich.progress import (
 
 from instances.suites import load
 from otlp.bench.aggregate import SUMMARY_FIELDS, summarize_all
-from otlp.bench.cells import Catalog, Cell, GridPlan, group_cells, plan_grid, suite_indices
+from otlp.bench.cells import (
+    Catalog,
+    Cell,
+    GridPlan,
+    describe_selection,
+    group_cells,
+    plan_grid,
+    suite_indices,
+)
 from otlp.bench.config import BenchConfig
 from otlp.bench.executor import Group, Records, run_dask, run_local
 from otlp.bench.machine import machine_info
@@ -135,11 +143,13 @@ def run_bench(
 
 
 def _check_selections(cells: Sequence[Cell]) -> None:
-    """Refuse, before anything runs, a ``where`` that no item of its suite matches."""
-    for suite_name, where in {(cell.suite, cell.where) for cell in cells}:
+    """Refuse, before anything runs, a selection that no item of its suite matches."""
+    for suite_name, select in {(cell.suite, cell.select) for cell in cells}:
         metas = [item.meta for item in load(suite_name)]
-        if not suite_indices(metas, 1, where):
-            raise ValueError(f"where: no item of suite {suite_name!r} matches {dict(where)}")
+        if not suite_indices(metas, 1, select):
+            raise ValueError(
+                f"select: no item of suite {suite_name!r} matches {describe_selection(select)}"
+            )
 
 
 def _with_progress(
@@ -218,7 +228,12 @@ def _write_outputs(
 
 
 def _capped_row(cell: Cell, count: int) -> dict[str, Any]:
-    return {**cell.as_dict(), "label": cell.label, "draft_columns": count}
+    return {
+        **cell.as_dict(),
+        "label": cell.label,
+        "select": describe_selection(cell.select),
+        "draft_columns": count,
+    }
 
 
 def _write_csv(path: Path, fields: Sequence[str], rows: Any) -> None:

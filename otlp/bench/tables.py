@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -13,16 +14,19 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True)
 class Slice:
-    """The rows of one (suite, scheme): every table and figure is drawn per slice."""
+    """The rows of one (suite, item selection, scheme): tables and figures are drawn per slice."""
 
     suite: str
+    select: str
     scheme: str
     rows: tuple[Row, ...]
 
     @property
     def key(self) -> str:
-        """File-name stem: the suite, plus the scheme unless it is i.i.d."""
-        return self.suite if self.scheme == "iid" else f"{self.suite}-{self.scheme}"
+        """File-name stem: the suite, the selected meta values, the scheme unless i.i.d."""
+        values = [v for part in self.select.split(",") if part for v in part.split("=")[1:]]
+        parts = [self.suite, *values] + ([] if self.scheme == "iid" else [self.scheme])
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
 
     def of_kind(self, kind: str) -> list[Row]:
         return [row for row in self.rows if row["kind"] == kind]
@@ -48,12 +52,12 @@ class Slice:
 
 
 def slices(rows: Iterable[Row], extra: Iterable[Row] = ()) -> list[Slice]:
-    """Rows split by (suite, scheme) in first-seen order; ``extra`` rows (cells left out by a
-    size cap) join their slice so that tables can mark them."""
-    grouped: dict[tuple[str, str], list[Row]] = {}
+    """Rows split by (suite, selection, scheme) in first-seen order; ``extra`` rows (cells left
+    out by a size cap) join their slice so that tables can mark them."""
+    grouped: dict[tuple[str, str, str], list[Row]] = {}
     for row in [*rows, *extra]:
-        grouped.setdefault((row["suite"], row["scheme"]), []).append(row)
-    return [Slice(suite, scheme, tuple(group)) for (suite, scheme), group in grouped.items()]
+        grouped.setdefault((row["suite"], row["select"], row["scheme"]), []).append(row)
+    return [Slice(*key, tuple(group)) for key, group in grouped.items()]
 
 
 def measured(row: Row) -> bool:

@@ -60,9 +60,9 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     """Measure ``cells`` (one group) and return one result record per cell."""
     first = cells[0]
     suite = _suite(first.suite)
-    indices = suite_indices([item.meta for item in suite], first.items, first.where)
+    indices = suite_indices([item.meta for item in suite], first.items, first.select)
     if not indices:
-        raise ValueError(f"where: no item of suite {first.suite!r} matches {dict(first.where)}")
+        raise ValueError(f"select: no item of suite {first.suite!r} matches {first.select}")
     for cell in cells:
         _warm_up(cell, suite.items[indices[0]])
     results: dict[str, list[dict[str, Any]]] = {cell.id: [] for cell in cells}
