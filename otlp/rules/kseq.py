@@ -51,12 +51,17 @@ def kseq_beta(p: FloatArray, q: FloatArray, rho: float) -> float:
     return float(np.minimum(q, p / rho).sum())
 
 
+def any_accepted(beta: float, n: int) -> float:
+    """1 - (1 - beta)^n without cancellation for small beta."""
+    return float(-np.expm1(n * np.log1p(-beta))) if beta < 1 else 1.0
+
+
 def kseq_rho(p: FloatArray, q: FloatArray, n: int) -> float:
     """The smallest valid rho in [1, n]: the root of 1 - (1 - beta)^n = rho beta, or 1."""
 
     def valid(rho: float) -> bool:
         beta = kseq_beta(p, q, rho)
-        return 1.0 - (1.0 - beta) ** n <= rho * beta
+        return any_accepted(beta, n) <= rho * beta
 
     if valid(1.0):
         return 1.0
@@ -74,7 +79,7 @@ def kseq_parameters(p: FloatArray, q: FloatArray, n: int) -> KSeqParameters:
     rho = kseq_rho(p, q, n)
     accepted = np.minimum(q, p / rho)
     beta = float(accepted.sum())
-    c = (1.0 - (1.0 - beta) ** n) / beta if beta > 0 else float(n)
+    c = any_accepted(beta, n) / beta if beta > 0 else float(n)  # limit n as beta -> 0
     left = np.maximum(p - c * accepted, 0.0)  # >= 0 up to rounding on the valid side
     total = left.sum()
     resid = left / total if total > 0 else p.copy()
@@ -96,7 +101,7 @@ class KSeq(DraftThenVerify):
 
     def procedural_acceptance(self, inst: Instance) -> float:
         """P(some draft passes its test) = 1 - (1 - beta(rho*))^n (SpecTr's acceptance)."""
-        return 1.0 - (1.0 - self.parameters(inst).beta) ** inst.n
+        return any_accepted(self.parameters(inst).beta, inst.n)
 
     def acceptance(self, inst: Instance) -> float:
         par = self.parameters(inst)
@@ -104,8 +109,9 @@ class KSeq(DraftThenVerify):
         if miss <= 0:
             return 1.0
         rejected = draft_ext(inst.q_local) * (1.0 - par.accept) / miss
-        lucky = float(par.residual @ (1.0 - (1.0 - rejected) ** n))
-        return 1.0 - miss**n + miss**n * lucky
+        with np.errstate(divide="ignore"):  # log1p(-1) = -inf: that token is surely drafted
+            lucky = float(par.residual @ -np.expm1(n * np.log1p(-np.minimum(rejected, 1.0))))
+        return any_accepted(par.beta, n) + miss**n * lucky
 
     def local_output(self, inst: Instance) -> FloatArray:
         par = self.parameters(inst)

@@ -65,7 +65,7 @@ def kl_divergence(p: FloatArray, pi: FloatArray) -> float:
     support = p > 0
     if np.any(pi[support] <= 0):
         return float("inf")
-    return float(np.sum(p[support] * np.log(p[support] / pi[support])))
+    return max(0.0, float(np.sum(p[support] * np.log(p[support] / pi[support]))))
 
 
 def mentored_solution(p: FloatArray, q: FloatArray, alpha: float) -> MentoredSolution:
