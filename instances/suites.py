@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from instances.generators import dirichlet_pair, spechub_toy_pair, zipf_llm_pair
+from instances.realmodel.load import load_smollm2
 
 FloatArray = NDArray[np.float64]
 
@@ -117,3 +118,22 @@ def dirichlet_suite() -> Suite:
         for seed in range(6)
     )
     return Suite("dirichlet", suite_names()["dirichlet"], items)
+
+
+@register_suite(
+    "smollm2",
+    "SmolLM2-135M next-token distributions: 12 prompts x 6 positions x 2 temperatures x 6 "
+    "self-speculative drafts (layer skips, early exits); top-1000 slices (data card: "
+    "instances/data/smollm2.md)",
+)
+def smollm2_suite() -> Suite:
+    items = tuple(
+        SuiteItem(
+            f"smollm2-{row['meta']['draft']}-T{row['meta']['temperature']}-{row['meta']['index']}",
+            row["p"],
+            row["q"],
+            row["meta"],
+        )
+        for row in load_smollm2()
+    )
+    return Suite("smollm2", suite_names()["smollm2"], items)

