@@ -147,7 +147,9 @@ def test_conditionals_mix_to_the_output_law_over_the_vocabulary(name: str) -> No
     inst = _instance(4, vocab=9, n=2, top_k=4)
     rule = rules.get(name)
     members, mass = rule.draft_joint(inst).enumerate()
-    mixture = sum(m * rule.conditional(inst, inst.tokens[row]) for row, m in zip(members, mass))
+    mixture = sum(
+        m * rule.conditional(inst, inst.tokens[row]) for row, m in zip(members, mass, strict=True)
+    )
     assert mixture == pytest.approx(rule.output_distribution(inst), abs=1e-12)
     assert inst.p_outside > 0
 

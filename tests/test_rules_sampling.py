@@ -40,7 +40,9 @@ def _chi_square_pvalue(observed: np.ndarray, expected: np.ndarray) -> float:
 
 
 def _cases() -> list[tuple[str, int]]:
-    return [(name, n) for name in rules.names() for n in (2, 3) if not (name == "spechub" and n == 3)]
+    return [
+        (name, n) for name in rules.names() for n in (2, 3) if not (name == "spechub" and n == 3)
+    ]
 
 
 @pytest.mark.parametrize(("name", "n"), _cases())
@@ -66,7 +68,7 @@ def test_sampled_drafts_and_outputs_follow_the_exact_joint(name: str, n: int) ->
     rule = rules.get(name)
     members, mass = rule.draft_joint(inst).enumerate()
     tuples = inst.tokens[members]
-    expected = np.array([m * rule.conditional(inst, t) for t, m in zip(tuples, mass)])
+    expected = np.array([m * rule.conditional(inst, t) for t, m in zip(tuples, mass, strict=True)])
     draw = rule.draw(inst, np.random.default_rng(100 + n), DRAWS)
     width = inst.vocab_size
     codes = tuples @ width ** np.arange(tuples.shape[1])

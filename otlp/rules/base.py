@@ -14,9 +14,11 @@ Acceptance is the OTLP objective of the coupling the rule induces (seed 000, Eq.
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -27,6 +29,7 @@ from otlp.rules.joints import DraftJoint
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
+T = TypeVar("T")
 TINY = 1e-300
 
 
@@ -155,6 +158,17 @@ class Rule(ABC):
     def __init__(self, **options: Any) -> None:
         if options:
             raise ValueError(f"options: rule {self.name!r} takes none, got {sorted(options)}")
+        self._memo_store: weakref.WeakKeyDictionary[Instance, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _memo(self, inst: Instance, key: str, factory: Callable[[], T]) -> T:
+        """``factory()`` computed once per (instance, key) and kept while the instance lives
+        (instances are immutable), so repeated ``conditional`` calls stay cheap."""
+        store = self._memo_store.setdefault(inst, {})
+        if key not in store:
+            store[key] = factory()
+        return store[key]
 
     def __repr__(self) -> str:
         return f"<rule {self.name}: {self.description}>"

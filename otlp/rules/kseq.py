@@ -97,7 +97,11 @@ class KSeq(DraftThenVerify):
     def parameters(self, inst: Instance) -> KSeqParameters:
         """rho*, beta(rho*), c and the residual for ``inst`` (first draft row)."""
         self.draft_joint(inst)
-        return kseq_parameters(target_ext(inst), draft_ext(inst.q_local), inst.n)
+        return self._memo(
+            inst,
+            "parameters",
+            lambda: kseq_parameters(target_ext(inst), draft_ext(inst.q_local), inst.n),
+        )
 
     def procedural_acceptance(self, inst: Instance) -> float:
         """P(some draft passes its test) = 1 - (1 - beta(rho*))^n (SpecTr's acceptance)."""

@@ -139,6 +139,7 @@ class MentoredDecoding(DraftThenVerify):
     joint_kind = "single"
 
     def __init__(self, kl_budget: float = DEFAULT_KL_BUDGET) -> None:
+        super().__init__()
         if not (isinstance(kl_budget, (int, float)) and kl_budget >= 0):
             raise ValueError(f"kl_budget: must be a nonnegative number, got {kl_budget!r}")
         self.kl_budget = float(kl_budget)
@@ -148,14 +149,16 @@ class MentoredDecoding(DraftThenVerify):
 
     def solution(self, inst: Instance, kl_budget: float | None = None) -> MentoredSolution:
         """The optimal (r, s), acceptance and KL for the budget (default: the rule's)."""
-        budget = self.kl_budget if kl_budget is None else kl_budget
-        return solve_budget(target_ext(inst), draft_ext(inst.q_local), budget)
+        if kl_budget is not None:
+            return solve_budget(target_ext(inst), draft_ext(inst.q_local), kl_budget)
+        return self._memo(inst, "solution", lambda: self.solution(inst, self.kl_budget))
 
     def frontier(
         self, inst: Instance, budgets: ArrayLike | None = None, num: int = 33
     ) -> MentoredFrontier:
         """The acceptance-KL frontier: the optimum at each KL budget in ``budgets``, or (by
-        default) ``num`` points of the exact alpha family from 1 down to min rho."""
+        default) ``num`` points of the exact alpha family from 1 down to min rho, leaving out
+        points of infinite KL (all drafts accepted while the draft misses target mass)."""
         p, q = target_ext(inst), draft_ext(inst.q_local)
         if budgets is not None:
             points = [solve_budget(p, q, float(b)) for b in np.atleast_1d(budgets)]
@@ -164,6 +167,7 @@ class MentoredDecoding(DraftThenVerify):
             smallest = float(rho[rho > 0].min()) if np.any(rho > 0) else 1.0
             alphas = np.geomspace(1.0, min(smallest, 1.0), num)
             points = [mentored_solution(p, q, float(a)) for a in alphas]
+            points = [s for s in points if np.isfinite(s.kl)]
         points.sort(key=lambda s: (s.kl, s.acceptance))
         return MentoredFrontier(
             np.array([s.alpha for s in points]),

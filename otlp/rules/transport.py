@@ -9,13 +9,13 @@
   q~(i) = sum_omega P(omega) beta(i | omega). It is lossless for any beta; with the optimal
   S*, sum_i min(p(i), q~(i)) = alpha* (Theorem B.1).
 
-Plans are solved once per instance and cached (weakly) on the rule object; ``method`` picks
-any registered solution method and ``strict`` verification rejects a failed plan.
+Plans are solved once per instance and kept (weakly) by the rule object; ``method`` picks
+any registered solution method, and a plan that fails verification raises
+``otlp.VerificationError`` (``strict=True``).
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -76,19 +76,20 @@ class _PlanRule(DraftThenVerify):
     joint_kind = "instance"
 
     def __init__(self, method: str = "maxflow", **solve_options: Any) -> None:
+        super().__init__()
         if method not in method_names():
             raise ValueError(f"method: unknown {method!r}; known: {', '.join(method_names())}")
         self.method = method
         self.solve_options = solve_options
-        self._plans: weakref.WeakKeyDictionary[Instance, TransportPlan] = (
-            weakref.WeakKeyDictionary()
-        )
+
+    def __repr__(self) -> str:
+        return f"<rule {self.name} (method {self.method}): {self.description}>"
 
     def plan(self, inst: Instance) -> TransportPlan:
         """The verified plan of ``inst`` by ``self.method`` (solved once per instance)."""
-        if inst not in self._plans:
-            self._plans[inst] = solve(inst, self.method, strict=True, **self.solve_options)
-        return self._plans[inst]
+        return self._memo(
+            inst, "plan", lambda: solve(inst, self.method, strict=True, **self.solve_options)
+        )
 
     def draft_columns(self, inst: Instance) -> tuple[IntArray, FloatArray]:
         """The plan's columns (sets of distinct tokens, padded with -1) of positive mass."""
@@ -115,11 +116,15 @@ class OptimalTransport(_PlanRule):
     def local_output(self, inst: Instance) -> FloatArray:
         return self.plan(inst).target_marginal()
 
+    def conditionals(self, inst: Instance) -> FloatArray:
+        """pi(. | column) for every plan column, (columns, k + 1)."""
+        return self._memo(inst, "conditionals", lambda: plan_conditionals(self.plan(inst)))
+
     def local_conditionals(self, inst: Instance, members: IntArray) -> FloatArray:
-        return plan_conditionals(self.plan(inst))[self._column_ids(inst, members)]
+        return self.conditionals(inst)[self._column_ids(inst, members)]
 
     def _verify(self, inst: Instance, drafts: IntArray, rng: np.random.Generator) -> IntArray:
-        rows = plan_conditionals(self.plan(inst))[self._column_ids(inst, drafts)]
+        rows = self.conditionals(inst)[self._column_ids(inst, drafts)]
         return sample_rows(rng, np.maximum(rows, 0.0))
 
 
@@ -132,7 +137,7 @@ class CanonicalDecomposition(_PlanRule):
 
     def weights(self, inst: Instance) -> tuple[FloatArray, FloatArray]:
         """(beta over plan columns, the selected token's law q~)."""
-        return importance_weights(self.plan(inst))
+        return self._memo(inst, "weights", lambda: importance_weights(self.plan(inst)))
 
     def local_conditionals(self, inst: Instance, members: IntArray) -> FloatArray:
         beta, q_tilde = self.weights(inst)
