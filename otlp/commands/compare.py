@@ -150,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     summary = summarise(records)
     if args.markdown:
         print(markdown_table(summary, [r.name for r in rules]))
+        print()
+        print(markdown_checks(records, [r.name for r in rules]))
     else:
         _print_rich(summary, records, [r.name for r in rules])
     if args.csv:
@@ -251,6 +253,42 @@ def markdown_table(summary: list[SummaryRow], rules: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _check_rows(records: list[Record], rules: list[str]) -> list[list[str]]:
+    """Per rule: lossless?, max L1(output, p), max acceptance - own alpha*, max KL(p || out)."""
+    lines = []
+    for rule in rules:
+        mine = [r for r in records if r.rule == rule and not r.note]
+        if not mine:
+            lines.append([rule, "", "not applicable", "", ""])
+            continue
+        lines.append(
+            [
+                rule,
+                "yes" if mine[0].lossless else "no",
+                f"{max(r.output_l1 for r in mine):.1e}",
+                f"{max(r.acceptance - r.alpha_star_own for r in mine):.1e}",
+                f"{max(r.kl for r in mine):.1e}",
+            ]
+        )
+    return lines
+
+
+CHECK_HEAD = (
+    "rule",
+    "lossless",
+    "max L1(output, p)",
+    "max acceptance - own alpha*",
+    "max KL(p || output)",
+)
+
+
+def markdown_checks(records: list[Record], rules: list[str]) -> str:
+    """The exactness checks as a Markdown table."""
+    lines = ["| " + " | ".join(CHECK_HEAD) + " |", "|---|---|---:|---:|---:|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in _check_rows(records, rules)]
+    return "\n".join(lines)
+
+
 def _print_rich(summary: list[SummaryRow], records: list[Record], rules: list[str]) -> None:
     out = console()
     counts = ", ".join(dict.fromkeys(f"{row.suite}: {row.items} items" for row in summary))
@@ -258,26 +296,9 @@ def _print_rich(summary: list[SummaryRow], records: list[Record], rules: list[st
     for cells in _table_rows(summary, rules):
         table.add_row(*cells)
     out.print(table)
-    checks = Table(
-        "rule",
-        "lossless",
-        "max L1(output, p)",
-        "max acceptance - own alpha*",
-        "max KL(p || output)",
-        title="exactness checks over all cases",
-    )
-    for rule in rules:
-        mine = [r for r in records if r.rule == rule and not r.note]
-        if not mine:
-            checks.add_row(rule, "", "not applicable", "", "")
-            continue
-        checks.add_row(
-            rule,
-            "yes" if mine[0].lossless else "no",
-            f"{max(r.output_l1 for r in mine):.1e}",
-            f"{max(r.acceptance - r.alpha_star_own for r in mine):.1e}",
-            f"{max(r.kl for r in mine):.1e}",
-        )
+    checks = Table(*CHECK_HEAD, title="exactness checks over all cases")
+    for cells in _check_rows(records, rules):
+        checks.add_row(*cells)
     out.print(checks)
 
 
