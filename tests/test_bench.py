@@ -241,6 +241,7 @@ def test_resume_skips_finished_cells(local_run, tiny_config: Path) -> None:
     assert extended.cells_run == 2  # maxflow-cs at (4, 2) and (6, 2) only
     after = ResultStore(out / "results.jsonl").load()
     assert all(after[key] == value for key, value in before.items())
+    assert "timings from different runs are not side by side" in (out / "report.md").read_text()
 
 
 def test_dask_cluster_gives_the_same_records(local_run, tiny_config: Path, tmp_path: Path) -> None:

@@ -187,7 +187,7 @@ def _best(piece: Slice, time_limits_ms: Sequence[float]) -> Figure:
 
 def _rules(piece: Slice) -> Figure:
     rows = [r for r in piece.of_kind(RULE) if measured(r)]
-    alpha = piece.alpha_star()
+    alpha = piece.alpha_beside(RULE)
     ks = sorted({r["k"] for r in rows})
     fig = Figure(figsize=(3.4 * max(len(ks), 1) + 1, 3.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, max(len(ks), 1), sharey=True))

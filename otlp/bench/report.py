@@ -50,6 +50,11 @@ def render_report(
         f"- `{CAPPED}`: not run, the (k, n) problem has more draft columns than the method's "
         "`max_columns` cap in the config.",
     ]
+    if len(run["runs"]) > 1:
+        lines.append(
+            f"- Note: the cells come from {len(run['runs'])} runs ({', '.join(run['runs'])}); "
+            "timings from different runs are not side by side (`--fresh` measures all anew)."
+        )
     lines += [f"- Note: {note}." for note in notes]
     for piece in pieces:
         lines += ["", *_slice_section(piece, suites, figures.get(piece.key, ()), time_limits_ms)]
@@ -87,9 +92,11 @@ def time_table(piece: Slice) -> list[str]:
     """Seed 000 Table 1: ms/token per method per (k, n)."""
     labels = piece.labels(METHOD)
     cells = piece.lookup(METHOD)
+    tokens = max((r["tokens"] for r in piece.of_kind(METHOD) if measured(r)), default=0)
     lines = [
-        "**Table 1.** Per-token time in ms, median (p90); the percentage is the share of "
-        "tokens verified without fallback, shown where below 100% or the method can fall back.",
+        f"**Table 1.** Per-token time in ms over {tokens} tokens, median (p90); the percentage "
+        "is the share of tokens verified without fallback, shown where below 100% or the "
+        "method can fall back.",
         "",
         _row(["(k, n)", *labels]),
         _row(["---"] * (len(labels) + 1)),
@@ -125,7 +132,8 @@ def alpha_table(piece: Slice) -> list[str]:
     ks = sorted({k for k, _ in alpha})
     ns = sorted({n for _, n in alpha})
     lines = [
-        "**Optimal acceptance** alpha* (mean over tokens) by number of drafts n and top-k.",
+        f"**Optimal acceptance** alpha* (mean over {piece.alpha_tokens()} tokens) by number of "
+        "drafts n and top-k.",
         "",
         _row(["n \\ k", *map(str, ks)]),
         _row(["---"] * (len(ks) + 1)),
@@ -139,10 +147,13 @@ def rules_table(piece: Slice) -> list[str]:
     """Each rule's exact acceptance (mean over tokens) beside alpha*."""
     labels = piece.labels(RULE)
     cells = piece.lookup(RULE)
-    alpha = piece.alpha_star()
+    alpha = piece.alpha_beside(RULE)
+    tokens = max((r["tokens"] for r in piece.of_kind(RULE) if measured(r)), default=0)
     lines = [
-        "**Verification rules.** Exact acceptance (mean over tokens); n/a where a rule does "
-        "not apply to (k, n).",
+        f"**Verification rules.** Exact acceptance (mean over {tokens} tokens) beside alpha* of "
+        "the i.i.d. draft on the same tokens; n/a where a rule does not apply to (k, n). Rules "
+        "with their own draft joint (without replacement, SpecHub) can exceed the i.i.d. "
+        "alpha*, and mentored decoding is lossy.",
         "",
         _row(["(k, n)", "alpha*", *labels]),
         _row(["---"] * (len(labels) + 2)),

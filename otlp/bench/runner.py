@@ -95,7 +95,7 @@ def run_bench(
     ``scheduler``.
     """
     start = time.perf_counter()
-    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
@@ -116,7 +116,7 @@ def run_bench(
     for note in grid.notes:
         console.print(f"[yellow]note:[/] {note}")
     for records in _with_progress(stream, groups, progress, console):
-        store.append(records)
+        store.append({**record, "run": started} for record in records)
     records = store.load()
     summaries = summarize_all(records[cell.id] for cell in grid.cells)
     wall = time.perf_counter() - start
@@ -128,6 +128,7 @@ def run_bench(
         "wall_s": wall,
         "cells_run": len(todo),
         "cells_reused": len(grid.cells) - len(todo),
+        "runs": sorted({records[cell.id].get("run", "?") for cell in grid.cells}),
     }
     files = _write_outputs(out, config, grid, records, summaries, run)
     return BenchOutcome(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 TIMING_FIELDS = ("time_s",)  # per-token fields that depend on the machine's moment
-RUN_FIELDS = ("worker",)  # per-cell fields that say where and how it ran
+RUN_FIELDS = ("worker", "run")  # per-cell fields that say where, when and how it ran
 
 
 class ResultStore:

@@ -42,12 +42,26 @@ class Slice:
     def lookup(self, kind: str) -> dict[tuple[int, int, str], Row]:
         return {(row["k"], row["n"], row["label"]): row for row in self.of_kind(kind)}
 
+    def alpha_beside(self, kind: str) -> dict[tuple[int, int], float]:
+        """(k, n) -> mean alpha* over the same tokens as the ``kind`` cells there."""
+        return {
+            (row["k"], row["n"]): row["alpha_star_mean"]
+            for row in self.of_kind(kind)
+            if measured(row) and row["alpha_star_mean"] is not None
+        }
+
+    def alpha_tokens(self) -> int:
+        """Tokens per cell of the alpha* table: the largest token count among its cells."""
+        return max((row["tokens"] for row in self.of_kind(ALPHA)), default=0)
+
     def alpha_star(self) -> dict[tuple[int, int], float]:
-        """(k, n) -> mean alpha* over the tokens (seed 000 Figure 1)."""
+        """(k, n) -> mean alpha* (seed 000 Figure 1), from the cells with the most tokens only,
+        so that every entry averages over the same suite items."""
+        tokens = self.alpha_tokens()
         return {
             (row["k"], row["n"]): row["alpha_star_mean"]
             for row in self.of_kind(ALPHA)
-            if row["alpha_star_mean"] is not None
+            if row["alpha_star_mean"] is not None and row["tokens"] == tokens
         }
 
 
