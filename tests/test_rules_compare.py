@@ -40,11 +40,14 @@ def test_compare_one_instance_writes_csv_and_plot(
 def test_compare_suite_markdown(capsys: pytest.CaptureFixture) -> None:
     argv = ["compare", "--suite", "spechub-toy", "--ns", "2", "--top-k", "5"]
     assert main([*argv, "--rules", "sps,rrs,ot,spechub", "--markdown"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    acceptance, checks = capsys.readouterr().out.strip().split("\n\n")
+    lines = acceptance.splitlines()
     assert lines[0] == "|  | spechub-toy n=2 |"
     labels = [line.split("|")[1].strip() for line in lines[2:]]
     assert labels[-4:] == ["sps", "rrs", "ot", "spechub"]
     assert "alpha*, SpecHub hub joint" in labels
+    assert checks.splitlines()[0].startswith("| rule | lossless | max L1(output, p)")
+    assert len(checks.splitlines()) == 2 + 4
 
 
 @pytest.mark.parametrize(
