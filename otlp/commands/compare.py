@@ -278,7 +278,7 @@ CHECK_HEAD = (
     "lossless",
     "max L1(output, p)",
     "max acceptance - own alpha*",
-    "max KL(p || output)",
+    "max KL(p, output)",
 )
 
 
