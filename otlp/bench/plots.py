@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from otlp.bench.cells import METHOD, RULE
 from otlp.bench.tables import Slice, best_under_limit, measured
@@ -63,7 +63,7 @@ def _acceptance(piece: Slice) -> Figure:
     _k_axis(ax, sorted({k for k, _ in alpha}))
     ax.set_ylabel("alpha* (mean over tokens)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, ncols=2)
+    _legend_below(fig, [ax])
     return fig
 
 
@@ -96,8 +96,9 @@ def _times(piece: Slice) -> Figure:
             )
         _k_axis(ax, sorted({r["k"] for r in rows if r["n"] == n}))
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(PLAIN)
-        ax.yaxis.set_minor_formatter(PLAIN)
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"n = {n}", fontsize=9)
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("ms per token (median, bar to p90)")
@@ -203,6 +204,7 @@ def _rules(piece: Slice) -> Figure:
             if series:
                 ax.plot(*zip(*series, strict=True), marker=".", label=label)
         ax.set_title(f"k = {k}", fontsize=9)
+        ax.set_xticks(ns)
         ax.set_xlabel("n drafts")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("acceptance (mean over tokens)")

@@ -205,7 +205,7 @@ def _write_outputs(
                     for summary, record in zip(summaries, cells, strict=True)
                 ],
             },
-            indent=1,
+            separators=(",", ":"),
         )
     )
     pieces = slices(summaries, [_capped_row(cell, count) for cell, count in grid.capped])
