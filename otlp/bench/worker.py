@@ -115,7 +115,7 @@ def _measure_method(cell: Cell, token: Token) -> dict[str, Any]:
 
     def run(inst: Instance) -> Any:
         plan = solve(inst, cell.name, check=False, **kwargs)
-        plan.column_slice(plan.column_of(omega))
+        _slice(plan, omega)
         return plan
 
     try:
@@ -126,7 +126,7 @@ def _measure_method(cell: Cell, token: Token) -> dict[str, Any]:
     if tolerances is None and cell.tau is not None:
         tolerances = Tolerances.global_resolution(cell.tau)
     report = verify(plan, tolerances, alpha_star=token.alpha_star)
-    fallback = plan.info.get("fallback")
+    fallback = _token_fallback(plan)
     return _record(
         token.index,
         token.item,
@@ -138,9 +138,28 @@ def _measure_method(cell: Cell, token: Token) -> dict[str, Any]:
         target_l1=report.target_l1,
         draft_l1=report.draft_l1,
         min_entry=report.min_entry,
-        fallback=None if fallback is None else bool(fallback),
+        fallback=fallback,
         message="; ".join(report.problems),
     )
+
+
+def _slice(plan: Any, omega: np.ndarray) -> Any:
+    """pi(. | omega) over the draft vocabulary: through ``local_slice`` where the plan has it
+    (a lazy plan, e.g. global resolution's, then solves only the system omega needs)."""
+    local_slice = getattr(plan, "local_slice", None)
+    if local_slice is not None:
+        return local_slice(omega)
+    return plan.column_slice(plan.column_of(omega))
+
+
+def _token_fallback(plan: Any) -> bool | None:
+    """Whether this token's slice came from a fallback: the plan's last per-token report
+    (``token_reports``, kept by global resolution) if any, else ``info["fallback"]``."""
+    reports = getattr(plan, "token_reports", None)
+    if reports:
+        return bool(reports[-1].fallback)
+    value = plan.info.get("fallback")
+    return None if value is None else bool(value)
 
 
 def _measure_rule(cell: Cell, token: Token) -> dict[str, Any]:
