@@ -19,6 +19,7 @@ from otlp.multistep import (
     MODEL_KINDS,
     RANKINGS,
     NGramModel,
+    PlanVerifier,
     TabularModel,
     expected_accepted,
     markov_model,
@@ -159,6 +160,26 @@ def test_a_lossy_verifier_is_caught_by_target_matching() -> None:
     assert np.abs(lossy - expected).sum() > 1e-2
     plain = output_distribution(target, draft, 2, "spectr", 2, rule=ignore_drafts)
     assert np.abs(plain - expected).sum() < EXACT
+
+
+@pytest.mark.parametrize("rule", ["ot", "kseq", "rrs", "sps", "gumbel", "canonical"])
+def test_traversal_with_every_iid_rule_is_target_matching(rule: str) -> None:
+    """Order-dependent rules (RRS, K-SEQ, single-draft) see the drafts in draw order."""
+    target, draft = model_pair("markov", 3, seed=1, sparsity=0.2)
+    out = output_distribution(target, draft, 3, "spectr", 3, rule=rule)
+    assert np.abs(out - target_distribution(target, 4)).sum() < 1e-11
+    if rule == "sps":  # verifies the first active path, and a correction may land on another
+        token = expected_accepted(target, draft, 3, "token")
+        assert expected_accepted(target, draft, 3, "spectr", 3, rule=rule) > token + 1e-3
+    if rule == "ot":  # the rules' OT is the max-flow plan's slice
+        plan = expected_accepted(target, draft, 3, "spectr", 3, rule=PlanVerifier("maxflow"))
+        assert abs(expected_accepted(target, draft, 3, "spectr", 3, rule=rule) - plan) < 1e-12
+
+
+def test_traversal_refuses_rules_with_non_iid_draft_joints() -> None:
+    target, draft = model_pair("markov", 3, seed=1)
+    with pytest.raises(ValueError, match="rule: 'spechub'"):
+        expected_accepted(target, draft, 2, "spectr", 2, rule="spechub")
 
 
 def test_context_shifts_the_models() -> None:

@@ -13,8 +13,7 @@ the first tokens within 15 L tau (Theorem R.1).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from itertools import combinations_with_replacement
-from math import factorial
+from itertools import product
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,7 +34,7 @@ def traversal_law(
     paths: int,
     verifier: SingleStepVerifier,
 ) -> OutputLaw:
-    """Exact output law of the traversal, by enumerating (node, multiplicity, drafted multiset).
+    """Exact output law of the traversal, by enumerating (node, multiplicity, drafted tuple).
 
     ``reach[u, n]`` is the probability that the traversal is at node u with n paths through it.
     """
@@ -49,9 +48,10 @@ def traversal_law(
         for u in np.flatnonzero(reach.sum(axis=1) > 0):
             p, q = target.conditionals[d][u], draft.conditionals[d][u]
             for n in np.flatnonzero(reach[u]):
-                for counts, prob in draft_multisets(q, int(n)):
-                    law = checked_law(verifier(p, q, int(n), np.repeat(np.arange(vocab), counts)))
+                for omega, prob in draft_tuples(q, int(n)):
+                    law = checked_law(verifier(p, q, int(n), omega))
                     mass = reach[u, n] * prob * law
+                    counts = np.bincount(omega, minlength=vocab)
                     drafted = counts > 0
                     nxt[u * vocab + np.flatnonzero(drafted), counts[drafted]] += mass[drafted]
                     emit[u, ~drafted] += mass[~drafted]
@@ -61,13 +61,13 @@ def traversal_law(
     return OutputLaw(tuple(emissions), vocab)
 
 
-def draft_multisets(q: FloatArray, n: int) -> Iterator[tuple[IntArray, float]]:
-    """Every multiset of n i.i.d. draws from q (as token counts) with its probability."""
+def draft_tuples(q: FloatArray, n: int) -> Iterator[tuple[IntArray, float]]:
+    """Every ordered n-tuple of i.i.d. draws from q with its probability (ordered, because
+    rules such as RRS or K-SEQ depend on the draw order)."""
     support = np.flatnonzero(q > 0)
-    for combo in combinations_with_replacement(support, n):
-        counts = np.bincount(np.asarray(combo), minlength=q.shape[0])
-        ways = factorial(n) / np.prod([factorial(c) for c in counts])
-        yield counts, float(ways * np.prod(q**counts))
+    for combo in product(support, repeat=n):
+        omega = np.asarray(combo, dtype=np.int64)
+        yield omega, float(np.prod(q[omega]))
 
 
 def checked_law(law: object) -> FloatArray:

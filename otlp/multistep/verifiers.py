@@ -5,9 +5,15 @@ given the next-token target law p, the draft law q, the number n of i.i.d. draft
 drafted n-tuple omega (token ids), it returns the law pi(. | omega) of the output token over
 the whole vocabulary. It is lossless when sum_omega q^n(omega) pi(. | omega) = p.
 
-:class:`PlanVerifier` turns any :func:`otlp.solve` method into one ("maxflow" = the optimal
-transport plan of seed 000 §2, "global_resolution" once registered) and caches the verified
-plan of each (p, q, n). :func:`get_verifier` looks verifiers up by name.
+Adapters (:func:`get_verifier` looks them up by name):
+
+* :class:`RuleVerifier` — a rule of :mod:`otlp.rules` ("ot", "kseq", "rrs", "sps", ...),
+  through its exact ``conditional(inst, omega)``; only rules that verify i.i.d. drafts (or
+  the first draft) fit, since the children of a draft-tree node are i.i.d.;
+* :class:`PlanVerifier` — any :func:`otlp.solve` method ("maxflow", "global_resolution",
+  ...), through the verified plan's ``slice(omega)``.
+
+Both cache per (p, q, n), so a node law seen again (Markov models) costs nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp import rules
 from otlp.api import solve
 from otlp.instance import Instance
 from otlp.methods import method_names
@@ -26,6 +33,35 @@ from otlp.verify import Tolerances
 
 FloatArray = NDArray[np.float64]
 SingleStepVerifier = Callable[[FloatArray, FloatArray, int, Sequence[int]], FloatArray]
+IID_JOINTS = ("single", "iid", "independent", "instance")
+
+
+def _key(target_probs: FloatArray, draft_probs: FloatArray, n: int) -> tuple[bytes, bytes, int]:
+    return np.asarray(target_probs).tobytes(), np.asarray(draft_probs).tobytes(), n
+
+
+class RuleVerifier:
+    """pi(. | omega) = ``rule.conditional(Instance(p, q, n), omega)`` for an otlp.rules rule."""
+
+    def __init__(self, rule: rules.Rule) -> None:
+        if rule.joint_kind not in IID_JOINTS:
+            raise ValueError(
+                f"rule: {rule.name!r} verifies a {rule.joint_kind!r} draft joint, but the "
+                "children of a draft-tree node are i.i.d."
+            )
+        self.rule = rule
+        self._instances: dict[tuple[bytes, bytes, int], Instance] = {}
+
+    def __call__(
+        self, target_probs: FloatArray, draft_probs: FloatArray, n: int, drafted: Sequence[int]
+    ) -> FloatArray:
+        key = _key(target_probs, draft_probs, n)
+        if key not in self._instances:  # the rule memoises its work per live instance
+            self._instances[key] = Instance(target_probs, draft_probs, n, renormalize=True)
+        return self.rule.conditional(self._instances[key], np.asarray(drafted, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return f"RuleVerifier({self.rule.name!r})"
 
 
 class PlanVerifier:
@@ -51,7 +87,7 @@ class PlanVerifier:
 
     def plan(self, target_probs: FloatArray, draft_probs: FloatArray, n: int) -> TransportPlan:
         """The verified plan of (p, q, n), solved once."""
-        key = (np.asarray(target_probs).tobytes(), np.asarray(draft_probs).tobytes(), n)
+        key = _key(target_probs, draft_probs, n)
         if key not in self._plans:
             inst = Instance(target_probs, draft_probs, n, renormalize=True)
             self._plans[key] = solve(
@@ -69,13 +105,14 @@ class PlanVerifier:
 
 
 def get_verifier(name: str | SingleStepVerifier = "ot", **options: Any) -> SingleStepVerifier:
-    """A single-step verifier by name: ``"ot"`` (max-flow optimal transport) or any
-    :func:`otlp.method_names` entry (options go to :class:`PlanVerifier`); a callable is
-    returned unchanged."""
+    """A single-step verifier: a rule name of :func:`otlp.rules.names` ("ot" is the max-flow
+    optimal transport), else a method of :func:`otlp.method_names`; ``options`` go to the
+    rule or to :class:`PlanVerifier`. A callable is returned unchanged."""
     if callable(name):
         return name
-    if name == "ot":
-        return PlanVerifier("maxflow", **options)
+    if name in rules.names():
+        return RuleVerifier(rules.get(name, **options))
     if name in method_names():
         return PlanVerifier(name, **options)
-    raise ValueError(f"rule: unknown single-step verifier {name!r}; known: ot, {method_names()}")
+    known = ", ".join([*rules.names(), *method_names()])
+    raise ValueError(f"rule: unknown single-step verifier {name!r}; known: {known}")
