@@ -195,6 +195,29 @@ def test_failed_verification_is_a_failure_not_a_number(monkeypatch: pytest.Monke
     assert summary["verified_rate"] == 0.0
 
 
+def test_tau_reaches_the_method_and_fallbacks_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[float] = []
+
+    def approximate(inst: otlp.Instance, form: str = "sets", *, tau: float = 1e-3) -> TransportPlan:
+        seen.append(tau)
+        plan = solve_maxflow(inst, form)
+        plan.info["fallback"] = ["outer"]  # as if the approximate solve had given up
+        return plan
+
+    monkeypatch.setitem(_METHODS, "approx", (approximate, "max-flow posing as a fallback"))
+    config = parse_config(
+        {"sweep": [{"methods": ["approx"], "kn": [[6, 2]]}], "methods": {"approx": {"tau": [0.01]}}}
+    )
+    catalog = Catalog(("synthetic",), ("approx",), None, frozenset({"approx"}))
+    (cell,) = [c for c in plan_grid(config, catalog).cells if c.kind == METHOD]
+    token = draw_token(cell, 0, load("synthetic").items[0])
+    record = measure(cell, token)
+    assert 0.01 in seen and record["status"] == OK and record["fallback"] is True
+    summary = summarize({"id": cell.id, "cell": cell.as_dict(), "tokens": [record, record]})
+    assert summary["verified_rate"] == 1.0 and summary["fallback_rate"] == 1.0
+    assert summary["success_rate"] == 0.0 and summary["label"] == "approx τ=0.01"
+
+
 def test_omega_is_drawn_from_the_draft_reproducibly() -> None:
     item = load("synthetic").items[3]
     cell = Cell("synthetic", "iid", 8, 3, ALPHA, "alpha*", None, 1, 7)
