@@ -70,9 +70,11 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
         item = suite.items[index]
         try:
             token = draw_token(first, index, item)
-        except ValueError as exc:  # e.g. too few draft tokens for sampling without replacement
+        except ValueError as exc:  # k over the vocabulary, too few tokens without replacement
             for cell in cells:
-                results[cell.id].append(_record(index, item, None, ERROR, message=str(exc)))
+                results[cell.id].append(
+                    _record(index, item, None, NOT_APPLICABLE, message=f"ValueError: {exc}")
+                )
             continue
         for cell in cells:
             results[cell.id].append(measure(cell, token))

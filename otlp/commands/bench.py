@@ -20,7 +20,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "a grid from a TOML config; resumable; local process pool or a Dask cluster.",
     )
     parser.add_argument(
-        "--config", type=Path, default=None, help=f"TOML config (default: {DEFAULT_CONFIG})"
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"TOML config (default: {DEFAULT_CONFIG})",
     )
     parser.add_argument(
         "--suite",
@@ -30,12 +34,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run on this suite instead of the config's (repeatable; see `otlp suites`)",
     )
     parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})"
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output folder (default: {DEFAULT_OUT})",
     )
     parser.add_argument(
         "--scheduler", default=None, metavar="ADDR", help="run on this Dask scheduler"
     )
-    parser.add_argument("--workers", type=int, default=None, help="local worker processes")
+    parser.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="local worker processes"
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--resume",
