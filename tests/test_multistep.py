@@ -324,3 +324,19 @@ def test_cli_prints_markdown_json_and_plots(tmp_path, capsys) -> None:
 def test_cli_rejects_bad_lengths(capsys) -> None:
     assert main(["multistep", "--lengths", "0,x"]) == 2
     assert "--lengths" in capsys.readouterr().err
+
+
+def test_cli_monte_carlo_only_for_models_too_large_to_enumerate(capsys) -> None:
+    args = ["multistep", "--vocab", "30", "--lengths", "3", "--paths", "1,2", "--no-exact"]
+    assert main([*args, "--no-lp", "--simulate", "20", "--decode", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["source"] for r in rows} == {"simulation"}
+    assert {r["method"] for r in rows} == {"token", "block", "gbv", "spectr:ot"}
+
+
+def test_simulation_arguments_are_checked() -> None:
+    target, draft = model_pair("markov", 2)
+    with pytest.raises(ValueError, match="calls"):
+        simulate(target, draft, 2, "block", calls=0)
+    with pytest.raises(ValueError, match="paths"):
+        simulate(target, draft, 2, "token", 2)

@@ -15,6 +15,7 @@ from otlp.multistep.exact import METHODS
 from otlp.multistep.gbv import RANKINGS
 from otlp.multistep.models import MODEL_KINDS, model_pair
 from otlp.multistep.sweep import LP_LABEL, EfficiencyRow, efficiency_sweep
+from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,9 +34,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--paths", default="1,2,3", help="numbers of draft paths K")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated")
     parser.add_argument("--ranking", choices=RANKINGS, default="ratio", help="GBV local key")
-    parser.add_argument("--rule", default="ot", help="single-step verifier for spectr")
+    parser.add_argument(
+        "--rules",
+        default="ot",
+        help="single-step verifiers for spectr, comma-separated: otlp.rules names (ot, kseq, "
+        "rrs, sps, ...) or otlp.solve methods (e.g. global_resolution)",
+    )
+    parser.add_argument("--tau", type=float, default=None, help="tau for global_resolution")
     parser.add_argument("--no-lp", action="store_true", help="skip the LP optimum")
+    parser.add_argument("--no-exact", action="store_true", help="skip exact enumeration")
     parser.add_argument("--simulate", type=int, default=0, help="also run N Monte Carlo calls")
+    parser.add_argument(
+        "--decode", action="store_true", help="simulate one decoding run (context grows)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON rows")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
@@ -62,11 +73,13 @@ def run(args: argparse.Namespace) -> int:
         gammas,
         paths,
         methods,
+        exact=not args.no_exact,
         lp=not args.no_lp,
         calls=args.simulate,
+        decode=args.decode,
         seed=args.seed,
         ranking=args.ranking,
-        rule=args.rule,
+        rules=_verifiers(args.rules, args.tau),
     )
     title = (
         f"{args.model} pair, V={args.vocab}, seed={args.seed}, distance={args.distance}, "
@@ -81,6 +94,15 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         plot(rows, gammas, title, args.plot)
     return 0
+
+
+def _verifiers(names: str, tau: float | None) -> dict[str, SingleStepVerifier]:
+    """Label -> verifier; ``tau`` goes to global resolution only."""
+    out = {}
+    for name in (n.strip() for n in names.split(",") if n.strip()):
+        wants_tau = name == "global_resolution" and tau is not None
+        out[name] = get_verifier(name, **({"tau": tau} if wants_tau else {}))
+    return out
 
 
 def _int_list(flag: str, text: str) -> list[int]:

@@ -53,24 +53,15 @@ def output_law(
     single-step verifier of ``"spectr"`` (a name for :func:`get_verifier` or a callable),
     ``rule_options`` go to it.
     """
-    gamma = positive_int("gamma", gamma)
-    paths = positive_int("paths", paths)
-    if method not in METHODS:
-        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
-    if method in SINGLE_PATH and paths != 1:
-        raise ValueError(f"paths: method {method!r} verifies one path; use 'gbv' or 'spectr'")
-    tgt = tabulate(target, gamma + 1, context=context, name="target")
-    dft = tabulate(draft, gamma, context=context, name="draft")
-    if dft.vocab_size != tgt.vocab_size:
-        raise ValueError(
-            f"draft: vocabulary size {dft.vocab_size} differs from the target's {tgt.vocab_size}"
-        )
+    tgt, dft = _tables(target, draft, gamma, method, paths, context)
     if method == "spectr":
         return traversal_law(tgt, dft, gamma, paths, get_verifier(rule, **rule_options))
     if method == "gbv":
         dft = skewed_table(tgt, dft, gamma, paths, ranking)
     kernel = single_path.tokenwise if method == "token" else single_path.block
-    return _single_path(tgt, dft, gamma, kernel)
+    tokens = _all_paths(tgt.vocab_size, gamma)
+    stops = kernel(tgt.along_paths(tokens, gamma + 1), dft.along_paths(tokens, gamma), tokens)
+    return single_path_law(stops, dft.joint(gamma), tgt.vocab_size)
 
 
 def expected_accepted(
@@ -91,14 +82,15 @@ def output_distribution(
     gamma: int,
     method: str,
     paths: int = 1,
+    *,
+    context: Sequence[int] = (),
     **options: Any,
 ) -> FloatArray:
     """Exact law of the first L + 1 tokens when the call's output is continued by the target
     (over V**(L+1) sequences, lexicographic); equals :func:`target_distribution` for a
     lossless method (seed 002, Definition 3.1, target-matching)."""
-    law = output_law(target, draft, gamma, method, paths, **options)
-    context = options.get("context", ())
-    return law.output_distribution(tabulate(target, gamma + 1, context=context, name="target"))
+    tgt, dft = _tables(target, draft, gamma, method, paths, context)
+    return output_law(tgt, dft, gamma, method, paths, **options).output_distribution(tgt)
 
 
 def target_distribution(
@@ -122,11 +114,33 @@ def skewed_table(
     return PrefixTable(levels)
 
 
-def _single_path(target: PrefixTable, draft: PrefixTable, gamma: int, kernel: Any) -> OutputLaw:
-    vocab = target.vocab_size
-    tokens = _all_paths(vocab, gamma)
-    stops = kernel(target.along_paths(tokens, gamma + 1), draft.along_paths(tokens, gamma), tokens)
-    return single_path_law(stops, draft.joint(gamma), vocab)
+def _tables(
+    target: Model | PrefixTable,
+    draft: Model | PrefixTable,
+    gamma: int,
+    method: str,
+    paths: int,
+    context: Sequence[int],
+) -> tuple[PrefixTable, PrefixTable]:
+    """Check the arguments; tabulate the target to depth L + 1 and the draft to depth L."""
+    check_method(gamma, method, paths)
+    tgt = tabulate(target, gamma + 1, context=context, name="target")
+    dft = tabulate(draft, gamma, context=context, name="draft")
+    if dft.vocab_size != tgt.vocab_size:
+        raise ValueError(
+            f"draft: vocabulary size {dft.vocab_size} differs from the target's {tgt.vocab_size}"
+        )
+    return tgt, dft
+
+
+def check_method(gamma: int, method: str, paths: int) -> None:
+    """``ValueError`` naming ``gamma``, ``method`` or ``paths`` if they do not fit together."""
+    positive_int("gamma", gamma)
+    positive_int("paths", paths)
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    if method in SINGLE_PATH and paths != 1:
+        raise ValueError(f"paths: method {method!r} verifies one path; use 'gbv' or 'spectr'")
 
 
 def _all_paths(vocab: int, gamma: int) -> NDArray[np.int64]:

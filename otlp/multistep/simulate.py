@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.multistep import single_path
-from otlp.multistep.exact import METHODS, SINGLE_PATH
+from otlp.multistep.exact import check_method
 from otlp.multistep.gbv import path_rank_keys, skewed_conditionals, tree_order
 from otlp.multistep.models import Model
 from otlp.multistep.spectr import draw, sample_traversal
@@ -92,13 +92,8 @@ def simulate(
     """Decode ``calls`` target calls with ``method``; ``restart`` starts every call from
     ``context`` (i.i.d. calls, comparable with :func:`expected_accepted`), otherwise the
     outputs accumulate as in real decoding."""
-    gamma = positive_int("gamma", gamma)
-    paths = positive_int("paths", paths)
+    check_method(gamma, method, paths)
     calls = positive_int("calls", calls)
-    if method not in METHODS:
-        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
-    if method in SINGLE_PATH and paths != 1:
-        raise ValueError(f"paths: method {method!r} verifies one path; use 'gbv' or 'spectr'")
     verifier = get_verifier(rule, **rule_options) if method == "spectr" else None
     rng = np.random.default_rng(seed)
     start = tuple(int(t) for t in context)

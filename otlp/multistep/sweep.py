@@ -3,7 +3,7 @@ optimum of seed 002 (Theorem 3.3 for K = 1, Theorem 4.3 for K > 1) beside it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ from otlp.multistep.lp import multi_path_lp
 from otlp.multistep.models import Model
 from otlp.multistep.simulate import simulate
 from otlp.multistep.table import tabulate
+from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
 
 LP_LABEL = "lp-optimum"
 
@@ -38,28 +39,47 @@ def efficiency_sweep(
     paths: Sequence[int],
     methods: Sequence[str] = METHODS,
     *,
+    exact: bool = True,
     lp: bool = True,
     calls: int = 0,
+    decode: bool = False,
     seed: int = 0,
-    **options: Any,
+    rules: Mapping[str, str | SingleStepVerifier] | None = None,
+    ranking: str = "ratio",
 ) -> list[EfficiencyRow]:
-    """Exact block efficiency of every method for every (K, L); single-path methods only at
-    K = 1. With ``lp`` the LP optimum is added; with ``calls`` > 0 Monte Carlo estimates from
-    that many restarted calls are added too (source "simulation")."""
+    """Block efficiency of every method for every (K, L).
+
+    Single-path methods run only at K = 1; ``"spectr"`` runs once per entry of ``rules``
+    (label -> rule name or single-step verifier; default ``{"ot": "ot"}``), labelled
+    ``spectr:label``. ``exact`` adds the enumerated values (source "exact"), ``lp`` the LP
+    optimum ("lp"); ``calls`` > 0 adds Monte Carlo estimates ("simulation") from that many
+    calls, each from the empty context, or one decoding run with ``decode``.
+    """
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"methods: unknown {', '.join(unknown)}; known: {', '.join(METHODS)}")
-    depth = max(gammas) + 1
-    tgt, dft = tabulate(target, depth, name="target"), tabulate(draft, depth, name="draft")
+    runs = []
+    for method in methods:
+        if method == "spectr":
+            for name, rule in (rules or {"ot": "ot"}).items():
+                verifier = get_verifier(rule)  # one plan cache per rule for the whole sweep
+                runs.append((method, f"spectr:{name}", {"rule": verifier}))
+        else:
+            runs.append((method, method, {"ranking": ranking}))
+    if exact or lp:
+        depth = max(gammas) + 1
+        tgt, dft = tabulate(target, depth, name="target"), tabulate(draft, depth, name="draft")
     rows = []
     for k in paths:
         for gamma in gammas:
-            for method in methods:
+            for method, label, options in runs:
                 if method in SINGLE_PATH and k != 1:
                     continue
-                law = output_law(tgt, dft, gamma, method, k, **options)
-                rows.append(EfficiencyRow(method, k, gamma, law.block_efficiency, "exact"))
+                if exact:
+                    law = output_law(tgt, dft, gamma, method, k, **options)
+                    rows.append(EfficiencyRow(label, k, gamma, law.block_efficiency, "exact"))
                 if calls:
+                    restart = not decode
                     run = simulate(
                         target,
                         draft,
@@ -68,12 +88,12 @@ def efficiency_sweep(
                         k,
                         calls=calls,
                         seed=seed,
-                        restart=True,
+                        restart=restart,
                         **options,
                     )
                     rows.append(
                         EfficiencyRow(
-                            method, k, gamma, run.block_efficiency, "simulation", run.stderr
+                            label, k, gamma, run.block_efficiency, "simulation", run.stderr
                         )
                     )
             if lp:
