@@ -68,13 +68,12 @@ def _slice_section(
     time_limits_ms: Sequence[float],
 ) -> list[str]:
     suite = suites.get(piece.suite, {})
-    tokens = max((row["tokens"] for row in piece.rows if measured(row)), default=0)
     chosen = f" with {piece.select}" if piece.select else ""
     lines = [
         f"## Suite `{piece.suite}`{chosen}, {piece.scheme} drafts",
         "",
-        f"{suite.get('description', '')} — up to {tokens} of its {suite.get('size', '?')} "
-        f"items{chosen} per cell, evenly spread over them.",
+        f"{suite.get('description', '')}. Of its {suite.get('size', '?')} items, each cell "
+        f"takes its tokens evenly spread over those{chosen}; every table says how many.",
     ]
     if piece.of_kind(METHOD):
         lines += ["", *time_table(piece), "", *best_acceptance_table(piece, time_limits_ms)]

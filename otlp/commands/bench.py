@@ -62,9 +62,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def default_config() -> Path:
     """benchmarks/configs/default.toml here, or in the checkout this package runs from."""
-    for root in (Path.cwd(), Path(otlp.__file__).resolve().parents[1]):
-        if (root / DEFAULT_CONFIG).is_file():
-            return root / DEFAULT_CONFIG
+    if DEFAULT_CONFIG.is_file():
+        return DEFAULT_CONFIG
+    source_tree = Path(otlp.__file__).resolve().parents[1] / DEFAULT_CONFIG
+    if source_tree.is_file():
+        return source_tree
     raise ValueError(f"--config: no {DEFAULT_CONFIG} here or in the source tree; pass --config")
 
 
