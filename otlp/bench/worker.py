@@ -28,7 +28,7 @@ import numpy as np
 
 from instances.suites import Suite, SuiteItem, load
 from otlp.api import solve
-from otlp.bench.cells import ALPHA, METHOD, Cell, accepts, suite_indices
+from otlp.bench.cells import ALPHA, METHOD, Cell, suite_indices
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.subset import optimal_acceptance
@@ -111,8 +111,6 @@ def _measure_method(cell: Cell, token: Token) -> dict[str, Any]:
     kwargs = dict(cell.options)
     if cell.tau is not None:
         kwargs["tau"] = cell.tau
-    if accepts(cell.name, "omega"):
-        kwargs["omega"] = np.asarray(token.omega)
     omega = np.asarray(token.omega)
 
     def run(inst: Instance) -> Any:
@@ -127,7 +125,11 @@ def _measure_method(cell: Cell, token: Token) -> dict[str, Any]:
     tolerances = plan.info.get("tolerances")
     if tolerances is None and cell.tau is not None:
         tolerances = Tolerances.global_resolution(cell.tau)
-    report = verify(plan, tolerances, alpha_star=token.alpha_star)
+    try:  # a lazy plan (global resolution) solves the rest of its systems here
+        report = verify(plan, tolerances, alpha_star=token.alpha_star)
+    except Exception as exc:  # an unverifiable plan is an error, never a number
+        message = f"verify: {type(exc).__name__}: {exc}"
+        return _record(token.index, token.item, token.omega, ERROR, time_s=seconds, message=message)
     fallback = _token_fallback(plan)
     return _record(
         token.index,
