@@ -161,6 +161,8 @@ def plot(rows: Sequence[EfficiencyRow], gammas: Sequence[int], title: str, path:
 
     grid = _grid(rows)
     ks = sorted({k for _, k, _ in grid})
+    labels = sorted({method for method, _, _ in grid} - {LP_LABEL})
+    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)} | {LP_LABEL: "k"}
     fig, axes = plt.subplots(1, len(ks), figsize=(4 * len(ks), 3.5), sharey=True, squeeze=False)
     for ax, k in zip(axes[0], ks, strict=True):
         for (method, kk, source), cells in grid.items():
@@ -168,10 +170,11 @@ def plot(rows: Sequence[EfficiencyRow], gammas: Sequence[int], title: str, path:
                 continue
             xs = [g for g in gammas if g in cells]
             ys = [cells[g].block_efficiency for g in xs]
-            style = "k--" if method == LP_LABEL else ("o:" if source == "simulation" else "o-")
-            ax.plot(xs, ys, style, label=_label(method, source))
+            style = "--" if method == LP_LABEL else ("o:" if source == "simulation" else "o-")
+            ax.plot(xs, ys, style, color=colors[method], label=_label(method, source))
         ax.set_title(f"K = {k}")
         ax.set_xlabel("draft length L")
+        ax.set_xticks(list(gammas))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("block efficiency (tokens / target call)")
