@@ -13,6 +13,9 @@ draft mass m), the K-path LP (Theorem 4.3) is
 
 where an antichain is a set of prefixes none of which is a prefix of another (Definition
 4.2). For K = 1 the antichain rows reduce to M_b(u) beta(u) <= M_s(u) (Theorem 3.3).
+Seed 002 lost these formulas in its text export; this reconstruction (re-derived from the
+proofs of Lemmas A.2, A.3 and A.5) is confirmed in tests/test_multistep_lp.py against an LP
+built straight from Definition 4.1 over all K-tuples of paths and all outputs.
 
 There are exponentially many antichains, so :func:`multi_path_lp` generates them lazily with
 an exact separation oracle (:func:`antichain_violations`): because phi_K is concave and

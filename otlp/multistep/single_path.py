@@ -15,6 +15,10 @@ decoding (one sampled path).
   accepted prefix and Y is proportional to max(p_tau M_b(. | X_<=tau) - M_s(. | X_<=tau), 0)
   (Y ~ M_b(. | X_<=L) when tau = L).
 
+The block-verification formulas are a reconstruction (seed 002 lost its equations); exact
+target-matching of the first L + 1 tokens on enumerated models (tests/test_multistep.py)
+and equality with the single-path LP optimum (Theorem 3.4) confirm them.
+
 Inputs: ``target`` (P, L + 1, V) — M_b after each prefix X_<i, i = 1..L + 1; ``draft``
 (P, L, V) — the draft law M_s after each X_<i, i = 1..L; ``tokens`` (P, L) — the drafted path.
 """
