@@ -104,7 +104,8 @@ class Instance:
         self.tokens.setflags(write=False)
         self.k = int(tokens.shape[0])
         self.p_local: FloatArray = self.p[tokens]
-        self.p_outside = float(max(0.0, 1.0 - self.p_local.sum()))
+        # Summed over the outside tokens themselves: exactly 0 when nothing is outside.
+        self.p_outside = float(np.delete(self.p, tokens).sum())
         # One row per draw: i.i.d. and without-replacement schemes repeat their single row.
         self.draft_rows: FloatArray = (
             restricted if len(rows) > 1 else np.repeat(restricted, self.n, axis=0)

@@ -75,10 +75,10 @@ def mentored_solution(p: FloatArray, q: FloatArray, alpha: float) -> MentoredSol
     accept = np.where(q > 0, np.minimum(rho / alpha, 1.0), 0.0)
     rejected = float(np.maximum(q - p / alpha, 0.0).sum())  # 1 - R, Eq. (24)
     beta = _beta_for(p, q, rho, rejected)
-    if rejected > 0:
-        select = np.maximum(p / beta - q, 0.0) / rejected  # Eq. (26)
-    else:
-        select = p.copy()  # nothing is ever rejected
+    select = np.maximum(p / beta - q, 0.0)  # Eq. (26), up to the factor 1 / rejected
+    if not select.sum() > 0:
+        # Nothing is rejected, or only rounding is (p and q equal up to the last bit).
+        select = p.copy()
     select /= select.sum()
     output = q * accept + rejected * select
     return MentoredSolution(
