@@ -139,10 +139,14 @@ class TransportPlan:
         local = self.instance.to_local(omega)
         return int(self.columns.indices_of(local[None, :])[0])
 
+    def local_slice(self, omega: ArrayLike) -> FloatArray:
+        """pi(. | omega) over the draft vocabulary plus the outside row (length k + 1)."""
+        return self.column_slice(self.column_of(omega))
+
     def slice(self, omega: ArrayLike) -> FloatArray:
         """The conditional pi(. | omega) as a dense vector over the whole vocabulary."""
         inst = self.instance
-        local = self.column_slice(self.column_of(omega))
+        local = self.local_slice(omega)
         out = np.zeros(inst.vocab_size)
         out[inst.tokens] = local[:-1]
         if inst.p_outside > 0:
@@ -165,7 +169,7 @@ class TransportPlan:
         self, omega: ArrayLike, rng: np.random.Generator, size: int | None = None
     ) -> int | NDArray[np.int64]:
         """Draw verified token(s) from pi(. | omega); global token ids."""
-        local = np.clip(self.column_slice(self.column_of(omega)), 0.0, None)
+        local = np.clip(self.local_slice(omega), 0.0, None)
         count = 1 if size is None else size
         picks = rng.choice(local.shape[0], size=count, p=local / local.sum())
         out = np.empty(count, dtype=np.int64)

@@ -1,0 +1,569 @@
+"""Global resolution (seed 000, §6, Algorithm 1): slices of the OT for i.i.d. drafts.
+
+Per (p, q): H* by subset selection, the outer residual targets by the greedy polymatroid
+algorithm (Theorem 6.2), then for a drafted omega only the system omega needs — the outer
+system (Theorem 6.4) if some drafted token lies outside H*, else the inner one (Theorem 6.5)
+— and the slice of the approximate OT of Eq. (18). Solved parameters are cached on the
+plan, so further slices of the same (p, q) are free.
+
+Two minimisers:
+
+* ``"newton"`` (default) — no truncation: receipts and Hessians over *all* draft sets via
+  exponential sums (:mod:`solvers.global_resolution.softmax_system`), damped Newton with the
+  exact Hessian, and the outer system split into its tight-set blocks
+  (:mod:`solvers.global_resolution.polymatroid`); blocks of one token are exact and free.
+  A system's deviation is certified as ||grad||_1 plus the quadrature bound.
+* ``"seed"`` — the seed's configuration (Appendix K): the smallest truncation T with
+  eps_T <= tau (gamma_T <= tau), |T| capped at 50/20/10/10 for n = 2/3/4/5, grouped sets,
+  L-BFGS-B for at most 25 iterations; deviation ||grad||_1 + 3 eps_T (3 gamma_T).
+
+A system succeeds when its certified deviation is at most 5 tau, so the plan deviates from
+p by at most 15 tau (L1) and from alpha* by at most 10 tau (Lemma 6.6). A system that does
+not succeed within the iteration/time budget falls back — and says so — to the exact
+max-flow on its network of §5.3 (the outer network with the polymatroid targets as source
+capacities, so the two systems stay consistent). Nothing is ever silently out of tolerance,
+and ``otlp.solve`` still verifies the materialised plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
+
+from otlp.builders import BipartiteSystem, inner_system, outer_system
+from otlp.columns import DraftColumns
+from otlp.instance import Instance
+from otlp.methods import register_method
+from otlp.plan import TransportPlan
+from otlp.subset import SubsetSelection, optimal_acceptance, ratio_order
+from otlp.verify import Tolerances
+from solvers.global_resolution import (
+    MinimizeResult,
+    OuterTargets,
+    SoftmaxSystem,
+    lbfgs,
+    newton,
+    outer_targets,
+)
+from solvers.registry import get_backend
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+MINIMIZERS = ("newton", "seed")
+SEED_T_LIMITS = {2: 50, 3: 20, 4: 10, 5: 10}  # seed 000, Appendix K (10 beyond n = 5)
+BUDGET_FACTOR = 5.0  # each system may deviate by 5 tau (Lemma 6.6: 15 tau and 10 tau overall)
+INNER, OUTER = "inner", "outer"
+PSI_TIE = 1e-13  # min psi above -PSI_TIE counts as alpha* = 1
+
+
+@dataclass(frozen=True)
+class SolveReport:
+    """How one unit was solved: the inner system, or one block of the outer system."""
+
+    system: str
+    block: int | None
+    variables: int
+    truncation_error: float
+    iterations: int
+    grad_norm: float
+    deviation: float
+    fallback: bool
+    seconds: float
+    message: str
+
+    @property
+    def succeeded(self) -> bool:
+        """Met the tolerance without falling back."""
+        return not self.fallback
+
+
+@dataclass(frozen=True)
+class TokenReport:
+    """The per-token report: what producing the slice for ``omega`` took.
+
+    ``variables`` is |T| of the unit solved for it; ``seconds`` is the wall time of this
+    call (H*, targets and solves included when they were not cached yet); ``cached`` says
+    the unit had already been solved for an earlier slice of the same (p, q).
+    """
+
+    omega: tuple[int, ...]
+    system: str
+    block: int | None
+    variables: int
+    iterations: int
+    grad_norm: float
+    deviation: float
+    fallback: bool
+    seconds: float
+    cached: bool
+    message: str
+
+
+@dataclass
+class _Fallback:
+    """An exactly solved system: arc values on the max-flow network of §5.3."""
+
+    system: BipartiteSystem
+    values: FloatArray
+
+    @cached_property
+    def matrix(self) -> sp.csc_matrix:
+        cols = self.system.columns
+        return sp.csc_matrix(
+            (self.values, (self.system.arc_tokens(), self.system.arc_columns())),
+            shape=(cols.k, cols.count),
+        )
+
+
+class GlobalResolution:
+    """The engine behind a global-resolution plan: per-(p, q) state and cached solutions."""
+
+    def __init__(
+        self,
+        inst: Instance,
+        tau: float = 1e-3,
+        *,
+        minimizer: str = "newton",
+        form: str = "sets",
+        max_iter: int | None = None,
+        time_budget: float | None = None,
+        fallback: bool = True,
+    ) -> None:
+        if not isinstance(inst, Instance):
+            raise ValueError(f"inst: expected an otlp.Instance, got {type(inst).__name__}")
+        if inst.scheme != "iid":
+            raise ValueError(
+                f"inst: global resolution needs i.i.d. drafts (scheme='iid'), got {inst.scheme!r}"
+            )
+        if not 0.0 < float(tau) < 1.0:
+            raise ValueError(f"tau: must lie in (0, 1), got {tau}")
+        if minimizer not in MINIMIZERS:
+            raise ValueError(f"minimizer: expected one of {MINIMIZERS}, got {minimizer!r}")
+        if max_iter is not None and max_iter < 0:
+            raise ValueError(f"max_iter: must be nonnegative, got {max_iter}")
+        if time_budget is not None and not time_budget > 0:
+            raise ValueError(f"time_budget: must be positive, got {time_budget}")
+        self.instance = inst
+        self.tau = float(tau)
+        self.minimizer = minimizer
+        self.form = form
+        self.max_iter = (50 if minimizer == "newton" else 25) if max_iter is None else max_iter
+        self.time_budget = time_budget
+        self.allow_fallback = fallback
+        self.reports: dict[tuple[str, int | None], SolveReport] = {}
+        self.fallback_reports: dict[str, SolveReport] = {}
+        self._alpha_outer = np.zeros(inst.k)
+        self._solved_blocks: set[int] = set()
+        self._inner_weights: FloatArray | None = None
+        self._fallbacks: dict[str, _Fallback] = {}
+        self.seconds = 0.0
+
+    # ----- shared per-(p, q) quantities ---------------------------------------------------
+    @cached_property
+    def selection(self) -> SubsetSelection:
+        """alpha* and H* (seed 000, Theorem 3.1, prefix rule for i.i.d. drafts).
+
+        When min psi is 0 up to rounding (alpha* = 1), the empty set is optimal too and is
+        used: with H* nonempty the inner system would have no slack and Eq. (18) no residual
+        rows to put its (approximation) residual on.
+        """
+        selection = optimal_acceptance(self.instance, "prefix")
+        if selection.H_mask.any() and selection.psi_min > -PSI_TIE:
+            empty = np.zeros_like(selection.H_mask)
+            return SubsetSelection(1.0, empty, self.instance.tokens[empty], 0.0, "prefix")
+        return selection
+
+    @cached_property
+    def outer(self) -> OuterTargets:
+        """Theorem 6.2 targets; one block for the seed's minimiser, tight-set blocks else."""
+        inst = self.instance
+        targets = outer_targets(
+            inst.p_local, inst.q_local, self.selection.H_mask, ratio_order(inst), inst.n
+        )
+        return targets if self.minimizer == "newton" else targets.merged()
+
+    @cached_property
+    def row_residual(self) -> FloatArray:
+        """Eq. (18) residual rows: p(i) - p_i outside H*, 0 in H*, the outside-V0 mass last."""
+        inst = self.instance
+        out = np.zeros(inst.k + 1)
+        outer = self.outer
+        out[outer.order] = np.clip(inst.p_local[outer.order] - outer.targets, 0.0, None)
+        out[-1] = inst.p_outside
+        return out
+
+    # ----- solving units ------------------------------------------------------------------
+    def _minimize(self, system: SoftmaxSystem, stop: float) -> MinimizeResult:
+        if self.minimizer == "seed":
+            return lbfgs(system, stop, max_iter=self.max_iter)
+        return newton(system, stop, max_iter=self.max_iter, time_budget=self.time_budget)
+
+    def _seed_truncation(self, system: SoftmaxSystem, inner: bool) -> tuple[IntArray, float]:
+        """The seed's T: fewest variables (by decreasing q) with gamma_T or eps_T <= tau.
+
+        Outer (Theorem 6.4): eps_T = 1 - (q(H*) + q(T))^n, with ``system.base`` = q(H*).
+        Inner (Theorem 6.5): gamma_T = q(H*)^n - q(T)^n, q(H*) = ``base`` + Σ q.
+        """
+        n = self.instance.n
+        order = np.argsort(-system.q, kind="stable")
+        prefix = np.concatenate([[0.0], np.cumsum(system.q[order])])
+        if inner:
+            error = (system.base + prefix[-1]) ** n - prefix**n
+        else:
+            error = 1.0 - np.minimum(system.base + prefix, 1.0) ** n
+        error = np.maximum(error, 0.0)
+        size = int(np.argmax(error <= self.tau)) if (error <= self.tau).any() else order.size
+        return np.sort(order[:size]), float(error[size])
+
+    def _solve_unit(
+        self, system_name: str, block: int | None, tokens: IntArray, system: SoftmaxSystem
+    ) -> tuple[FloatArray, SolveReport]:
+        """alpha over ``tokens`` for one unit, and its report (fallback flagged, not applied)."""
+        start = time.perf_counter()
+        share = 1.0
+        if system_name == OUTER:
+            total = float(self.outer.targets.sum())
+            share = float(system.targets.sum()) / total if total > 0 else 1.0
+        budget = BUDGET_FACTOR * self.tau * share
+        alpha = np.zeros(tokens.shape[0])
+        if system.size <= 1 and system.gauge_free:
+            return alpha, SolveReport(
+                system_name, block, system.size, 0.0, 0, 0.0, 0.0, False, 0.0, "exact"
+            )
+        truncation_error, keep = 0.0, np.arange(tokens.shape[0])
+        message = ""
+        if self.minimizer == "seed":
+            n = self.instance.n
+            keep, truncation_error = self._seed_truncation(system, system_name == INNER)
+            base = system.base if system_name == OUTER else 0.0
+            system = SoftmaxSystem(system.q[keep], system.targets[keep], base, system.slack, n)
+            limit = SEED_T_LIMITS.get(n, 10)
+            if keep.size > limit:
+                message = f"|T| = {keep.size} exceeds the seed's limit {limit}"
+        if message:
+            iterations, grad_norm, deviation = 0, float("inf"), float("inf")
+        else:
+            stop = (
+                self.tau * share
+                if self.minimizer == "newton"
+                else 2.0 * self.tau  # Theorem 6.4 with eps = eps_T = tau
+            )
+            result = self._minimize(system, stop)
+            alpha[keep] = result.alpha
+            iterations, grad_norm = result.iterations, result.grad_norm
+            deviation = result.deviation + 3.0 * truncation_error
+            message = result.message
+        fallback = not deviation <= budget
+        if fallback:
+            message = f"{message}; deviation {deviation:.3g} > {budget:.3g}"
+        report = SolveReport(
+            system_name,
+            block,
+            system.size,
+            truncation_error,
+            iterations,
+            grad_norm,
+            deviation,
+            fallback,
+            time.perf_counter() - start,
+            message,
+        )
+        return alpha, report
+
+    def _block_system(self, block: int) -> tuple[IntArray, SoftmaxSystem]:
+        tokens = self.outer.block_tokens(block)
+        targets = self.outer.block_targets(block)
+        q, base = self.instance.q_local[tokens], float(self.outer.bases[block])
+        return tokens, SoftmaxSystem(q, targets, base, 0.0, self.instance.n)
+
+    def _inner_system(self) -> tuple[IntArray, SoftmaxSystem]:
+        inst = self.instance
+        inside = self.selection.H_mask
+        tokens = np.flatnonzero(inside & (inst.p_local > 0)).astype(np.int64)
+        base = float(inst.q_local[inside & (inst.p_local <= 0)].sum())
+        q = inst.q_local[tokens]
+        return tokens, SoftmaxSystem(q, inst.p_local[tokens], base, 1.0, inst.n)
+
+    def solve_block(self, block: int) -> SolveReport:
+        """Solve one outer block (cached); a failure switches the outer system to max-flow."""
+        key = (OUTER, block)
+        if key not in self.reports:
+            tokens, system = self._block_system(block)
+            alpha, report = self._solve_unit(OUTER, block, tokens, system)
+            self._alpha_outer[tokens] = alpha - alpha.max() if alpha.size else alpha
+            self._solved_blocks.add(block)
+            self.reports[key] = report
+            self.seconds += report.seconds
+            if report.fallback:
+                self._exact(OUTER)
+        return self.reports[key]
+
+    def solve_inner(self) -> SolveReport:
+        """Solve the inner system (cached); a failure switches it to max-flow."""
+        key = (INNER, None)
+        if key not in self.reports:
+            tokens, system = self._inner_system()
+            weights = np.zeros(self.instance.k)
+            if system.size:
+                alpha, report = self._solve_unit(INNER, None, tokens, system)
+                weights[tokens] = np.exp(alpha)
+            else:
+                report = SolveReport(INNER, None, 0, 0.0, 0, 0.0, 0.0, False, 0.0, "no variables")
+            self._inner_weights = weights
+            self.reports[key] = report
+            self.seconds += report.seconds
+            if report.fallback:
+                self._exact(INNER)
+        return self.reports[key]
+
+    def solve_all(self) -> None:
+        """Both systems and every outer block (what materialising the plan needs)."""
+        for block in range(self.outer.num_blocks):
+            self.solve_block(block)
+        if self.selection.H_mask.any():
+            self.solve_inner()
+
+    def _exact(self, system_name: str) -> _Fallback:
+        """The exact max-flow solution of one system (seed 000, §5.3 and Appendix F)."""
+        if system_name in self._fallbacks:
+            return self._fallbacks[system_name]
+        if not self.allow_fallback:
+            raise RuntimeError(
+                f"global resolution: the {system_name} system missed tau = {self.tau:g} and "
+                "fallback=False"
+            )
+        start = time.perf_counter()
+        inst, mask = self.instance, self.selection.H_mask
+        if system_name == OUTER:
+            system = outer_system(inst, mask, self.form)
+            by_token = np.zeros(inst.k)
+            by_token[self.outer.order] = self.outer.targets
+            system = dataclasses.replace(system, left_cap=by_token[system.left])
+        else:
+            system = inner_system(inst, mask, self.form)
+        values = np.zeros(system.num_arcs)
+        if system.num_arcs:
+            result = get_backend("ortools-maxflow").solve(system.to_maxflow())
+            values = system.arc_values_from_flow(result.primal)
+        exact = _Fallback(system, values)
+        self._fallbacks[system_name] = exact
+        self.seconds += time.perf_counter() - start
+        self.fallback_reports[system_name] = SolveReport(
+            system_name,
+            None,
+            system.left_count,
+            0.0,
+            0,
+            0.0,
+            0.0,
+            True,
+            time.perf_counter() - start,
+            "exact max-flow (OR-Tools) on the §5.3 network",
+        )
+        return exact
+
+    # ----- slices -------------------------------------------------------------------------
+    def _unit_of(self, local: IntArray) -> tuple[str, int | None]:
+        outside = self.outer.block_of[local]
+        outside = outside[outside >= 0]
+        return (INNER, None) if outside.size == 0 else (OUTER, int(outside.min()))
+
+    def _residual_share(self) -> FloatArray:
+        total = float(self.row_residual.sum())
+        return self.row_residual / total if total > 0 else np.zeros_like(self.row_residual)
+
+    def local_slice(self, omega: ArrayLike) -> tuple[FloatArray, TokenReport]:
+        """pi(. | omega) over the draft vocabulary plus the outside row, and its report."""
+        start = time.perf_counter()
+        inst = self.instance
+        local = inst.to_local(omega)
+        system_name, block = self._unit_of(local)
+        cached = (system_name, block) in self.reports
+        report = self.solve_block(block) if system_name == OUTER else self.solve_inner()  # type: ignore[arg-type]
+        tokens = np.unique(local)
+        out = np.zeros(inst.k + 1)
+        if system_name in self._fallbacks:
+            out[:] = self._exact_slice(system_name, local)
+        elif system_name == OUTER:
+            members = tokens[self.outer.block_of[tokens] == block]
+            weights = np.exp(self._alpha_outer[members])
+            out[members] = weights / weights.sum()
+        else:
+            assert self._inner_weights is not None
+            weights = self._inner_weights[tokens]
+            denominator = 1.0 + float(weights.sum())
+            out[tokens] = weights / denominator
+            out += self._residual_share() / denominator
+        token_report = TokenReport(
+            tuple(int(t) for t in np.atleast_1d(omega)),
+            system_name,
+            block,
+            report.variables,
+            report.iterations,
+            report.grad_norm,
+            report.deviation,
+            system_name in self._fallbacks,
+            time.perf_counter() - start,
+            cached,
+            report.message,
+        )
+        return out, token_report
+
+    def _exact_slice(self, system_name: str, local: IntArray) -> FloatArray:
+        exact = self._fallbacks[system_name]
+        cols = exact.system.columns
+        column = int(cols.indices_of(local[None, :])[0])
+        mass = float(cols.mass[column])
+        out = np.zeros(self.instance.k + 1)
+        out[:-1] = exact.matrix[:, column].toarray().ravel() / mass
+        left = max(1.0 - float(out.sum()), 0.0)
+        if system_name == INNER:
+            out += left * self._residual_share()
+        return out
+
+    # ----- the whole plan -----------------------------------------------------------------
+    def arc_values(self) -> tuple[DraftColumns, IntArray, IntArray, FloatArray]:
+        """Every S entry of Eq. (18) over the columns of ``form`` (solves what is missing)."""
+        self.solve_all()
+        inst, mask = self.instance, self.selection.H_mask
+        columns = inst.columns(self.form)
+        parts = []
+        for name, build in ((OUTER, outer_system), (INNER, inner_system)):
+            if name in self._fallbacks:
+                exact = self._fallbacks[name]
+                parts.append((exact.system.arc_tokens(), exact.system.arc_columns(), exact.values))
+                continue
+            system = build(inst, mask, self.form)
+            tokens, cols = system.arc_tokens(), system.arc_columns()
+            parts.append((tokens, cols, self._system_values(name, tokens, cols, columns)))
+        tokens = np.concatenate([t for t, _, _ in parts])
+        cols = np.concatenate([c for _, c, _ in parts])
+        values = np.concatenate([v for _, _, v in parts])
+        return columns, tokens, cols, values
+
+    def _system_values(
+        self, name: str, tokens: IntArray, cols: IntArray, columns: DraftColumns
+    ) -> FloatArray:
+        if tokens.size == 0:
+            return np.zeros(0)
+        if name == INNER:
+            assert self._inner_weights is not None
+            weights = self._inner_weights[tokens]
+            denominator = 1.0 + np.bincount(cols, weights=weights, minlength=columns.count)
+            return columns.mass[cols] * weights / denominator[cols]
+        blocks = self.outer.block_of[tokens]
+        earliest = np.full(columns.count, np.iinfo(np.int64).max)
+        np.minimum.at(earliest, cols, blocks)
+        weights = np.where(blocks == earliest[cols], np.exp(self._alpha_outer[tokens]), 0.0)
+        denominator = np.bincount(cols, weights=weights, minlength=columns.count)
+        return columns.mass[cols] * weights / denominator[cols]
+
+    def materialize(self) -> tuple[DraftColumns, sp.csc_matrix, FloatArray, FloatArray]:
+        """The plan's columns, explicit S, and the Eq. (18) residual vectors."""
+        columns, tokens, cols, values = self.arc_values()
+        explicit = sp.csc_matrix(
+            (values, (tokens, cols)), shape=(self.instance.k + 1, columns.count)
+        )
+        explicit.sum_duplicates()
+        col_sums = np.asarray(explicit.sum(axis=0)).ravel()
+        col_residual = np.clip(columns.mass - col_sums, 0.0, None)
+        return columns, explicit, self.row_residual.copy(), col_residual
+
+    def deviation_bounds(self) -> dict[str, float]:
+        """Lemma 6.6 from the certified deviations of the solved units (0 where exact)."""
+        deviation = {OUTER: 0.0, INNER: 0.0}
+        for (name, _), report in self.reports.items():
+            if name not in self._fallbacks:
+                deviation[name] += report.deviation
+        outer, inner = deviation[OUTER], deviation[INNER]
+        return {"target_l1": outer + 2.0 * inner, "acceptance": outer + inner}
+
+
+_LAZY_FIELDS = frozenset({"columns", "explicit", "row_residual", "col_residual"})
+
+
+class GlobalResolutionPlan(TransportPlan):
+    """A lazily evaluated :class:`TransportPlan` backed by a :class:`GlobalResolution` engine.
+
+    :meth:`local_slice`, :meth:`slice` and :meth:`sample` solve only the unit a drafted omega
+    needs. The explicit entries (``columns``, ``explicit``, ``row_residual``,
+    ``col_residual``) are materialised on first access — e.g. by :func:`otlp.verify` — which
+    solves everything, so the verifier checks the full plan.
+    """
+
+    def __init__(self, engine: GlobalResolution) -> None:  # fields filled lazily
+        self.engine = engine
+        self.instance = engine.instance
+        self.method = "global_resolution"
+        self.wall_time = 0.0
+        self.messages: list[str] = []
+        self.info: dict[str, Any] = {
+            "tolerances": Tolerances.global_resolution(engine.tau),
+            "tau": engine.tau,
+            "minimizer": engine.minimizer,
+        }
+        self.token_reports: list[TokenReport] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _LAZY_FIELDS and "engine" in self.__dict__:
+            self._materialize()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        return f"GlobalResolutionPlan({self.instance!r}, tau={self.engine.tau:g})"
+
+    def _materialize(self) -> None:
+        columns, explicit, row_residual, col_residual = self.engine.materialize()
+        self.columns, self.explicit = columns, explicit
+        self.row_residual, self.col_residual = row_residual, col_residual
+        self.wall_time = self.engine.seconds
+        self.info["systems"] = dict(self.engine.reports)
+        self.info["fallback"] = sorted(self.engine._fallbacks)
+        self.info["deviation_bounds"] = self.engine.deviation_bounds()
+        self.info["H"] = self.engine.selection.H
+
+    def local_slice(self, omega: ArrayLike) -> FloatArray:
+        return self.token_report(omega)[0]
+
+    def token_report(self, omega: ArrayLike) -> tuple[FloatArray, TokenReport]:
+        """The slice over the draft vocabulary plus the outside row, and the token report."""
+        out, report = self.engine.local_slice(omega)
+        self.token_reports.append(report)
+        self.wall_time = self.engine.seconds
+        return out, report
+
+
+@register_method(
+    "global_resolution",
+    "i.i.d. drafts: polymatroid targets + convex solvers (§6), per-token slices, exact fallback",
+)
+def solve_global_resolution(
+    inst: Instance,
+    form: str = "sets",
+    *,
+    tau: float = 1e-3,
+    minimizer: str = "newton",
+    max_iter: int | None = None,
+    time_budget: float | None = None,
+    fallback: bool = True,
+) -> GlobalResolutionPlan:
+    """A lazy global-resolution plan (nothing is solved until a slice or entry is needed)."""
+    engine = GlobalResolution(
+        inst,
+        tau,
+        minimizer=minimizer,
+        form=form,
+        max_iter=max_iter,
+        time_budget=time_budget,
+        fallback=fallback,
+    )
+    return GlobalResolutionPlan(engine)

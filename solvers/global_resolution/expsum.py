@@ -1,0 +1,49 @@
+"""Exponential sums for 1/x and 1/x^2 on an interval: the separable kernel behind fast GR.
+
+``1/x = ∫ exp(u - e^u x) du`` and ``1/x^2 = ∫ exp(2u - e^u x) du`` over the real line. With
+the substitution ``u = s - exp(-(s - s0))`` (double-exponential decay on the left, where the
+integrand would otherwise decay only like e^u) the trapezoidal rule with step ``STEP`` gives
+
+    1/x ≈ Σ_k w1_k exp(-t_k x),   1/x^2 ≈ Σ_k w2_k exp(-t_k x),   x in [lo, hi],
+
+with positive weights and relative errors below ``KERNEL_REL_ERROR`` and
+``HESSIAN_REL_ERROR`` uniformly in the interval (checked on dense grids up to hi/lo = 1e15
+in the tests). The node count grows like log(hi/lo) / STEP: about 20 for hi/lo = 10 and 50
+for 1e6. Because every factor exp(-t c) of a sum of c's factorises, sums over all draft sets
+become products of per-token terms (see :mod:`softmax_system`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+STEP = 0.45
+KERNEL_REL_ERROR = 1e-8  # measured 7.7e-9 for 1/x at STEP = 0.45
+HESSIAN_REL_ERROR = 2e-7  # measured 1.1e-7 for 1/x^2
+_TAIL = math.log(math.log(1e12) + 5.0)  # s-range beyond which both tails are below 1e-12
+
+
+@nb.njit(cache=True)
+def quadrature(lo: float, hi: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Nodes t and weights (w1 for 1/x, w2 for 1/x^2) valid on [lo, hi], 0 < lo <= hi."""
+    ratio = max(hi / lo, 1.0)
+    s0 = -math.log(ratio) - 1.0
+    count = int((2.0 * _TAIL - s0) / STEP) + 1
+    t = np.empty(count)
+    w1 = np.empty(count)
+    w2 = np.empty(count)
+    for k in range(count):
+        s = s0 - _TAIL + k * STEP
+        e = math.exp(-(s - s0))
+        eu = math.exp(s - e)
+        jac = STEP * (1.0 + e) * eu
+        t[k] = eu / lo
+        w1[k] = jac / lo
+        w2[k] = jac * eu / (lo * lo)
+    return t, w1, w2
