@@ -1,4 +1,8 @@
-"""networkx preflow-push max-flow: slow, pure Python, kept as the reference implementation."""
+"""networkx preflow-push max-flow: pure Python, kept as the reference implementation.
+
+It runs on the same exact integer capacities as OR-Tools (:mod:`solvers.scaling`):
+preflow-push on floating-point capacities failed inside networkx on a real instance.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import numpy as np
 
 from solvers.base import Backend, MaxFlowProblem, SolveResult, stopwatch
 from solvers.registry import register
+from solvers.scaling import DEFAULT_SCALE_BITS, INFINITE_CAPACITY, integer_capacities
 
 
 @register
@@ -16,7 +21,9 @@ class NetworkxMaxFlow(Backend):
     accepts = (MaxFlowProblem,)
     requires = ("networkx",)
 
-    def solve(self, problem: MaxFlowProblem, **_: Any) -> SolveResult:
+    def solve(
+        self, problem: MaxFlowProblem, *, scale_bits: int = DEFAULT_SCALE_BITS, **_: Any
+    ) -> SolveResult:
         import networkx as nx
         from networkx.algorithms.flow import preflow_push
 
@@ -24,27 +31,29 @@ class NetworkxMaxFlow(Backend):
         pairs = np.stack([problem.tails, problem.heads], axis=1)
         if np.unique(pairs, axis=0).shape[0] != pairs.shape[0]:
             raise ValueError("problem: networkx backend needs at most one arc per node pair")
+        scaled = integer_capacities(problem, scale_bits)
+        tails, heads = problem.tails.tolist(), problem.heads.tolist()
         with stopwatch() as elapsed:
             graph = nx.DiGraph()
             graph.add_nodes_from(range(problem.num_nodes))
-            for tail, head, cap in zip(
-                problem.tails.tolist(),
-                problem.heads.tolist(),
-                problem.capacities.tolist(),
-                strict=True,
-            ):
-                if np.isfinite(cap):
-                    graph.add_edge(tail, head, capacity=cap)
-                else:
+            for tail, head, cap in zip(tails, heads, scaled.capacities.tolist(), strict=True):
+                if cap == INFINITE_CAPACITY:
                     graph.add_edge(tail, head)  # no capacity attribute: unbounded
+                else:
+                    graph.add_edge(tail, head, capacity=cap)
             value, flow = nx.maximum_flow(
                 graph, problem.source, problem.sink, flow_func=preflow_push
             )
             flows = np.array(
-                [
-                    flow[t][h]
-                    for t, h in zip(problem.tails.tolist(), problem.heads.tolist(), strict=True)
-                ],
-                dtype=np.float64,
+                [flow[t][h] for t, h in zip(tails, heads, strict=True)], dtype=np.float64
             )
-        return SolveResult(self.name, "optimal", True, float(value), flows, elapsed[0])
+        return SolveResult(
+            self.name,
+            "optimal",
+            True,
+            float(value) / scaled.scale,
+            flows / scaled.scale,
+            elapsed[0],
+            messages=[scaled.describe(scale_bits)],
+            info={"scale": scaled.scale, "precision": scaled.precision},
+        )

@@ -85,3 +85,13 @@ def test_spechub_lp_on_the_scheme_joint_reaches_alpha_star(inst: otlp.Instance) 
     result = get_backend("highs").solve(model.lp)
     alpha = otlp.optimal_acceptance(inst, "brute").alpha_star
     assert result.objective == pytest.approx(alpha, abs=1e-9)
+
+
+def test_networkx_on_a_real_instance_that_broke_float_preflow_push() -> None:
+    """SmolLM2 item 592 at (k, n) = (10, 5): networkx failed on float capacities."""
+    import instances
+
+    item = instances.load("smollm2").items[592]
+    inst = otlp.Instance(item.p, item.q, 5, top_k=10)
+    plan = otlp.solve(inst, "networkx", strict=True)
+    assert plan.acceptance == pytest.approx(otlp.optimal_acceptance(inst).alpha_star, abs=1e-9)
