@@ -45,6 +45,7 @@ from otlp.plan import TransportPlan
 from otlp.subset import SubsetSelection, optimal_acceptance, ratio_order
 from otlp.verify import Tolerances
 from solvers.global_resolution import (
+    ALPHA_LIMIT,
     MinimizeResult,
     OuterTargets,
     SoftmaxSystem,
@@ -206,6 +207,20 @@ class GlobalResolution:
             return lbfgs(system, stop, max_iter=self.max_iter)
         return newton(system, stop, max_iter=self.max_iter, time_budget=self.time_budget)
 
+    @cached_property
+    def _blocks_to_solve(self) -> int:
+        return int((self.outer.ends - self.outer.starts > 1).sum())
+
+    def _budget_share(self, system: SoftmaxSystem) -> float:
+        """The part of the outer system's 5 tau a block may use; the shares sum to one.
+
+        Half in proportion to the block's mass, half split evenly between the blocks that
+        need solving — so a tiny block is not asked for an accuracy below rounding.
+        """
+        total = float(self.outer.targets.sum())
+        mass = float(system.targets.sum()) / total if total > 0 else 1.0
+        return 0.5 * (mass + 1.0 / max(self._blocks_to_solve, 1))
+
     def _seed_truncation(self, system: SoftmaxSystem, inner: bool) -> tuple[IntArray, float]:
         """The seed's T: fewest variables (by decreasing q) with gamma_T or eps_T <= tau.
 
@@ -228,10 +243,7 @@ class GlobalResolution:
     ) -> tuple[FloatArray, SolveReport]:
         """alpha over ``tokens`` for one unit, and its report (fallback flagged, not applied)."""
         start = time.perf_counter()
-        share = 1.0
-        if system_name == OUTER:
-            total = float(self.outer.targets.sum())
-            share = float(system.targets.sum()) / total if total > 0 else 1.0
+        share = self._budget_share(system) if system_name == OUTER else 1.0
         budget = BUDGET_FACTOR * self.tau * share
         alpha = np.zeros(tokens.shape[0])
         if system.size <= 1 and system.gauge_free:
@@ -314,7 +326,7 @@ class GlobalResolution:
             weights = np.zeros(self.instance.k)
             if system.size:
                 alpha, report = self._solve_unit(INNER, None, tokens, system)
-                weights[tokens] = np.exp(alpha)
+                weights[tokens] = np.exp(np.clip(alpha, -ALPHA_LIMIT, ALPHA_LIMIT))
             else:
                 report = SolveReport(INNER, None, 0, 0.0, 0, 0.0, 0.0, False, 0.0, "no variables")
             self._inner_weights = weights
@@ -394,7 +406,8 @@ class GlobalResolution:
             out[:] = self._exact_slice(system_name, local)
         elif system_name == OUTER:
             members = tokens[self.outer.block_of[tokens] == block]
-            weights = np.exp(self._alpha_outer[members])
+            alpha = self._alpha_outer[members]
+            weights = np.exp(alpha - alpha.max())
             out[members] = weights / weights.sum()
         else:
             assert self._inner_weights is not None
@@ -462,7 +475,11 @@ class GlobalResolution:
         blocks = self.outer.block_of[tokens]
         earliest = np.full(columns.count, np.iinfo(np.int64).max)
         np.minimum.at(earliest, cols, blocks)
-        weights = np.where(blocks == earliest[cols], np.exp(self._alpha_outer[tokens]), 0.0)
+        active = blocks == earliest[cols]
+        alpha = np.where(active, self._alpha_outer[tokens], -np.inf)
+        top = np.full(columns.count, -np.inf)
+        np.maximum.at(top, cols, alpha)
+        weights = np.exp(alpha - top[cols])  # a stable softmax per column
         denominator = np.bincount(cols, weights=weights, minlength=columns.count)
         return columns.mass[cols] * weights / denominator[cols]
 

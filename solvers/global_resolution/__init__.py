@@ -13,9 +13,15 @@ from solvers.global_resolution.grouped import GroupedObjective
 from solvers.global_resolution.lbfgs import lbfgs
 from solvers.global_resolution.newton import MinimizeResult, newton
 from solvers.global_resolution.polymatroid import OuterTargets, outer_targets
-from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, evaluate
+from solvers.global_resolution.softmax_system import (
+    ALPHA_LIMIT,
+    Evaluation,
+    SoftmaxSystem,
+    evaluate,
+)
 
 __all__ = [
+    "ALPHA_LIMIT",
     "Evaluation",
     "GroupedObjective",
     "MinimizeResult",

@@ -20,8 +20,8 @@ and for i.i.d. draws
 (an exponential generating function: each variable is absent or drafted at least once).
 With P(z) the product and v_l = u_l / (1 + u_l), the sets containing i give
 n! [z^n] v_i P, pairs i ≠ j give n! [z^n] v_i v_j P. Hence, per node, in O(m n^2):
-receipts, the exact Hessian diagonal, and the off-diagonal Hessian as the low-rank form
-U Λ U^T (U[i, (t, a)] = c_i v_i[a], Λ_t[a, b] = w2_t n! P[n - a - b]). Every term is
+receipts, the Hessian's row sums, and its off-diagonal part as the low-rank form U Λ U^T
+(U[i, (t, a)] = c_i v_i[a], Λ_t[a, b] = w2_t n! P[n - a - b]). Every term is
 positive, so the relative quadrature error carries over to the receipts unchanged; the
 cost is O(R m n^2) for R ≈ 20-50 nodes instead of O(m^n / n!) sets.
 """
@@ -40,6 +40,7 @@ from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
 
 FloatArray = NDArray[np.float64]
 ALPHA_LIMIT = 700.0  # exp stays finite
+ALPHA_SPAN = 100.0  # larger alpha gaps change no receipt by more than e^-100 (relative)
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,25 @@ class SoftmaxSystem:
 
     @cached_property
     def reachable(self) -> FloatArray:
-        """Mass of the columns containing each token: Q^n - (Q - q_i)^n, Q = base + Σ q."""
+        """Mass of the columns containing each token: Q^n - (Q - q_i)^n, Q = base + Σ q.
+
+        Summed as q_i Σ_j Q^j (Q - q_i)^(n-1-j), which does not cancel for tiny q_i.
+        """
         total = self.base + float(self.q.sum())
-        return total**self.n - np.clip(total - self.q, 0.0, None) ** self.n
+        rest = np.clip(total - self.q, 0.0, None)
+        powers = np.arange(self.n)
+        return self.q * (total ** powers[:, None] * rest ** (self.n - 1 - powers)[:, None]).sum(0)
+
+    def clip(self, alpha: FloatArray) -> FloatArray:
+        """Keep alpha in a box where exp is finite and the kernel range stays moderate.
+
+        With slack (inner), c_i = e^100 already takes all but e^-100 of every set; without
+        slack (outer), only differences matter and are kept within ``ALPHA_SPAN``.
+        """
+        if self.gauge_free:
+            top = float(alpha.max())
+            return np.clip(alpha, top - ALPHA_SPAN, top)
+        return np.clip(alpha, -ALPHA_LIMIT, ALPHA_SPAN)
 
     @cached_property
     def _powers(self) -> tuple[FloatArray, FloatArray]:
@@ -84,21 +101,27 @@ class SoftmaxSystem:
 
     def initial_alpha(self) -> FloatArray:
         """Each token alone with its columns: c_i / (1 + c_i) W_i = x_i (a good Newton start)."""
-        room = self.reachable - self.targets
-        ratio = self.targets / np.maximum(room, 1e-12 * self.reachable)
-        return np.clip(np.log(np.maximum(ratio, 1e-300)), -ALPHA_LIMIT / 2, ALPHA_LIMIT / 2)
+        room = np.maximum(self.reachable - self.targets, 1e-12 * self.reachable)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(room > 0, self.targets / room, 1.0)
+        return self.clip(np.log(np.clip(ratio, 1e-300, 1e300)))
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Receipts g(alpha) and, on request, the Hessian: diag(hess_diag) off-diagonal U Λ U^T.
+    """Receipts g(alpha) and, on request, the Hessian H of F in Laplacian form.
 
-    ``low_rank`` holds U^T (one row per node and power a = 1..n-1), ``blocks`` the Λ blocks.
+    Off the diagonal H = -M with M ≈ U Λ U^T (``low_rank`` holds U^T, one row per node and
+    power a = 1..n-1; ``blocks`` the Λ blocks); the rows of H sum to ``row_sums``
+    rho_i = slack c_i Σ_{s ∋ i} w(s) / (slack + c(s))^2 (the derivative of g_i under a
+    common shift of alpha; 0 without slack). So H = diag(rho + M 1) - M: the quadrature
+    perturbs the Laplacian's weights by a relative 1e-7 but never the near-null direction
+    of a system with little slack, which a separately computed diagonal would swamp.
     """
 
     alpha: FloatArray
     receipts: FloatArray
-    hess_diag: FloatArray | None
+    row_sums: FloatArray | None
     low_rank: FloatArray | None
     blocks: FloatArray | None
     quad_error: float
@@ -136,17 +159,18 @@ def _kernel_nodes(c: FloatArray, slack: float, n: int) -> tuple[FloatArray, Floa
 
 def evaluate(system: SoftmaxSystem, alpha: FloatArray, hessian: bool = False) -> Evaluation:
     """Receipts of every variable (and the Hessian parts) at ``alpha``."""
-    c = np.exp(np.clip(alpha, -ALPHA_LIMIT, ALPHA_LIMIT))
+    alpha = system.clip(alpha)
+    c = np.exp(alpha - alpha.max() if system.gauge_free else alpha)  # outer: shift-invariant
     t, w1, w2 = _kernel_nodes(c, system.slack, system.n)
     q_pow, base_pow = system._powers
     y = np.exp(np.multiply.outer(-t, c))
-    receipts, diag, low_rank, blocks = _accumulate(
+    receipts, row_sums, low_rank, blocks = _accumulate(
         y, c, q_pow, base_pow, w1, w2, system.slack, hessian
     )
     quad_error = 1.01 * KERNEL_REL_ERROR * float(receipts.sum())
     if not hessian:
         return Evaluation(alpha, receipts, None, None, None, quad_error)
-    return Evaluation(alpha, receipts, diag, low_rank, blocks, quad_error)
+    return Evaluation(alpha, receipts, row_sums, low_rank, blocks, quad_error)
 
 
 @nb.njit(cache=True)
@@ -204,18 +228,16 @@ def _accumulate(
     slack: float,
     hessian: bool,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Receipts, Hessian diagonal, U^T (rows (node, a)) and Λ blocks; see the module doc."""
+    """Receipts, Hessian row sums, U^T (rows (node, a)) and Λ blocks; see the module doc."""
     nodes, m = y.shape
     n = base_pow.shape[0] - 1
     rank = n - 1 if hessian else 0
     receipts = np.zeros(m)
-    diag = np.zeros(m)
+    row_sums = np.zeros(m)
     low_rank = np.zeros((nodes * rank, m))
     blocks = np.zeros((nodes, rank, rank))
     v = np.zeros((n + 1, m))
     logs = np.zeros((n + 1, m))
-    spread = np.empty(n + 1)
-    prod_spread = np.empty(n + 1)
     for r in range(nodes):
         prod = _series(y[r], q_pow, base_pow, v, logs)
         for a in range(1, n + 1):
@@ -224,26 +246,11 @@ def _accumulate(
                 receipts[i] += coef * v[a, i]
         if not hessian:
             continue
-        # spread = slack + Σ_j c_j v_j: the other members of a set, weighted by their c
-        spread[0] = slack
-        for a in range(1, n + 1):
-            acc = 0.0
-            for j in range(m):
-                acc += c[j] * v[a, j]
-            spread[a] = acc
-        for a in range(n + 1):
-            acc = 0.0
-            for b in range(a + 1):
-                acc += prod[a - b] * spread[b]
-            prod_spread[a] = acc
-        for a in range(1, n + 1):
-            coef = w2[r] * prod_spread[n - a]
-            for i in range(m):
-                diag[i] += coef * v[a, i]
-            for b in range(1, n - a + 1):  # take token i itself out of spread
-                coef = w2[r] * prod[n - a - b]
+        if slack > 0:  # row sums: slack * c_i Σ_{s ∋ i} w(s) / (slack + c(s))^2
+            for a in range(1, n + 1):
+                coef = slack * w2[r] * prod[n - a]
                 for i in range(m):
-                    diag[i] -= coef * c[i] * v[a, i] * v[b, i]
+                    row_sums[i] += coef * v[a, i]
         for a in range(1, n):
             row = r * rank + a - 1
             for i in range(m):
@@ -252,5 +259,5 @@ def _accumulate(
                 blocks[r, a - 1, b - 1] = w2[r] * prod[n - a - b]
     for i in range(m):
         receipts[i] *= c[i]
-        diag[i] *= c[i]
-    return receipts, diag, low_rank, blocks
+        row_sums[i] *= c[i]
+    return receipts, row_sums, low_rank, blocks
