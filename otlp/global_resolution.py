@@ -62,6 +62,7 @@ MINIMIZERS = ("newton", "seed")
 SEED_T_LIMITS = {2: 50, 3: 20, 4: 10, 5: 10}  # seed 000, Appendix K (10 beyond n = 5)
 BUDGET_FACTOR = 5.0  # each system may deviate by 5 tau (Lemma 6.6: 15 tau and 10 tau overall)
 INNER, OUTER = "inner", "outer"
+Unit = tuple[str, int | None]
 PSI_TIE = 1e-13  # min psi above -PSI_TIE counts as alpha* = 1
 
 
@@ -109,23 +110,31 @@ class TokenReport:
 
 
 @dataclass
-class _Fallback:
-    """An exactly solved system: arc values on the max-flow network of §5.3."""
+class _Exact:
+    """A unit solved exactly: arc values on its max-flow network (seed 000, §5.3, App. F).
 
-    system: BipartiteSystem
+    ``arcs`` indexes the unit's arcs within the full outer or inner system's arc list.
+    """
+
+    network: BipartiteSystem
     values: FloatArray
+    arcs: IntArray
 
     @cached_property
     def matrix(self) -> sp.csc_matrix:
-        cols = self.system.columns
+        cols = self.network.columns
         return sp.csc_matrix(
-            (self.values, (self.system.arc_tokens(), self.system.arc_columns())),
+            (self.values, (self.network.arc_tokens(), self.network.arc_columns())),
             shape=(cols.k, cols.count),
         )
 
 
 class GlobalResolution:
-    """The engine behind a global-resolution plan: per-(p, q) state and cached solutions."""
+    """The engine behind a global-resolution plan: per-(p, q) state and cached solutions.
+
+    The units solved independently are the inner system, ``("inner", None)``, and each block
+    b of the outer system, ``("outer", b)``.
+    """
 
     def __init__(
         self,
@@ -159,13 +168,11 @@ class GlobalResolution:
         self.max_iter = (50 if minimizer == "newton" else 25) if max_iter is None else max_iter
         self.time_budget = time_budget
         self.allow_fallback = fallback
-        self.reports: dict[tuple[str, int | None], SolveReport] = {}
-        self.fallback_reports: dict[str, SolveReport] = {}
-        self._alpha_outer = np.zeros(inst.k)
-        self._solved_blocks: set[int] = set()
-        self._inner_weights: FloatArray | None = None
-        self._fallbacks: dict[str, _Fallback] = {}
+        self.reports: dict[Unit, SolveReport] = {}
+        self.exact: dict[Unit, _Exact] = {}
         self.seconds = 0.0
+        self._alpha_outer = np.zeros(inst.k)
+        self._inner_weights = np.zeros(inst.k)
 
     # ----- shared per-(p, q) quantities ---------------------------------------------------
     @cached_property
@@ -201,7 +208,51 @@ class GlobalResolution:
         out[-1] = inst.p_outside
         return out
 
+    def units(self) -> list[Unit]:
+        """Every unit of this (p, q): the outer blocks, then the inner system if H* ≠ ∅."""
+        blocks: list[Unit] = [(OUTER, b) for b in range(self.outer.num_blocks)]
+        return blocks + ([(INNER, None)] if self.selection.H_mask.any() else [])
+
+    def unit_of(self, local: IntArray) -> Unit:
+        """The unit a drafted tuple needs: the earliest outer block it meets, else inner."""
+        blocks = self.outer.block_of[local]
+        blocks = blocks[blocks >= 0]
+        return (INNER, None) if blocks.size == 0 else (OUTER, int(blocks.min()))
+
     # ----- solving units ------------------------------------------------------------------
+    def solve(self, unit: Unit) -> SolveReport:
+        """Solve one unit (cached). If it misses its budget, solve it exactly by max-flow."""
+        if unit not in self.reports:
+            tokens, system = self._system(unit)
+            alpha, report = self._solve_unit(unit, system)
+            if unit[0] == OUTER:
+                self._alpha_outer[tokens] = alpha - alpha.max() if alpha.size else alpha
+            else:
+                self._inner_weights[tokens] = np.exp(np.clip(alpha, -ALPHA_LIMIT, ALPHA_LIMIT))
+            self.reports[unit] = report
+            self.seconds += report.seconds
+            if report.fallback:
+                self._solve_exactly(unit)
+        return self.reports[unit]
+
+    def solve_all(self) -> None:
+        """Every unit (what materialising the plan needs)."""
+        for unit in self.units():
+            self.solve(unit)
+
+    def _system(self, unit: Unit) -> tuple[IntArray, SoftmaxSystem]:
+        inst = self.instance
+        name, block = unit
+        if name == OUTER:
+            assert block is not None
+            tokens = self.outer.block_tokens(block)
+            targets, base = self.outer.block_targets(block), float(self.outer.bases[block])
+            return tokens, SoftmaxSystem(inst.q_local[tokens], targets, base, 0.0, inst.n)
+        inside = self.selection.H_mask
+        tokens = np.flatnonzero(inside & (inst.p_local > 0)).astype(np.int64)
+        base = float(inst.q_local[inside & (inst.p_local <= 0)].sum())
+        return tokens, SoftmaxSystem(inst.q_local[tokens], inst.p_local[tokens], base, 1.0, inst.n)
+
     def _minimize(self, system: SoftmaxSystem, stop: float) -> MinimizeResult:
         if self.minimizer == "seed":
             return lbfgs(system, stop, max_iter=self.max_iter)
@@ -238,24 +289,22 @@ class GlobalResolution:
         size = int(np.argmax(error <= self.tau)) if (error <= self.tau).any() else order.size
         return np.sort(order[:size]), float(error[size])
 
-    def _solve_unit(
-        self, system_name: str, block: int | None, tokens: IntArray, system: SoftmaxSystem
-    ) -> tuple[FloatArray, SolveReport]:
-        """alpha over ``tokens`` for one unit, and its report (fallback flagged, not applied)."""
+    def _solve_unit(self, unit: Unit, system: SoftmaxSystem) -> tuple[FloatArray, SolveReport]:
+        """alpha over the unit's variables and its report (a fallback is flagged, not run)."""
         start = time.perf_counter()
-        share = self._budget_share(system) if system_name == OUTER else 1.0
+        name, block = unit
+        share = self._budget_share(system) if name == OUTER else 1.0
         budget = BUDGET_FACTOR * self.tau * share
-        alpha = np.zeros(tokens.shape[0])
-        if system.size <= 1 and system.gauge_free:
+        alpha = np.zeros(system.size)
+        if system.size == 0 or (system.size == 1 and system.gauge_free):
             return alpha, SolveReport(
-                system_name, block, system.size, 0.0, 0, 0.0, 0.0, False, 0.0, "exact"
+                name, block, system.size, 0.0, 0, 0.0, 0.0, False, 0.0, "exact"
             )
-        truncation_error, keep = 0.0, np.arange(tokens.shape[0])
-        message = ""
+        truncation_error, keep, message = 0.0, np.arange(system.size), ""
         if self.minimizer == "seed":
             n = self.instance.n
-            keep, truncation_error = self._seed_truncation(system, system_name == INNER)
-            base = system.base if system_name == OUTER else 0.0
+            keep, truncation_error = self._seed_truncation(system, name == INNER)
+            base = system.base if name == OUTER else 0.0
             system = SoftmaxSystem(system.q[keep], system.targets[keep], base, system.slack, n)
             limit = SEED_T_LIMITS.get(n, 10)
             if keep.size > limit:
@@ -263,21 +312,18 @@ class GlobalResolution:
         if message:
             iterations, grad_norm, deviation = 0, float("inf"), float("inf")
         else:
-            stop = (
-                self.tau * share
-                if self.minimizer == "newton"
-                else 2.0 * self.tau  # Theorem 6.4 with eps = eps_T = tau
-            )
+            # Newton: stop at a fifth of the budget; seed: Theorem 6.4 with eps = eps_T = tau
+            stop = self.tau * share if self.minimizer == "newton" else 2.0 * self.tau
             result = self._minimize(system, stop)
             alpha[keep] = result.alpha
-            iterations, grad_norm = result.iterations, result.grad_norm
+            iterations, grad_norm, message = result.iterations, result.grad_norm, result.message
             deviation = result.deviation + 3.0 * truncation_error
-            message = result.message
         fallback = not deviation <= budget
         if fallback:
-            message = f"{message}; deviation {deviation:.3g} > {budget:.3g}"
+            message = f"{message}; deviation {deviation:.3g} > budget {budget:.3g}"
+        seconds = time.perf_counter() - start
         report = SolveReport(
-            system_name,
+            name,
             block,
             system.size,
             truncation_error,
@@ -285,109 +331,86 @@ class GlobalResolution:
             grad_norm,
             deviation,
             fallback,
-            time.perf_counter() - start,
+            seconds,
             message,
         )
         return alpha, report
 
-    def _block_system(self, block: int) -> tuple[IntArray, SoftmaxSystem]:
-        tokens = self.outer.block_tokens(block)
-        targets = self.outer.block_targets(block)
-        q, base = self.instance.q_local[tokens], float(self.outer.bases[block])
-        return tokens, SoftmaxSystem(q, targets, base, 0.0, self.instance.n)
+    # ----- exact fallback -----------------------------------------------------------------
+    @cached_property
+    def _networks(self) -> dict[str, BipartiteSystem]:
+        """The outer and inner networks of §5.3 over the columns of ``form``."""
+        inst, mask = self.instance, self.selection.H_mask
+        return {
+            OUTER: outer_system(inst, mask, self.form),
+            INNER: inner_system(inst, mask, self.form),
+        }
 
-    def _inner_system(self) -> tuple[IntArray, SoftmaxSystem]:
-        inst = self.instance
-        inside = self.selection.H_mask
-        tokens = np.flatnonzero(inside & (inst.p_local > 0)).astype(np.int64)
-        base = float(inst.q_local[inside & (inst.p_local <= 0)].sum())
-        q = inst.q_local[tokens]
-        return tokens, SoftmaxSystem(q, inst.p_local[tokens], base, 1.0, inst.n)
+    @cached_property
+    def _outer_arc_blocks(self) -> tuple[IntArray, NDArray[np.bool_]]:
+        """Each outer arc's token block, and whether it is the earliest block of its column."""
+        network = self._networks[OUTER]
+        blocks = self.outer.block_of[network.arc_tokens()]
+        cols = network.arc_columns()
+        earliest = np.full(network.columns.count, np.iinfo(np.int64).max)
+        np.minimum.at(earliest, cols, blocks)
+        return blocks, blocks == earliest[cols]
 
-    def solve_block(self, block: int) -> SolveReport:
-        """Solve one outer block (cached); a failure switches the outer system to max-flow."""
-        key = (OUTER, block)
-        if key not in self.reports:
-            tokens, system = self._block_system(block)
-            alpha, report = self._solve_unit(OUTER, block, tokens, system)
-            self._alpha_outer[tokens] = alpha - alpha.max() if alpha.size else alpha
-            self._solved_blocks.add(block)
-            self.reports[key] = report
-            self.seconds += report.seconds
-            if report.fallback:
-                self._exact(OUTER)
-        return self.reports[key]
+    def _unit_network(self, unit: Unit) -> tuple[BipartiteSystem, IntArray]:
+        """The unit's own network and its arcs' positions in the full system's arc list.
 
-    def solve_inner(self) -> SolveReport:
-        """Solve the inner system (cached); a failure switches it to max-flow."""
-        key = (INNER, None)
-        if key not in self.reports:
-            tokens, system = self._inner_system()
-            weights = np.zeros(self.instance.k)
-            if system.size:
-                alpha, report = self._solve_unit(INNER, None, tokens, system)
-                weights[tokens] = np.exp(np.clip(alpha, -ALPHA_LIMIT, ALPHA_LIMIT))
-            else:
-                report = SolveReport(INNER, None, 0, 0.0, 0, 0.0, 0.0, False, 0.0, "no variables")
-            self._inner_weights = weights
-            self.reports[key] = report
-            self.seconds += report.seconds
-            if report.fallback:
-                self._exact(INNER)
-        return self.reports[key]
+        An outer block keeps the columns whose earliest block it is and the arcs to its own
+        tokens; its source capacities are the polymatroid targets, so the exact flow meets
+        them and stays consistent with the other units and with Eq. (18).
+        """
+        name, block = unit
+        network = self._networks[name]
+        if name == INNER:
+            return network, np.arange(network.num_arcs)
+        blocks, active = self._outer_arc_blocks
+        arcs = np.flatnonzero(active & (blocks == block))
+        tokens, cols = network.arc_tokens()[arcs], network.arc_columns()[arcs]
+        assert block is not None
+        left = self.outer.block_tokens(block)
+        position = np.full(self.instance.k, -1, dtype=np.int64)
+        position[left] = np.arange(left.shape[0])
+        right, arc_right = np.unique(cols, return_inverse=True)
+        sub = BipartiteSystem(
+            network.columns,
+            left,
+            self.outer.block_targets(block),
+            right,
+            network.columns.mass[right],
+            position[tokens],
+            arc_right.astype(np.int64),
+        )
+        return sub, arcs
 
-    def solve_all(self) -> None:
-        """Both systems and every outer block (what materialising the plan needs)."""
-        for block in range(self.outer.num_blocks):
-            self.solve_block(block)
-        if self.selection.H_mask.any():
-            self.solve_inner()
-
-    def _exact(self, system_name: str) -> _Fallback:
-        """The exact max-flow solution of one system (seed 000, §5.3 and Appendix F)."""
-        if system_name in self._fallbacks:
-            return self._fallbacks[system_name]
+    def _solve_exactly(self, unit: Unit) -> _Exact:
+        """Max-flow (OR-Tools) on the unit's network; the plan says so in its reports."""
         if not self.allow_fallback:
             raise RuntimeError(
-                f"global resolution: the {system_name} system missed tau = {self.tau:g} and "
+                f"global resolution: unit {unit} missed its budget at tau = {self.tau:g} and "
                 "fallback=False"
             )
         start = time.perf_counter()
-        inst, mask = self.instance, self.selection.H_mask
-        if system_name == OUTER:
-            system = outer_system(inst, mask, self.form)
-            by_token = np.zeros(inst.k)
-            by_token[self.outer.order] = self.outer.targets
-            system = dataclasses.replace(system, left_cap=by_token[system.left])
-        else:
-            system = inner_system(inst, mask, self.form)
-        values = np.zeros(system.num_arcs)
-        if system.num_arcs:
-            result = get_backend("ortools-maxflow").solve(system.to_maxflow())
-            values = system.arc_values_from_flow(result.primal)
-        exact = _Fallback(system, values)
-        self._fallbacks[system_name] = exact
-        self.seconds += time.perf_counter() - start
-        self.fallback_reports[system_name] = SolveReport(
-            system_name,
-            None,
-            system.left_count,
-            0.0,
-            0,
-            0.0,
-            0.0,
-            True,
-            time.perf_counter() - start,
-            "exact max-flow (OR-Tools) on the §5.3 network",
+        network, arcs = self._unit_network(unit)
+        values = np.zeros(network.num_arcs)
+        if network.num_arcs:
+            result = get_backend("ortools-maxflow").solve(network.to_maxflow())
+            values = network.arc_values_from_flow(result.primal)
+        self.exact[unit] = _Exact(network, values, arcs)
+        seconds = time.perf_counter() - start
+        self.seconds += seconds
+        failed = self.reports[unit]
+        self.reports[unit] = dataclasses.replace(
+            failed,
+            seconds=failed.seconds + seconds,
+            message=f"{failed.message}; solved exactly by max-flow in {seconds:.3g} s",
         )
-        return exact
+        return self.exact[unit]
 
     # ----- slices -------------------------------------------------------------------------
-    def _unit_of(self, local: IntArray) -> tuple[str, int | None]:
-        outside = self.outer.block_of[local]
-        outside = outside[outside >= 0]
-        return (INNER, None) if outside.size == 0 else (OUTER, int(outside.min()))
-
     def _residual_share(self) -> FloatArray:
         total = float(self.row_residual.sum())
         return self.row_residual / total if total > 0 else np.zeros_like(self.row_residual)
@@ -397,85 +420,79 @@ class GlobalResolution:
         start = time.perf_counter()
         inst = self.instance
         local = inst.to_local(omega)
-        system_name, block = self._unit_of(local)
-        cached = (system_name, block) in self.reports
-        report = self.solve_block(block) if system_name == OUTER else self.solve_inner()  # type: ignore[arg-type]
-        tokens = np.unique(local)
-        out = np.zeros(inst.k + 1)
-        if system_name in self._fallbacks:
-            out[:] = self._exact_slice(system_name, local)
-        elif system_name == OUTER:
-            members = tokens[self.outer.block_of[tokens] == block]
-            alpha = self._alpha_outer[members]
-            weights = np.exp(alpha - alpha.max())
-            out[members] = weights / weights.sum()
+        unit = self.unit_of(local)
+        cached = unit in self.reports
+        report = self.solve(unit)
+        if unit in self.exact:
+            out = self._exact_slice(unit, local)
         else:
-            assert self._inner_weights is not None
-            weights = self._inner_weights[tokens]
-            denominator = 1.0 + float(weights.sum())
-            out[tokens] = weights / denominator
-            out += self._residual_share() / denominator
+            out = np.zeros(inst.k + 1)
+            tokens = np.unique(local)
+            if unit[0] == OUTER:
+                members = tokens[self.outer.block_of[tokens] == unit[1]]
+                alpha = self._alpha_outer[members]
+                weights = np.exp(alpha - alpha.max())
+                out[members] = weights / weights.sum()
+            else:
+                weights = self._inner_weights[tokens]
+                denominator = 1.0 + float(weights.sum())
+                out[tokens] = weights / denominator
+                out += self._residual_share() / denominator
         token_report = TokenReport(
             tuple(int(t) for t in np.atleast_1d(omega)),
-            system_name,
-            block,
+            unit[0],
+            unit[1],
             report.variables,
             report.iterations,
             report.grad_norm,
             report.deviation,
-            system_name in self._fallbacks,
+            report.fallback,
             time.perf_counter() - start,
             cached,
             report.message,
         )
         return out, token_report
 
-    def _exact_slice(self, system_name: str, local: IntArray) -> FloatArray:
-        exact = self._fallbacks[system_name]
-        cols = exact.system.columns
+    def _exact_slice(self, unit: Unit, local: IntArray) -> FloatArray:
+        exact = self.exact[unit]
+        cols = exact.network.columns
         column = int(cols.indices_of(local[None, :])[0])
-        mass = float(cols.mass[column])
         out = np.zeros(self.instance.k + 1)
-        out[:-1] = exact.matrix[:, column].toarray().ravel() / mass
-        left = max(1.0 - float(out.sum()), 0.0)
-        if system_name == INNER:
-            out += left * self._residual_share()
+        out[:-1] = exact.matrix[:, column].toarray().ravel() / float(cols.mass[column])
+        if unit[0] == INNER:
+            out += max(1.0 - float(out.sum()), 0.0) * self._residual_share()
         return out
 
     # ----- the whole plan -----------------------------------------------------------------
     def arc_values(self) -> tuple[DraftColumns, IntArray, IntArray, FloatArray]:
         """Every S entry of Eq. (18) over the columns of ``form`` (solves what is missing)."""
         self.solve_all()
-        inst, mask = self.instance, self.selection.H_mask
-        columns = inst.columns(self.form)
+        columns = self.instance.columns(self.form)
         parts = []
-        for name, build in ((OUTER, outer_system), (INNER, inner_system)):
-            if name in self._fallbacks:
-                exact = self._fallbacks[name]
-                parts.append((exact.system.arc_tokens(), exact.system.arc_columns(), exact.values))
-                continue
-            system = build(inst, mask, self.form)
-            tokens, cols = system.arc_tokens(), system.arc_columns()
-            parts.append((tokens, cols, self._system_values(name, tokens, cols, columns)))
+        for name in (OUTER, INNER):
+            network = self._networks[name]
+            tokens, cols = network.arc_tokens(), network.arc_columns()
+            values = self._softmax_values(name, tokens, cols, columns)
+            for unit, exact in self.exact.items():
+                if unit[0] == name:
+                    values[exact.arcs] = exact.values
+            parts.append((tokens, cols, values))
         tokens = np.concatenate([t for t, _, _ in parts])
         cols = np.concatenate([c for _, c, _ in parts])
         values = np.concatenate([v for _, _, v in parts])
         return columns, tokens, cols, values
 
-    def _system_values(
+    def _softmax_values(
         self, name: str, tokens: IntArray, cols: IntArray, columns: DraftColumns
     ) -> FloatArray:
+        """Eqs. (14)/(17): the softmax entries of the outer blocks or of the inner system."""
         if tokens.size == 0:
             return np.zeros(0)
         if name == INNER:
-            assert self._inner_weights is not None
             weights = self._inner_weights[tokens]
             denominator = 1.0 + np.bincount(cols, weights=weights, minlength=columns.count)
             return columns.mass[cols] * weights / denominator[cols]
-        blocks = self.outer.block_of[tokens]
-        earliest = np.full(columns.count, np.iinfo(np.int64).max)
-        np.minimum.at(earliest, cols, blocks)
-        active = blocks == earliest[cols]
+        _, active = self._outer_arc_blocks
         alpha = np.where(active, self._alpha_outer[tokens], -np.inf)
         top = np.full(columns.count, -np.inf)
         np.maximum.at(top, cols, alpha)
@@ -497,9 +514,9 @@ class GlobalResolution:
     def deviation_bounds(self) -> dict[str, float]:
         """Lemma 6.6 from the certified deviations of the solved units (0 where exact)."""
         deviation = {OUTER: 0.0, INNER: 0.0}
-        for (name, _), report in self.reports.items():
-            if name not in self._fallbacks:
-                deviation[name] += report.deviation
+        for unit, report in self.reports.items():
+            if unit not in self.exact:
+                deviation[unit[0]] += report.deviation
         outer, inner = deviation[OUTER], deviation[INNER]
         return {"target_l1": outer + 2.0 * inner, "acceptance": outer + inner}
 
@@ -543,8 +560,8 @@ class GlobalResolutionPlan(TransportPlan):
         self.columns, self.explicit = columns, explicit
         self.row_residual, self.col_residual = row_residual, col_residual
         self.wall_time = self.engine.seconds
-        self.info["systems"] = dict(self.engine.reports)
-        self.info["fallback"] = sorted(self.engine._fallbacks)
+        self.info["units"] = dict(self.engine.reports)
+        self.info["fallback"] = [unit for unit in self.engine.units() if unit in self.engine.exact]
         self.info["deviation_bounds"] = self.engine.deviation_bounds()
         self.info["H"] = self.engine.selection.H
 

@@ -24,7 +24,7 @@ from solvers.global_resolution.expsum import HESSIAN_REL_ERROR, KERNEL_REL_ERROR
 from tests.strategies import instances
 
 TAUS = (1e-3, 1e-4)
-PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _zipf(seed: int, n: int, top_k: int, vocab: int = 2000) -> otlp.Instance:
@@ -268,13 +268,39 @@ def test_seed_truncation_is_minimal() -> None:
 def test_budget_exhausted_falls_back_to_exact_max_flow_and_says_so() -> None:
     inst = _zipf(2, 2, 30, vocab=300)
     plan = otlp.solve(inst, "global_resolution", tau=1e-5, max_iter=0, strict=True)
-    assert plan.info["fallback"] == ["inner"]
+    assert plan.info["fallback"] == [("inner", None)]
     assert plan.info["verification"].target_l1 < 1e-9
     omega = inst.tokens[[0, 1]]
     _, report = plan.token_report(omega)
     assert report.fallback and "deviation" in report.message
     exact = otlp.solve(inst, "maxflow-cs", strict=True)
     assert plan.acceptance == pytest.approx(exact.acceptance, abs=1e-9)
+
+
+def _several_outer_blocks() -> otlp.Instance:
+    """A small instance whose outer system has blocks [1, 1, 2, 3] (found by search)."""
+    rng = np.random.default_rng(4000)
+    vocab, n = int(rng.integers(5, 10)), int(rng.integers(2, 4))
+    p = rng.dirichlet(np.ones(vocab) * rng.choice([0.3, 1, 3]))
+    q = rng.dirichlet(np.ones(vocab) * rng.choice([0.3, 1, 3]))
+    return otlp.Instance(p, q, n)
+
+
+@pytest.mark.parametrize("max_iter", [None, 0])
+def test_outer_blocks_fall_back_one_by_one(max_iter: int | None) -> None:
+    inst = _several_outer_blocks()
+    tau = 1e-3 if max_iter is None else 1e-7
+    plan = otlp.solve(inst, "global_resolution", tau=tau, max_iter=max_iter, strict=True)
+    sizes = plan.engine.outer.ends - plan.engine.outer.starts
+    assert sizes.tolist() == [1, 1, 2, 3]
+    expected = [] if max_iter is None else [("outer", 2), ("outer", 3), ("inner", None)]
+    assert plan.info["fallback"] == expected
+    lazy = otlp.solve(inst, "global_resolution", tau=tau, max_iter=max_iter, check=False)
+    for column in inst.columns("tuples").members:
+        omega = inst.tokens[column]
+        fast = lazy.local_slice(omega)
+        assert fast == pytest.approx(plan.column_slice(plan.column_of(omega)), abs=1e-12)
+    _check_against_exact(plan, tau)
 
 
 def test_seed_limits_on_T_trigger_the_fallback() -> None:
@@ -287,7 +313,7 @@ def test_seed_limits_on_T_trigger_the_fallback() -> None:
 def test_without_fallback_a_miss_raises() -> None:
     engine = gr.GlobalResolution(_zipf(2, 2, 30), 1e-5, max_iter=0, fallback=False)
     with pytest.raises(RuntimeError, match="fallback=False"):
-        engine.solve_inner()
+        engine.solve(("inner", None))
 
 
 # ----- input validation ---------------------------------------------------------------------
