@@ -4,7 +4,7 @@ Build problems from (p, q, n, k), solve them with interchangeable backends, turn
 into verification rules a decoder can sample from, and verify every answer.
 """
 
-from otlp import limits
+from otlp import global_resolution, limits  # global_resolution registers its method
 from otlp.api import VerificationError, solve
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
@@ -23,6 +23,7 @@ __all__ = [
     "VerificationError",
     "VerificationReport",
     "describe_methods",
+    "global_resolution",
     "limits",
     "method_names",
     "optimal_acceptance",
