@@ -17,12 +17,14 @@ Two minimisers:
   eps_T <= tau (gamma_T <= tau), |T| capped at 50/20/10/10 for n = 2/3/4/5, grouped sets,
   L-BFGS-B for at most 25 iterations; deviation ||grad||_1 + 3 eps_T (3 gamma_T).
 
-A system succeeds when its certified deviation is at most 5 tau, so the plan deviates from
-p by at most 15 tau (L1) and from alpha* by at most 10 tau (Lemma 6.6). A system that does
-not succeed within the iteration/time budget falls back — and says so — to the exact
-max-flow on its network of §5.3 (the outer network with the polymatroid targets as source
-capacities, so the two systems stay consistent). Nothing is ever silently out of tolerance,
-and ``otlp.solve`` still verifies the materialised plan.
+Each system may deviate by 5 tau (an outer block by its share of it), so the plan deviates
+from p by at most 15 tau (L1) and from alpha* by at most 10 tau (Lemma 6.6). A unit (the
+inner system or one outer block) that misses its budget within the iteration/time limits
+falls back — and says so in its report — to the exact max-flow on its own network of §5.3:
+the inner network, or the block's part of the outer network with the polymatroid targets
+as source capacities, so the result stays consistent with the other units and Eq. (18).
+Nothing is ever silently out of tolerance, and ``otlp.solve`` still verifies the
+materialised plan.
 """
 
 from __future__ import annotations
@@ -68,7 +70,13 @@ PSI_TIE = 1e-13  # min psi above -PSI_TIE counts as alpha* = 1
 
 @dataclass(frozen=True)
 class SolveReport:
-    """How one unit was solved: the inner system, or one block of the outer system."""
+    """How one unit was solved: the inner system, or one block of the outer system.
+
+    ``variables`` is |T|, the number of alpha optimised (after the seed's truncation, whose
+    eps_T or gamma_T is ``truncation_error``); ``deviation`` is the certified L1 deviation of
+    the unit's receipts from its targets; ``fallback`` says it missed its budget and was
+    solved exactly by max-flow instead (``seconds`` includes that).
+    """
 
     system: str
     block: int | None
@@ -80,11 +88,6 @@ class SolveReport:
     fallback: bool
     seconds: float
     message: str
-
-    @property
-    def succeeded(self) -> bool:
-        """Met the tolerance without falling back."""
-        return not self.fallback
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,7 @@ class GlobalResolution:
         inst = self.instance
         out = np.zeros(inst.k + 1)
         outer = self.outer
-        out[outer.order] = np.clip(inst.p_local[outer.order] - outer.targets, 0.0, None)
+        out[outer.order] = np.maximum(inst.p_local[outer.order] - outer.targets, 0.0)
         out[-1] = inst.p_outside
         return out
 
@@ -228,7 +231,7 @@ class GlobalResolution:
             if unit[0] == OUTER:
                 self._alpha_outer[tokens] = alpha - alpha.max() if alpha.size else alpha
             else:
-                self._inner_weights[tokens] = np.exp(np.clip(alpha, -ALPHA_LIMIT, ALPHA_LIMIT))
+                self._inner_weights[tokens] = np.exp(np.minimum(alpha, ALPHA_LIMIT))
             self.reports[unit] = report
             self.seconds += report.seconds
             if report.fallback:
@@ -312,8 +315,9 @@ class GlobalResolution:
         if message:
             iterations, grad_norm, deviation = 0, float("inf"), float("inf")
         else:
-            # Newton: stop at a fifth of the budget; seed: Theorem 6.4 with eps = eps_T = tau
-            stop = self.tau * share if self.minimizer == "newton" else 2.0 * self.tau
+            # Newton: the seed's "stop at 5 tau", on the certified deviation (no truncation
+            # term); seed: Theorem 6.4 with eps = eps_T = tau, so that 2 tau + 3 eps_T <= 5 tau
+            stop = budget if self.minimizer == "newton" else 2.0 * self.tau
             result = self._minimize(system, stop)
             alpha[keep] = result.alpha
             iterations, grad_norm, message = result.iterations, result.grad_norm, result.message
@@ -508,7 +512,7 @@ class GlobalResolution:
         )
         explicit.sum_duplicates()
         col_sums = np.asarray(explicit.sum(axis=0)).ravel()
-        col_residual = np.clip(columns.mass - col_sums, 0.0, None)
+        col_residual = np.maximum(columns.mass - col_sums, 0.0)
         return columns, explicit, self.row_residual.copy(), col_residual
 
     def deviation_bounds(self) -> dict[str, float]:

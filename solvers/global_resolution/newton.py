@@ -125,7 +125,7 @@ def _line_search(
     """
     # Coordinates that Newton would move by more than MAX_STEP are clipped one by one (they
     # are tokens heading for saturation); scaling the whole step down instead stalls them all.
-    direction = np.clip(direction, -MAX_STEP, MAX_STEP)
+    direction = np.minimum(np.maximum(direction, -MAX_STEP), MAX_STEP)
     slope0 = float(direction @ residual)
     if not slope0 < 0:  # not a descent direction (inexact Hessian): steepest descent
         direction, slope0 = -residual, -float(residual @ residual)

@@ -75,7 +75,7 @@ class SoftmaxSystem:
         Summed as q_i Σ_j Q^j (Q - q_i)^(n-1-j), which does not cancel for tiny q_i.
         """
         total = self.base + float(self.q.sum())
-        rest = np.clip(total - self.q, 0.0, None)
+        rest = np.maximum(total - self.q, 0.0)
         powers = np.arange(self.n)
         return self.q * (total ** powers[:, None] * rest ** (self.n - 1 - powers)[:, None]).sum(0)
 
@@ -87,8 +87,8 @@ class SoftmaxSystem:
         """
         if self.gauge_free:
             top = float(alpha.max())
-            return np.clip(alpha, top - ALPHA_SPAN, top)
-        return np.clip(alpha, -ALPHA_LIMIT, ALPHA_SPAN)
+            return np.maximum(alpha, top - ALPHA_SPAN)
+        return np.minimum(np.maximum(alpha, -ALPHA_LIMIT), ALPHA_SPAN)
 
     @cached_property
     def _powers(self) -> tuple[FloatArray, FloatArray]:
@@ -104,7 +104,7 @@ class SoftmaxSystem:
         room = np.maximum(self.reachable - self.targets, 1e-12 * self.reachable)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(room > 0, self.targets / room, 1.0)
-        return self.clip(np.log(np.clip(ratio, 1e-300, 1e300)))
+        return self.clip(np.log(np.minimum(np.maximum(ratio, 1e-300), 1e300)))
 
 
 @dataclass(frozen=True)
