@@ -184,6 +184,36 @@ def run_point(suite: str, k: int, n: int, args: argparse.Namespace) -> list[dict
 
 
 # ----- report ---------------------------------------------------------------------------------
+TOKEN_FIELDS = (
+    "ms",
+    "success",
+    "finished",
+    "system",
+    "variables",
+    "iterations",
+    "deviation",
+    "target_l1",
+    "gap",
+    "verified",
+    "within",
+)
+
+
+def _compact(row: dict[str, Any]) -> dict[str, Any]:
+    """One token's record for the JSON file: the fields the tables are built from."""
+
+    def short(value: Any) -> Any:
+        return float(f"{value:.4g}") if isinstance(value, float) else value
+
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            out[key] = {f: short(value[f]) for f in TOKEN_FIELDS if f in value}
+        else:
+            out[key] = value
+    return out
+
+
 def _median(values: list[float]) -> float:
     return float(np.median(values)) if values else float("nan")
 
@@ -342,7 +372,14 @@ def main() -> None:
         for suite, pts in summary.items()
     }
     args.out.with_suffix(".json").write_text(
-        json.dumps({"command": command, "cold_start_s": cold, "summary": serial, "tokens": rows})
+        json.dumps(
+            {
+                "command": command,
+                "cold_start_s": cold,
+                "summary": serial,
+                "tokens": [_compact(row) for row in rows],
+            }
+        )
     )
     print(args.out.read_text())
 

@@ -202,6 +202,17 @@ def test_lazy_slices_equal_the_materialised_plan(inst: otlp.Instance, seed: int)
         assert fast == pytest.approx(full.column_slice(full.column_of(omega)), abs=1e-12)
 
 
+def test_tuple_columns_give_the_same_coupling() -> None:
+    inst = _several_outer_blocks()
+    sets = otlp.solve(inst, "global_resolution", tau=1e-4, strict=True)
+    tuples = otlp.solve(inst, "global_resolution", tau=1e-4, form="tuples", strict=True)
+    assert tuples.acceptance == pytest.approx(sets.acceptance, abs=1e-12)
+    for column in inst.columns("tuples").members:
+        omega = inst.tokens[column]
+        expected = sets.column_slice(sets.column_of(omega))
+        assert tuples.column_slice(tuples.column_of(omega)) == pytest.approx(expected, abs=1e-12)
+
+
 @pytest.mark.parametrize(("n", "top_k", "tau"), [(2, 60, 1e-4), (3, 30, 1e-3), (4, 10, 1e-4)])
 def test_llm_like_instances_succeed_without_fallback(n: int, top_k: int, tau: float) -> None:
     """Zipf-like pairs (the benchmark's family) incl. the Woodbury path (60 inner tokens)."""
