@@ -27,8 +27,8 @@ from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, 
 FloatArray = NDArray[np.float64]
 
 RIDGE = 1e-13  # relative diagonal shift against exactly singular Hessians
-MAX_STEP = 10.0
-MAX_TRIALS = 40  # largest change of any alpha in one step (a trust region in the infinity norm)
+MAX_STEP = 10.0  # largest change of any alpha in one step (each coordinate is clipped)
+MAX_TRIALS = 40  # line-search evaluations per step
 
 
 @dataclass(frozen=True)
