@@ -15,11 +15,15 @@ from otlp.subset import optimal_acceptance
 
 @dataclass(frozen=True)
 class Tolerances:
-    """Acceptable errors; exact backends meet the defaults."""
+    """Acceptable errors; exact backends meet the defaults.
+
+    ``negative`` sits ten times above HiGHS's primal feasibility tolerance (1e-9, applied to
+    the scaled problem), whose vertex solutions reach -9.3e-10 on the real-model suite.
+    """
 
     target_l1: float = 1e-7
     draft_l1: float = 1e-7
-    negative: float = 1e-9
+    negative: float = 1e-8
     acceptance: float = 1e-7
 
     @classmethod
