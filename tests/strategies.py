@@ -46,3 +46,29 @@ def instances(
     smallest = n if scheme == "without_replacement" else 1
     top_k = draw(st.one_of(st.none(), st.integers(smallest, vocab)))
     return otlp.Instance(p, q, n, scheme, top_k)
+
+
+def model_pairs(
+    max_vocab: int = 3,
+    max_gamma: int = 3,
+    sparsities: tuple[float, ...] = (0.0, 0.3, 0.6),
+    distances: tuple[float, ...] = (0.0, 0.3, 0.9),
+) -> st.SearchStrategy:
+    """(target, draft, gamma): a random multi-step model pair of random kind; ``sparsity`` makes
+    tokens the draft cannot produce, ``distance`` moves the draft away from the target."""
+    from otlp.multistep import MODEL_KINDS, model_pair
+
+    return st.builds(
+        lambda kind, vocab, gamma, sparsity, distance, seed: (
+            *model_pair(
+                kind, vocab, seed=seed, distance=distance, sparsity=sparsity, depth=gamma + 1
+            ),
+            gamma,
+        ),
+        st.sampled_from(MODEL_KINDS),
+        st.integers(2, max_vocab),
+        st.integers(1, max_gamma),
+        st.sampled_from(sparsities),
+        st.sampled_from(distances),
+        st.integers(0, 10_000),
+    )

@@ -35,26 +35,9 @@ from otlp.multistep import (
 from otlp.multistep.gbv import path_rank_keys, skewed_conditionals, skewed_law, tree_order
 from otlp.multistep.law import single_path_law
 from otlp.multistep.models import prefix_digits
+from tests.strategies import model_pairs
 
 EXACT = 1e-12
-
-
-def pairs(max_vocab: int = 3, max_gamma: int = 3) -> st.SearchStrategy:
-    """(target, draft, gamma) with random kind, sparsity (tokens the draft cannot produce)."""
-    return st.builds(
-        lambda kind, vocab, gamma, sparsity, distance, seed: (
-            *model_pair(
-                kind, vocab, seed=seed, distance=distance, sparsity=sparsity, depth=gamma + 1
-            ),
-            gamma,
-        ),
-        st.sampled_from(MODEL_KINDS),
-        st.integers(2, max_vocab),
-        st.integers(1, max_gamma),
-        st.sampled_from([0.0, 0.3, 0.6]),
-        st.sampled_from([0.0, 0.3, 0.9]),
-        st.integers(0, 10_000),
-    )
 
 
 # ----- models ---------------------------------------------------------------------------
@@ -108,7 +91,7 @@ def test_tabulate_names_the_model_with_a_bad_law() -> None:
 
 # ----- exact laws -------------------------------------------------------------------------
 @settings(max_examples=25, deadline=None)
-@given(pairs(), st.integers(1, 3))
+@given(model_pairs(), st.integers(1, 3))
 def test_every_lossless_method_is_target_matching(pair: tuple, paths: int) -> None:
     """Seed 002, Definition 3.1: output + target continuation has the target's law."""
     target, draft, gamma = pair
@@ -122,7 +105,7 @@ def test_every_lossless_method_is_target_matching(pair: tuple, paths: int) -> No
 
 
 @settings(max_examples=25, deadline=None)
-@given(pairs(max_gamma=4))
+@given(model_pairs(max_gamma=4))
 def test_block_verification_dominates_tokenwise(pair: tuple) -> None:
     target, draft, gamma = pair
     token = expected_accepted(target, draft, gamma, "token")

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 import otlp
 from otlp.multistep import (
-    MODEL_KINDS,
     NodeSpace,
     antichain_violations,
     budget_violation,
@@ -37,27 +36,14 @@ from otlp.multistep.models import prefix_digits
 from otlp.multistep.table import PrefixTable
 from solvers.base import LinearProgram
 from solvers.registry import get_backend
+from tests.strategies import model_pairs
 
 LP_TOL = 1e-7
 
 
-def small_pairs(max_vocab: int = 3, max_gamma: int = 3) -> st.SearchStrategy:
-    return st.builds(
-        lambda kind, vocab, gamma, sparsity, seed: (
-            *model_pair(kind, vocab, seed=seed, sparsity=sparsity, depth=gamma + 1),
-            gamma,
-        ),
-        st.sampled_from(MODEL_KINDS),
-        st.integers(2, max_vocab),
-        st.integers(1, max_gamma),
-        st.sampled_from([0.0, 0.4]),
-        st.integers(0, 10_000),
-    )
-
-
 # ----- single path: Theorem 3.3 / 3.4 ----------------------------------------------------
 @settings(max_examples=20, deadline=None)
-@given(small_pairs(max_gamma=4))
+@given(model_pairs(sparsities=(0.0, 0.4), distances=(0.5,), max_gamma=4))
 def test_block_verification_attains_the_single_path_lp_optimum(pair: tuple) -> None:
     """Seed 002, Theorem 3.4; BV's node budgets are an optimal LP solution."""
     target, draft, gamma = pair
@@ -72,7 +58,7 @@ def test_block_verification_attains_the_single_path_lp_optimum(pair: tuple) -> N
 
 # ----- multi path: Theorem 4.3, Lemma 4.5 -------------------------------------------------
 @settings(max_examples=12, deadline=None)
-@given(small_pairs(max_gamma=3), st.integers(2, 3))
+@given(model_pairs(sparsities=(0.0, 0.4), distances=(0.5,), max_gamma=3), st.integers(2, 3))
 def test_lossless_multi_path_methods_are_feasible_and_below_the_optimum(
     pair: tuple, paths: int
 ) -> None:
