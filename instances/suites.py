@@ -6,6 +6,7 @@ whoever uses the suite (a benchmark config, a test).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,38 +74,53 @@ def load(name: str) -> Suite:
     "synthetic", "LLM-like Zipf pairs (V=4096) at two temperatures and three similarities"
 )
 def synthetic_suite() -> Suite:
-    items = []
-    for temperature in (1.0, 0.6):
-        for similarity in (0.5, 0.7, 0.9):
-            for seed in range(2):
-                p, q = zipf_llm_pair(
-                    4096, temperature=temperature, similarity=similarity, seed=seed
-                )
-                meta = {
-                    "generator": "zipf",
-                    "temperature": temperature,
-                    "similarity": similarity,
-                    "seed": seed,
-                }
-                items.append(SuiteItem(f"zipf-T{temperature}-s{similarity}-{seed}", p, q, meta))
-    return Suite("synthetic", suite_names()["synthetic"], tuple(items))
+    return _temperature_similarity_grid(
+        "synthetic",
+        "zipf",
+        "zipf-T{t}-s{s}-{seed}",
+        lambda t, s, seed: zipf_llm_pair(4096, temperature=t, similarity=s, seed=seed),
+        temperatures=(1.0, 0.6),
+        similarities=(0.5, 0.7, 0.9),
+        seeds=2,
+    )
 
 
 @register_suite("spechub-toy", "seed 001 Appendix E toy pairs (V=50), T in {0.1, 0.25, 0.5}")
 def spechub_toy_suite() -> Suite:
+    return _temperature_similarity_grid(
+        "spechub-toy",
+        "spechub-toy",
+        "toy-T{t}-l{s}-{seed}",
+        lambda t, s, seed: spechub_toy_pair(50, t, s, seed),
+        temperatures=(0.1, 0.25, 0.5),
+        similarities=(0.5, 0.7),
+        seeds=3,
+    )
+
+
+def _temperature_similarity_grid(
+    name: str,
+    generator: str,
+    label: str,
+    make: Callable[[float, float, int], tuple[FloatArray, FloatArray]],
+    temperatures: tuple[float, ...],
+    similarities: tuple[float, ...],
+    seeds: int,
+) -> Suite:
+    """One pair per (temperature, similarity, seed); ``label`` formats its name."""
     items = []
-    for temperature in (0.1, 0.25, 0.5):
-        for similarity in (0.5, 0.7):
-            for seed in range(3):
-                p, q = spechub_toy_pair(50, temperature, similarity, seed)
-                meta = {
-                    "generator": "spechub-toy",
-                    "temperature": temperature,
-                    "similarity": similarity,
-                    "seed": seed,
-                }
-                items.append(SuiteItem(f"toy-T{temperature}-l{similarity}-{seed}", p, q, meta))
-    return Suite("spechub-toy", suite_names()["spechub-toy"], tuple(items))
+    for temperature, similarity, seed in itertools.product(
+        temperatures, similarities, range(seeds)
+    ):
+        p, q = make(temperature, similarity, seed)
+        meta = {
+            "generator": generator,
+            "temperature": temperature,
+            "similarity": similarity,
+            "seed": seed,
+        }
+        items.append(SuiteItem(label.format(t=temperature, s=similarity, seed=seed), p, q, meta))
+    return Suite(name, suite_names()[name], tuple(items))
 
 
 @register_suite("dirichlet", "Dirichlet(1) pairs, V=200 (not LLM-like; a stress test)")
