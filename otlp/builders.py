@@ -145,11 +145,6 @@ def _restricted(
     )
 
 
-def _target_rows(inst: Instance) -> FloatArray:
-    """Target masses of the draft vocabulary followed by the aggregated outside mass."""
-    return np.append(inst.p_local, inst.p_outside)
-
-
 def incidence_matrix(inst: Instance, cols: DraftColumns) -> sp.csr_matrix:
     """0/1 matrix of shape (k + 1, columns): 1 where the token belongs to the column's set."""
     return sp.csr_matrix(
@@ -181,7 +176,7 @@ def full_otlp_lp(inst: Instance, form: str = "sets") -> tuple[LinearProgram, Dra
     lp = LinearProgram(
         c=objective,
         A_eq=sp.vstack([row_sum, col_sum[:-1]]).tocsr(),
-        b_eq=np.concatenate([_target_rows(inst), cols.mass[:-1]]),
+        b_eq=np.concatenate([inst.target_rows, cols.mass[:-1]]),
     )
     return lp, cols
 
@@ -193,7 +188,7 @@ def full_otlp_transport(
     cols = inst.columns(form)
     check_size(f"full OTLP (k={inst.k}, n={inst.n})", (inst.k + 1) * cols.count)
     cost = 1.0 - np.asarray(incidence_matrix(inst, cols).todense())
-    return TransportProblem(_target_rows(inst), cols.mass.copy(), cost), cols
+    return TransportProblem(inst.target_rows, cols.mass.copy(), cost), cols
 
 
 @dataclass(frozen=True)

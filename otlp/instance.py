@@ -9,7 +9,6 @@ plans still cover the whole vocabulary while all work scales with k, not with V.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -106,6 +105,14 @@ class Instance:
         self.p_local: FloatArray = self.p[tokens]
         # Summed over the outside tokens themselves: exactly 0 when nothing is outside.
         self.p_outside = float(np.delete(self.p, tokens).sum())
+        # The target over the draft vocabulary plus one aggregated outside row: the row side
+        # of every problem, plan and rule (length k + 1).
+        self.target_rows: FloatArray = np.append(self.p_local, self.p_outside)
+        self.target_rows.setflags(write=False)
+        # Sorted token ids and their draft-vocabulary positions, for to_local.
+        self._search_order = np.argsort(self.tokens).astype(np.int64)
+        self._sorted_tokens = self.tokens[self._search_order]
+        self._columns: dict[str, DraftColumns] = {}
         # One row per draw: i.i.d. and without-replacement schemes repeat their single row.
         self.draft_rows: FloatArray = (
             restricted if len(rows) > 1 else np.repeat(restricted, self.n, axis=0)
@@ -125,30 +132,19 @@ class Instance:
 
     def columns(self, form: str = "sets") -> DraftColumns:
         """The draft columns in ``form`` ("sets" or "tuples"), built once and cached."""
-        cache = self._column_cache
-        if form not in cache:
-            cache[form] = build_columns(form, np.asarray(self.draft_rows), self.n, self.scheme)
-        return cache[form]
-
-    @cached_property
-    def _column_cache(self) -> dict[str, DraftColumns]:
-        return {}
-
-    @cached_property
-    def _local_index(self) -> dict[int, int]:
-        return {int(t): i for i, t in enumerate(self.tokens)}
+        if form not in self._columns:
+            self._columns[form] = build_columns(form, self.draft_rows, self.n, self.scheme)
+        return self._columns[form]
 
     def to_local(self, omega: ArrayLike) -> NDArray[np.int64]:
         """Map drafted global token ids to draft-vocabulary positions; reject impossible drafts."""
         arr = np.atleast_1d(np.asarray(omega))
         if arr.shape[-1] != self.n or not np.issubdtype(arr.dtype, np.integer):
             raise ValueError(f"omega: expected {self.n} integer token ids, got {arr.tolist()!r}")
-        order = np.argsort(self.tokens)
-        sorted_tokens = self.tokens[order]
-        pos = np.clip(np.searchsorted(sorted_tokens, arr), 0, self.k - 1)
-        if not np.all(sorted_tokens[pos] == arr):
+        pos = np.clip(np.searchsorted(self._sorted_tokens, arr), 0, self.k - 1)
+        if not np.all(self._sorted_tokens[pos] == arr):
             raise ValueError("omega: contains a token the draft cannot produce")
-        return order[pos].astype(np.int64)
+        return self._search_order[pos]
 
     def sample_drafts(self, rng: np.random.Generator, size: int) -> NDArray[np.int64]:
         """Draw ``size`` n-tuples from the draft scheme; returns global token ids, ``(size, n)``."""

@@ -57,7 +57,7 @@ class TransportPlan:
         """Eq. (3) from relaxed-OTLP values S[tokens[e], cols[e]] = values[e]."""
         explicit = sp.csc_matrix((values, (tokens, cols)), shape=(inst.k + 1, columns.count))
         explicit.sum_duplicates()
-        target = np.append(inst.p_local, inst.p_outside)
+        target = inst.target_rows
         row_res = target - np.asarray(explicit.sum(axis=1)).ravel()
         col_res = columns.mass - np.asarray(explicit.sum(axis=0)).ravel()
         return cls(inst, columns, explicit, row_res, col_res, **meta)

@@ -62,7 +62,7 @@ def verify(
     inst = plan.instance
     if alpha_star is None:
         alpha_star = optimal_acceptance(inst).alpha_star
-    target = np.append(inst.p_local, inst.p_outside)
+    target = inst.target_rows
     target_l1 = float(np.abs(plan.target_marginal() - target).sum())
     draft_l1 = float(np.abs(plan.draft_marginal() - plan.columns.mass).sum())
     min_entry = plan.min_entry()

@@ -8,9 +8,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from otlp.commands.common import console
 from otlp.multistep.exact import METHODS
 from otlp.multistep.gbv import RANKINGS
 from otlp.multistep.models import MODEL_KINDS, model_pair
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.markdown:
         print(markdown_table(rows, gammas))
     else:
-        Console().print(rich_table(rows, gammas, title))
+        console().print(rich_table(rows, gammas, title))
     if args.plot is not None:
         plot(rows, gammas, title, args.plot)
     return 0

@@ -34,11 +34,6 @@ TINY = 1e-300
 
 
 # ----- small exact helpers shared by the rules -------------------------------------------------
-def target_ext(inst: Instance) -> FloatArray:
-    """p over the extended draft vocabulary (k draft tokens, then the outside state)."""
-    return np.append(inst.p_local, inst.p_outside)
-
-
 def draft_ext(row: FloatArray) -> FloatArray:
     """A draft distribution over the draft vocabulary, extended by a zero outside state."""
     return np.append(row, 0.0)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from otlp.instance import Instance
-from otlp.rules.base import FloatArray, IntArray, Rule, draft_ext, target_ext
+from otlp.rules.base import FloatArray, IntArray, Rule, draft_ext
 
 
 def tv_distance(inst: Instance) -> float:
@@ -78,7 +78,7 @@ class _PairCoupling(Rule):
 
     def joint(self, inst: Instance) -> FloatArray:
         """P(draft = x, output = y) over the extended draft vocabulary."""
-        return self.pair_joint(target_ext(inst), draft_ext(inst.q_local))
+        return self.pair_joint(inst.target_rows, draft_ext(inst.q_local))
 
     def acceptance(self, inst: Instance) -> float:
         return float(np.trace(self.joint(inst)))
@@ -103,7 +103,7 @@ class GumbelCoupling(_PairCoupling):
     def _draw_local(
         self, inst: Instance, rng: np.random.Generator, size: int
     ) -> tuple[IntArray, IntArray]:
-        p, q = target_ext(inst), draft_ext(inst.q_local)
+        p, q = inst.target_rows, draft_ext(inst.q_local)
         noise = rng.gumbel(size=(size, p.shape[0]))  # the shared randomness
         with np.errstate(divide="ignore"):
             log_p, log_q = np.log(p), np.log(q)
@@ -122,7 +122,7 @@ class WeightedMinHash(_PairCoupling):
     def _draw_local(
         self, inst: Instance, rng: np.random.Generator, size: int
     ) -> tuple[IntArray, IntArray]:
-        first_q, first_p = _first_hits(draft_ext(inst.q_local), target_ext(inst), size, rng)
+        first_q, first_p = _first_hits(draft_ext(inst.q_local), inst.target_rows, size, rng)
         return first_q[:, None], first_p
 
 

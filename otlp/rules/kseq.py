@@ -28,7 +28,6 @@ from otlp.rules.base import (
     IntArray,
     draft_ext,
     ratio_accept,
-    target_ext,
 )
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
 
@@ -100,7 +99,7 @@ class KSeq(DraftThenVerify):
         return self._memo(
             inst,
             "parameters",
-            lambda: kseq_parameters(target_ext(inst), draft_ext(inst.q_local), inst.n),
+            lambda: kseq_parameters(inst.target_rows, draft_ext(inst.q_local), inst.n),
         )
 
     def procedural_acceptance(self, inst: Instance) -> float:

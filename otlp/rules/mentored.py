@@ -30,7 +30,6 @@ from otlp.rules.base import (
     FloatArray,
     IntArray,
     draft_ext,
-    target_ext,
 )
 from otlp.rules.single import kernel_rows, kernel_verify
 
@@ -150,7 +149,7 @@ class MentoredDecoding(DraftThenVerify):
     def solution(self, inst: Instance, kl_budget: float | None = None) -> MentoredSolution:
         """The optimal (r, s), acceptance and KL for the budget (default: the rule's)."""
         if kl_budget is not None:
-            return solve_budget(target_ext(inst), draft_ext(inst.q_local), kl_budget)
+            return solve_budget(inst.target_rows, draft_ext(inst.q_local), kl_budget)
         return self._memo(inst, "solution", lambda: self.solution(inst, self.kl_budget))
 
     def frontier(
@@ -159,7 +158,7 @@ class MentoredDecoding(DraftThenVerify):
         """The acceptance-KL frontier: the optimum at each KL budget in ``budgets``, or (by
         default) ``num`` points of the exact alpha family from 1 down to min rho, leaving out
         points of infinite KL (all drafts accepted while the draft misses target mass)."""
-        p, q = target_ext(inst), draft_ext(inst.q_local)
+        p, q = inst.target_rows, draft_ext(inst.q_local)
         if budgets is not None:
             points = [solve_budget(p, q, float(b)) for b in np.atleast_1d(budgets)]
         else:

@@ -28,7 +28,6 @@ from otlp.rules.base import (
     draft_ext,
     ratio_accept,
     residual,
-    target_ext,
 )
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
 
@@ -56,7 +55,7 @@ class RecursiveRejection(DraftThenVerify):
 
     def _sequence(self, inst: Instance) -> tuple[FloatArray, FloatArray, FloatArray]:
         rows = np.array([draft_ext(row) for row in self.draft_joint(inst).rows])
-        return replacement_residuals(target_ext(inst), rows)
+        return replacement_residuals(inst.target_rows, rows)
 
     def acceptance(self, inst: Instance) -> float:
         _, hits, _ = self._sequence(inst)
@@ -114,7 +113,7 @@ class RecursiveRejectionWithoutReplacement(DraftThenVerify):
     def prefix_tree(self, inst: Instance) -> tuple[float, FloatArray]:
         """Exact (acceptance, output law) summed over the tree of rejected prefixes."""
         self.draft_joint(inst)  # validates n against the draft support
-        target = target_ext(inst)[None, :]
+        target = inst.target_rows[None, :]
         draft = draft_ext(inst.q_local)[None, :]
         reach = np.ones(1)
         acceptance, output = 0.0, np.zeros(inst.k + 1)
@@ -141,7 +140,7 @@ class RecursiveRejectionWithoutReplacement(DraftThenVerify):
         return self.prefix_tree(inst)[1]
 
     def _walk(self, inst: Instance, drafts: IntArray) -> tuple[FloatArray, FloatArray]:
-        return without_replacement_walk(target_ext(inst), draft_ext(inst.q_local), drafts)
+        return without_replacement_walk(inst.target_rows, draft_ext(inst.q_local), drafts)
 
     def local_conditionals(self, inst: Instance, members: IntArray) -> FloatArray:
         return sequential_conditionals(members, *self._walk(inst, members))

@@ -18,7 +18,6 @@ from otlp.rules.base import (
     draft_ext,
     ratio_accept,
     residual,
-    target_ext,
 )
 
 
@@ -54,15 +53,15 @@ class SpeculativeSampling(DraftThenVerify):
     joint_kind = "single"
 
     def _kernel(self, inst: Instance) -> tuple[FloatArray, FloatArray]:
-        return speculative_kernel(target_ext(inst), draft_ext(inst.q_local))
+        return speculative_kernel(inst.target_rows, draft_ext(inst.q_local))
 
     def acceptance(self, inst: Instance) -> float:
         return float(np.minimum(inst.p_local, inst.q_local).sum())
 
     def local_output(self, inst: Instance) -> FloatArray:
-        p, q = target_ext(inst), draft_ext(inst.q_local)
-        accept, resid = speculative_kernel(p, q)
-        return q * accept + (1.0 - np.minimum(p, q).sum()) * resid
+        accept, resid = self._kernel(inst)
+        q = draft_ext(inst.q_local)
+        return q * accept + (1.0 - self.acceptance(inst)) * resid
 
     def local_conditionals(self, inst: Instance, members: IntArray) -> FloatArray:
         return kernel_rows(*self._kernel(inst), members[:, 0])

@@ -33,7 +33,6 @@ from otlp.rules.base import (
     draft_ext,
     ratio_accept,
     residual,
-    target_ext,
 )
 from otlp.rules.joints import hub_lp_optimum
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
@@ -92,7 +91,7 @@ class SpecHub(DraftThenVerify):
     def verification(self, inst: Instance) -> HubVerification:
         """The rule's per-token probabilities on ``inst`` (hub joint from the first row)."""
         hub = self.draft_joint(inst).hub
-        return hub_verification(target_ext(inst), draft_ext(inst.q_local), hub)
+        return hub_verification(inst.target_rows, draft_ext(inst.q_local), hub)
 
     def lp_optimum(self, inst: Instance, backend: str = "highs") -> float:
         """Optimum of SpecHub's LP (seed 001 §3.2, ``otlp.builders.spechub_lp``) over the

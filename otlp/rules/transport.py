@@ -30,7 +30,6 @@ from otlp.rules.base import (
     FloatArray,
     IntArray,
     sample_rows,
-    target_ext,
 )
 from otlp.rules.single import kernel_verify, speculative_kernel
 
@@ -141,7 +140,7 @@ class CanonicalDecomposition(_PlanRule):
 
     def local_conditionals(self, inst: Instance, members: IntArray) -> FloatArray:
         beta, q_tilde = self.weights(inst)
-        accept, resid = speculative_kernel(target_ext(inst), q_tilde)
+        accept, resid = speculative_kernel(inst.target_rows, q_tilde)
         rows = beta[self._column_ids(inst, members)]
         kept = rows * accept
         return kept + (1.0 - kept.sum(axis=1))[:, None] * resid
@@ -149,4 +148,4 @@ class CanonicalDecomposition(_PlanRule):
     def _verify(self, inst: Instance, drafts: IntArray, rng: np.random.Generator) -> IntArray:
         beta, q_tilde = self.weights(inst)
         selected = sample_rows(rng, beta[self._column_ids(inst, drafts)])
-        return kernel_verify(*speculative_kernel(target_ext(inst), q_tilde), selected, rng)
+        return kernel_verify(*speculative_kernel(inst.target_rows, q_tilde), selected, rng)
