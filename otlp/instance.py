@@ -15,7 +15,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.columns import DraftColumns, build_columns
-from otlp.validation import DEFAULT_SUM_TOL, positive_int, probability_vector
+from otlp.validation import (
+    DEFAULT_SUM_TOL,
+    canonical_name,
+    positive_int,
+    probability_vector,
+)
 
 SCHEMES = ("iid", "independent", "without_replacement")
 FloatArray = NDArray[np.float64]
@@ -53,9 +58,9 @@ class Instance:
         renormalize: bool = False,
         atol: float = DEFAULT_SUM_TOL,
     ) -> None:
-        if scheme not in SCHEMES:
+        if not isinstance(scheme, str) or canonical_name(scheme) not in SCHEMES:
             raise ValueError(f"scheme: expected one of {SCHEMES}, got {scheme!r}")
-        self.scheme = scheme
+        self.scheme = scheme = canonical_name(scheme)
         self.n = positive_int("n", n)
         p_arr = probability_vector("p", p, renormalize=renormalize, atol=atol)
         vocab = p_arr.shape[0]

@@ -22,6 +22,7 @@ from otlp.builders import (
 from otlp.instance import Instance
 from otlp.plan import TransportPlan
 from otlp.subset import optimal_acceptance
+from otlp.validation import canonical_name
 from otlp.verify import Tolerances
 from solvers.base import SolveResult
 from solvers.registry import get_backend
@@ -31,10 +32,10 @@ _METHODS: dict[str, tuple[Method, str]] = {}
 
 
 def register_method(name: str, description: str) -> Callable[[Method], Method]:
-    """Decorator registering a solution method under ``name``."""
+    """Decorator registering a solution method under ``name`` (stored in canonical spelling)."""
 
     def wrap(func: Method) -> Method:
-        _METHODS[name] = (func, description)
+        _METHODS[canonical_name(name, "method")] = (func, description)
         return func
 
     return wrap
@@ -51,9 +52,11 @@ def describe_methods() -> dict[str, str]:
 
 
 def get_method(name: str) -> Method:
-    if name not in _METHODS:
+    """The method registered as ``name``; old spellings such as "maxflow_cs" are aliases."""
+    key = canonical_name(name, "method")
+    if key not in _METHODS:
         raise ValueError(f"method: unknown {name!r}; known: {', '.join(_METHODS)}")
-    return _METHODS[name][0]
+    return _METHODS[key][0]
 
 
 def _plan_from_systems(
@@ -125,7 +128,7 @@ def solve_networkx(inst: Instance, form: str = "sets", **options: Any) -> Transp
     return _solve_flow(inst, form, "networkx", "networkx-maxflow", **options)
 
 
-@register_method("maxflow-cs", "H* then outer and inner networks only (§5.3), OR-Tools")
+@register_method("maxflow_cs", "H* then outer and inner networks only (§5.3), OR-Tools")
 def solve_maxflow_cs(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     selection = optimal_acceptance(inst)
     backend = get_backend("ortools-maxflow")
@@ -142,7 +145,7 @@ def solve_maxflow_cs(inst: Instance, form: str = "sets", **options: Any) -> Tran
     if not parts:
         system = relaxed_system(inst, form)
         parts = [(system, np.zeros(system.num_arcs))]
-    plan = _plan_from_systems(inst, parts, "maxflow-cs", results)
+    plan = _plan_from_systems(inst, parts, "maxflow_cs", results)
     plan.info["H"] = selection.H
     return plan
 
@@ -162,7 +165,7 @@ def solve_pot(inst: Instance, form: str = "sets", **options: Any) -> TransportPl
     )
 
 
-@register_method("highs-full", "full OTLP (Eq. 1) as an LP, HiGHS")
+@register_method("highs_full", "full OTLP (Eq. 1) as an LP, HiGHS")
 def solve_highs_full(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     lp, cols = full_otlp_lp(inst, form)
     result = get_backend("highs").solve(lp, **options)
@@ -171,7 +174,7 @@ def solve_highs_full(inst: Instance, form: str = "sets", **options: Any) -> Tran
         inst,
         cols,
         coupling,
-        method="highs-full",
+        method="highs_full",
         wall_time=result.wall_time,
         messages=result.messages,
         info={"statuses": [result.status], "backends": ["highs"]},

@@ -10,7 +10,7 @@ import otlp
 from otlp.api import VerificationError
 from tests.strategies import instances
 
-EXACT_METHODS = ("highs", "maxflow", "maxflow-cs", "networkx", "pot", "highs-full", "cvxpy")
+EXACT_METHODS = ("highs", "maxflow", "maxflow_cs", "networkx", "pot", "highs_full", "cvxpy")
 
 
 @settings(max_examples=120, deadline=None)
@@ -42,7 +42,7 @@ def test_tiny_probabilities_on_the_degenerate_full_otlp() -> None:
     q = np.array([0.4, 1e-13, 0.3, 0.3 - 2e-13, 1e-13])
     inst = otlp.Instance(p, q, 2)
     alpha = otlp.optimal_acceptance(inst).alpha_star
-    for method in ("highs-full", "highs", "pot", "maxflow"):
+    for method in ("highs_full", "highs", "pot", "maxflow"):
         plan = otlp.solve(inst, method, strict=True)
         assert plan.acceptance == pytest.approx(alpha, abs=1e-9)
 

@@ -14,7 +14,7 @@ from otlp.cli import main
 def test_solve_from_generator_prints_a_verified_table(capsys: pytest.CaptureFixture) -> None:
     assert main(["solve", "--vocab", "300", "--n", "2", "--top-k", "8"]) == 0
     out = capsys.readouterr().out
-    assert "alpha* =" in out and "FAILED" not in out and "maxflow-cs" in out
+    assert "alpha* =" in out and "FAILED" not in out and "maxflow_cs" in out
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".json"])

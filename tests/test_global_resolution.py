@@ -284,7 +284,7 @@ def test_budget_exhausted_falls_back_to_exact_max_flow_and_says_so() -> None:
     omega = inst.tokens[[0, 1]]
     _, report = plan.token_report(omega)
     assert report.fallback and "deviation" in report.message
-    exact = otlp.solve(inst, "maxflow-cs", strict=True)
+    exact = otlp.solve(inst, "maxflow_cs", strict=True)
     assert plan.acceptance == pytest.approx(exact.acceptance, abs=1e-9)
 
 

@@ -70,7 +70,7 @@ def test_oversized_problems_are_refused_before_allocating() -> None:
     assert info.value.variables > 10**13
     assert peak < 50 * 2**20  # refused before the multi-terabyte allocation
     with otlp.limits.limited(max_variables=10), pytest.raises(otlp.ProblemTooLarge):
-        otlp.solve(otlp.Instance(P, P, 3), "highs-full")
+        otlp.solve(otlp.Instance(P, P, 3), "highs_full")
 
 
 def test_large_vocabulary_with_top_k_scales_with_k() -> None:
@@ -78,7 +78,7 @@ def test_large_vocabulary_with_top_k_scales_with_k() -> None:
     vocab = 60_000
     p, q = rng.dirichlet(np.ones(vocab) * 0.05), rng.dirichlet(np.ones(vocab) * 0.05)
     inst = otlp.Instance(p, q, 2, top_k=30)
-    plan = otlp.solve(inst, "maxflow-cs", strict=True)
+    plan = otlp.solve(inst, "maxflow_cs", strict=True)
     assert inst.k == 30
     sliced = plan.slice(inst.sample_drafts(rng, 1)[0])
     assert sliced.shape == (vocab,)

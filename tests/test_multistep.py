@@ -289,7 +289,7 @@ def test_decoding_simulation_accumulates_context() -> None:
 
 # ----- command line -------------------------------------------------------------------------
 def test_cli_prints_markdown_json_and_plots(tmp_path, capsys) -> None:
-    base = ["multistep", "--vocab", "2", "--lengths", "1,2", "--paths", "1,2"]
+    base = ["multistep", "--vocab", "2", "--block-lengths", "1,2", "--paths", "1,2"]
     assert main([*base, "--markdown", "--plot", str(tmp_path / "be.png")]) == 0
     text = capsys.readouterr().out
     assert "| lp-optimum |" not in text and "**lp-optimum**" in text and "L=2" in text
@@ -298,10 +298,12 @@ def test_cli_prints_markdown_json_and_plots(tmp_path, capsys) -> None:
     rows = json.loads(capsys.readouterr().out)["rows"]
     sources = {r["source"] for r in rows}
     assert sources == {"exact", "lp", "simulation"}
-    lp = {(r["paths"], r["gamma"]): r["block_efficiency"] for r in rows if r["source"] == "lp"}
+    lp = {
+        (r["paths"], r["block_length"]): r["block_efficiency"] for r in rows if r["source"] == "lp"
+    }
     for r in rows:
         if r["source"] == "exact":
-            assert r["block_efficiency"] <= lp[(r["paths"], r["gamma"])] + 1e-9
+            assert r["block_efficiency"] <= lp[(r["paths"], r["block_length"])] + 1e-9
 
 
 def test_cli_rejects_bad_lengths(capsys) -> None:

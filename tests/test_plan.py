@@ -19,7 +19,7 @@ def _instance(seed: int, vocab: int = 40, n: int = 2, top_k: int | None = 8) -> 
 def test_slices_mix_to_the_target() -> None:
     """sum_omega P(omega) pi(. | omega) = p over the whole vocabulary (Eq. 3)."""
     inst = _instance(0)
-    plan = otlp.solve(inst, "maxflow-cs", strict=True)
+    plan = otlp.solve(inst, "maxflow_cs", strict=True)
     tuples = inst.columns("tuples")
     mixture = np.zeros(inst.vocab_size)
     for local, mass in zip(tuples.members, tuples.mass, strict=True):
@@ -70,7 +70,7 @@ def test_without_replacement_plans() -> None:
     inst = otlp.Instance(
         *np.random.default_rng(4).dirichlet(np.ones(7), size=2), 3, "without_replacement"
     )
-    plan = otlp.solve(inst, "maxflow-cs", strict=True)
+    plan = otlp.solve(inst, "maxflow_cs", strict=True)
     assert plan.acceptance == pytest.approx(otlp.optimal_acceptance(inst, "brute").alpha_star)
     with pytest.raises(ValueError, match="omega"):
         plan.slice([int(inst.tokens[0])] * 3)  # repeated tokens cannot be drawn

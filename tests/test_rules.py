@@ -32,7 +32,7 @@ def test_registry_lists_every_rule_of_the_issue() -> None:
         "gumbel",
         "minhash",
         "rrs",
-        "rrs-without-replacement",
+        "rrs_without_replacement",
         "kseq",
         "spechub",
         "canonical",
@@ -98,7 +98,7 @@ def test_ot_canonical_and_sps_reach_alpha_star(inst: otlp.Instance) -> None:
     assert sps.acceptance(inst) == pytest.approx(sps.alpha_star(inst), abs=EXACT)
 
 
-@pytest.mark.parametrize("method", ["highs", "pot", "maxflow-cs"])
+@pytest.mark.parametrize("method", ["highs", "pot", "maxflow_cs"])
 def test_plan_rules_work_with_any_solve_method(method: str) -> None:
     inst = _instance(3, vocab=12, n=2, top_k=5)
     alpha = otlp.optimal_acceptance(inst).alpha_star
@@ -162,7 +162,7 @@ def test_conditional_rejects_drafts_outside_the_joint() -> None:
     with pytest.raises(ValueError, match="omega: has zero probability under the hub"):
         hub.conditional(inst, others[:2])
     with pytest.raises(ValueError, match="omega: has zero probability"):
-        rules.get("rrs-without-replacement").conditional(inst, [others[0], others[0]])
+        rules.get("rrs_without_replacement").conditional(inst, [others[0], others[0]])
     with pytest.raises(ValueError, match="omega: contains a token the draft cannot produce"):
         rules.get("rrs").conditional(inst, [int(inst.tokens[0]), 10_000])
     with pytest.raises(ValueError, match="omega: expected 2"):
@@ -175,7 +175,7 @@ def test_rules_refuse_instances_they_do_not_cover() -> None:
         rules.get("spechub").acceptance(_instance(6, n=3))
     narrow = otlp.Instance([0.5, 0.5, 0.0], [0.5, 0.5, 0.0], 3)
     with pytest.raises(ValueError, match="n: drawing 3 distinct drafts"):
-        rules.get("rrs-without-replacement").acceptance(narrow)
+        rules.get("rrs_without_replacement").acceptance(narrow)
     with pytest.raises(ValueError, match="rng"):
         rules.get("sps").sample(_instance(6), 0, 10)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="size"):
@@ -185,7 +185,7 @@ def test_rules_refuse_instances_they_do_not_cover() -> None:
 def test_rrs_without_replacement_tree_refuses_oversized_problems() -> None:
     inst = _instance(7, vocab=12, n=3, top_k=12)
     with otlp.limits.limited(max_variables=100), pytest.raises(otlp.ProblemTooLarge):
-        rules.get("rrs-without-replacement").acceptance(inst)
+        rules.get("rrs_without_replacement").acceptance(inst)
 
 
 def test_rrs_matches_seed_001_figure_4_example() -> None:
@@ -193,6 +193,6 @@ def test_rrs_matches_seed_001_figure_4_example() -> None:
     cost of 0.06, the optimum (OTMw) none; SpecHub (Figure 5) accepts everything."""
     p, q = [0.1, 0.6, 0.3], [0.5, 0.3, 0.2]
     wr = otlp.Instance(p, q, 2, "without_replacement")
-    assert rules.get("rrs-without-replacement").acceptance(wr) == pytest.approx(0.94)
+    assert rules.get("rrs_without_replacement").acceptance(wr) == pytest.approx(0.94)
     assert rules.get("ot").acceptance(wr) == pytest.approx(1.0)
     assert rules.get("spechub").acceptance(otlp.Instance(p, q, 2)) == pytest.approx(1.0)

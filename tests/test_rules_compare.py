@@ -20,7 +20,7 @@ def test_compare_one_instance_writes_csv_and_plot(
 ) -> None:
     table, figure = tmp_path / "out" / "c.csv", tmp_path / "c.png"
     argv = ["compare", "--vocab", "200", "--ns", "2,3", "--top-k", "5"]
-    assert main([*argv, "--csv", str(table), "--plot", str(figure)]) == 0
+    assert main([*argv, "--csv", str(table), "--plot", str(figure), "--mkdir"]) == 0
     out = capsys.readouterr().out
     assert "mean exact acceptance" in out and "FAILED" not in out
     rows = list(csv.DictReader(table.open()))

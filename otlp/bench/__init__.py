@@ -4,11 +4,12 @@ process pool or a Dask cluster, written as CSV, JSON, a Markdown report and PNG 
 
 from otlp.bench.cells import Catalog, Cell, GridPlan, plan_grid
 from otlp.bench.config import BenchConfig, MethodSettings, Sweep, load_config, parse_config
-from otlp.bench.runner import BenchOutcome, run_bench
+from otlp.bench.runner import BenchInterrupted, BenchOutcome, run_bench
 from otlp.bench.store import ResultStore, without_timings
 
 __all__ = [
     "BenchConfig",
+    "BenchInterrupted",
     "BenchOutcome",
     "Catalog",
     "Cell",

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from otlp.bench.cells import METHOD, Cell, describe_selection
-from otlp.bench.worker import FAILED, OK
+from otlp.bench.worker import ERROR, FAILED, OK
 
 SUMMARY_FIELDS = (
     "id",
@@ -29,6 +29,7 @@ SUMMARY_FIELDS = (
     "tokens",
     "verified",
     "failed",
+    "errors",
     "unmeasured",
     "status",
     "fallbacks",
@@ -64,6 +65,7 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "tokens": count,
         "verified": len(verified),
         "failed": statuses.count(FAILED),
+        "errors": statuses.count(ERROR),
         "unmeasured": count - len(verified) - statuses.count(FAILED),
         "status": _cell_status(statuses),
         "fallbacks": fallbacks,

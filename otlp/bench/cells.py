@@ -168,6 +168,7 @@ def plan_grid(config: BenchConfig, catalog: Catalog, suites: Iterable[str] = ())
                     capped.setdefault(cell.id, (cell, count))
                 else:
                     cells.setdefault(cell.id, cell)
+    check_options(config, [*cells.values(), *(cell for cell, _ in capped.values())])
     return GridPlan(tuple(cells.values()), tuple(capped.values()), tuple(notes))
 
 
@@ -197,10 +198,13 @@ def _sweep_cells(
 
 
 def _known_methods(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list[str]:
-    known = [m for m in sweep.methods if m in catalog.methods]
-    for missing in sorted(set(sweep.methods) - set(known)):
-        notes[f"method {missing!r} is not registered (otlp.method_names()); skipped"] = None
-    return known
+    unknown = sorted(set(sweep.methods) - set(catalog.methods))
+    if unknown:
+        raise ValueError(
+            f"[[sweep]] {sweep.name!r} methods: unknown {', '.join(unknown)}; "
+            f"known: {', '.join(catalog.methods)}"
+        )
+    return list(sweep.methods)
 
 
 def _known_rules(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list[str]:
@@ -211,10 +215,33 @@ def _known_rules(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list
         return []
     if sweep.rules == "all":
         return list(catalog.rules)
-    known = [r for r in sweep.rules if r in catalog.rules]
-    for missing in sorted(set(sweep.rules) - set(known)):
-        notes[f"rule {missing!r} is not in otlp.rules.names(); skipped"] = None
-    return known
+    unknown = sorted(set(sweep.rules) - set(catalog.rules))
+    if unknown:
+        raise ValueError(
+            f"[[sweep]] {sweep.name!r} rules: unknown {', '.join(unknown)}; "
+            f"known: {', '.join(catalog.rules)}"
+        )
+    return list(sweep.rules)
+
+
+def check_options(config: BenchConfig, cells: Iterable[Cell]) -> None:
+    """Reject, before anything runs, ``[methods.NAME] options`` that the method or rule does
+    not take: each distinct (kind, name, options) runs once on a 3-token instance and a
+    ``ValueError`` or ``TypeError`` becomes a config error naming the method."""
+    from otlp.api import solve
+    from otlp.instance import Instance
+
+    tiny = Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=1)
+    seen = {(cell.kind, cell.name, cell.options) for cell in cells if cell.options}
+    for kind, name, options in sorted(seen, key=repr):
+        try:
+            if kind == METHOD:
+                solve(tiny, name, check=False, **dict(options))
+            else:
+                rules = importlib.import_module("otlp.rules")
+                rules.get(name).acceptance(tiny, **dict(options))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"[methods.{name}] options: {exc}") from None
 
 
 def _taus(
@@ -228,15 +255,43 @@ def _taus(
     return (None,)
 
 
+UNIT_BUDGET = 20_000  # draft columns solved per work unit: small enough for early progress
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """One task: ``part`` of ``parts`` contiguous slices of a group's tokens, measured for every
+    cell of the group side by side. ``cost`` estimates its work (draft columns solved)."""
+
+    cells: tuple[Cell, ...]
+    part: int = 0
+    parts: int = 1
+    cost: float = 1.0
+
+
 def group_cells(cells: Iterable[Cell]) -> list[tuple[Cell, ...]]:
     """Cells grouped by (suite, scheme, k, n, items, seed), the costliest groups first."""
     groups: dict[tuple[Any, ...], list[Cell]] = {}
     for cell in cells:
         groups.setdefault(cell.group, []).append(cell)
+    return [tuple(g) for g in sorted(groups.values(), key=token_cost, reverse=True)]
 
-    def cost(group: list[Cell]) -> int:
-        first = group[0]
-        solved = sum(cell.kind != ALPHA for cell in group)
-        return draft_columns(first.scheme, first.k, first.n) * solved
 
-    return [tuple(g) for g in sorted(groups.values(), key=cost, reverse=True)]
+def token_cost(group: Sequence[Cell]) -> int:
+    """Estimated work of one token of a group: draft columns per solved cell, plus k."""
+    first = group[0]
+    solved = sum(cell.kind != ALPHA for cell in group)
+    return draft_columns(first.scheme, first.k, first.n) * solved + first.k
+
+
+def work_units(cells: Iterable[Cell], budget: int = UNIT_BUDGET) -> list[WorkUnit]:
+    """The groups of ``cells`` split into units of about ``budget`` columns (at least one
+    token each), so that the first results and a work-based ETA come within seconds; the
+    costliest groups first."""
+    units = []
+    for group in group_cells(cells):
+        per_token = token_cost(group)
+        tokens = max(1, min(group[0].items, budget // per_token))
+        parts = -(-group[0].items // tokens)
+        units += [WorkUnit(group, part, parts, per_token * tokens) for part in range(parts)]
+    return units

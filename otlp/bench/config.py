@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from otlp.instance import SCHEMES
+from otlp.validation import canonical_name
 
 AUTO_SUITE = "auto"
 REAL_MODEL_SUITE = "smollm2"
@@ -132,7 +133,10 @@ def parse_config(data: Mapping[str, Any], source: str = "") -> BenchConfig:
     raw_methods = data.get("methods", {})
     if not isinstance(raw_methods, Mapping):
         raise ValueError("[methods]: expected tables [methods.NAME]")
-    settings = {name: _method_settings(name, raw) for name, raw in raw_methods.items()}
+    settings = {
+        canonical_name(name, "[methods]"): _method_settings(name, raw)
+        for name, raw in raw_methods.items()
+    }
     raw_limits = run.get("time_limits_ms", list(DEFAULT_TIME_LIMITS_MS))
     limits = tuple(
         float(_positive_number("[run] time_limits_ms", v))
@@ -181,13 +185,13 @@ def _sweep(index: int, raw: Any, defaults: Mapping[str, Any]) -> Sweep:
     if not points:
         raise ValueError(f"{where}: empty (k, n) grid")
     rules = raw.get("rules", [])
-    rules = rules if rules == "all" else _names(f"{where} rules", rules, allow_empty=True)
+    rules = rules if rules == "all" else _canonical_names(f"{where} rules", rules, True)
     return Sweep(
         name=name,
         suites=_names(f"{where} suites", raw.get("suites", defaults["suites"])),
         schemes=_schemes(f"{where} schemes", raw.get("schemes", defaults["schemes"])),
         points=tuple(dict.fromkeys(points)),
-        methods=_names(f"{where} methods", raw.get("methods", []), allow_empty=True),
+        methods=_canonical_names(f"{where} methods", raw.get("methods", []), allow_empty=True),
         rules=rules,
         items=_positive(f"{where} items", raw.get("items", defaults["items"])),
         select=_select(f"{where} select", raw["select"]) if "select" in raw else defaults["select"],
@@ -266,8 +270,14 @@ def _names(where: str, value: Any, allow_empty: bool = False) -> tuple[str, ...]
     return tuple(dict.fromkeys(names))
 
 
+def _canonical_names(where: str, value: Any, allow_empty: bool = False) -> tuple[str, ...]:
+    """Method, rule or scheme names in canonical snake_case ("maxflow-cs" -> "maxflow_cs")."""
+    names = _names(where, value, allow_empty)
+    return tuple(dict.fromkeys(canonical_name(name, where) for name in names))
+
+
 def _schemes(where: str, value: Any) -> tuple[str, ...]:
-    schemes = _names(where, value)
+    schemes = _canonical_names(where, value)
     bad = [s for s in schemes if s not in SCHEMES]
     if bad:
         raise ValueError(f"{where}: unknown scheme(s) {', '.join(bad)}; known: {SCHEMES}")

@@ -17,14 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from instances.suites import load
 from otlp.bench.aggregate import SUMMARY_FIELDS, summarize_all
@@ -32,13 +24,14 @@ from otlp.bench.cells import (
     Catalog,
     Cell,
     GridPlan,
+    WorkUnit,
     describe_selection,
-    group_cells,
     plan_grid,
     suite_indices,
+    work_units,
 )
 from otlp.bench.config import BenchConfig
-from otlp.bench.executor import Group, Records, run_dask, run_local
+from otlp.bench.executor import Records, run_dask, run_local
 from otlp.bench.machine import machine_info
 from otlp.bench.plots import draw_figures
 from otlp.bench.report import render_report
@@ -60,6 +53,16 @@ TOKEN_FIELDS = (
     "fallback",
     "message",
 )
+
+
+class BenchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: every finished cell is in ``store``; run again to resume."""
+
+    def __init__(self, store: Path, cells_kept: int, cells_total: int) -> None:
+        super().__init__(f"{cells_kept} of {cells_total} cells kept in {store}")
+        self.store = store
+        self.cells_kept = cells_kept
+        self.cells_total = cells_total
 
 
 @dataclass(frozen=True)
@@ -106,17 +109,21 @@ def run_bench(
         store.clear()
     finished = store.load()
     todo = [cell for cell in grid.cells if cell.id not in finished]
-    groups = group_cells(todo)
+    units = work_units(todo)
     workers = workers or config.workers
     if scheduler:
-        executor, stream = f"Dask cluster at {scheduler}", run_dask(groups, scheduler)
+        executor, stream = f"Dask cluster at {scheduler}", run_dask(units, scheduler)
     else:
         executor = f"local process pool of {workers} spawned workers"
-        stream = run_local(groups, workers)
+        stream = run_local(units, workers)
     for note in grid.notes:
         console.print(f"[yellow]note:[/] {note}")
-    for records in _with_progress(stream, groups, progress, console):
-        store.append({**record, "run": started} for record in records)
+    try:
+        for records in _merged_cells(_with_progress(stream, units, progress)):
+            store.append({**record, "run": started} for record in records)
+    except KeyboardInterrupt:
+        kept = sum(cell.id in store.load() for cell in grid.cells)
+        raise BenchInterrupted(store.path, kept, len(grid.cells)) from None
     records = store.load()
     summaries = summarize_all(records[cell.id] for cell in grid.cells)
     wall = time.perf_counter() - start
@@ -154,27 +161,48 @@ def _check_selections(cells: Sequence[Cell]) -> None:
 
 
 def _with_progress(
-    stream: Iterator[Records], groups: Sequence[Group], enabled: bool, console: Console
+    stream: Iterator[Records], units: Sequence[WorkUnit], enabled: bool
 ) -> Iterator[Records]:
-    total = sum(len(group) for group in groups)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("cells"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, disable=not enabled or not total) as bar:
-        task = bar.add_task("otlp bench", total=total)
+    """Pass ``stream`` through, drawing progress by estimated work (ETA from work done) and
+    counting a group's cells once all its units arrived."""
+    from otlp.commands.common import progress
+
+    total_cells = len({cell.id for unit in units for cell in unit.cells})
+    cost = {(unit.cells[0].id, unit.part): unit.cost for unit in units}
+    arrived: dict[str, int] = {}
+    with progress("otlp bench", sum(cost.values()), total_cells, "cells", enabled=enabled) as bar:
         for records in stream:
-            cell = records[0]["cell"]
-            bar.update(
-                task,
-                advance=len(records),
+            first, cell = records[0], records[0]["cell"]
+            arrived[first["id"]] = arrived.get(first["id"], 0) + 1
+            bar.advance(
+                cost[(first["id"], first["part"])],
+                items=len(records) if arrived[first["id"]] == first["parts"] else 0,
                 description=f"{cell['suite']} k={cell['k']} n={cell['n']}",
             )
             yield records
+
+
+def _merged_cells(stream: Iterator[Records]) -> Iterator[Records]:
+    """Whole-cell records: the token slices of a group's units joined once all arrived."""
+    pending: dict[str, list[Records]] = {}
+    for records in stream:
+        first = records[0]
+        if first["parts"] == 1:
+            yield [_whole(record) for record in records]
+            continue
+        key = first["id"]
+        pending.setdefault(key, []).append(records)
+        if len(pending[key]) == first["parts"]:
+            pieces = sorted(pending.pop(key), key=lambda rs: rs[0]["part"])
+            merged = []
+            for slices in zip(*pieces, strict=True):
+                tokens = [token for piece in slices for token in piece["tokens"]]
+                merged.append({**_whole(slices[0]), "tokens": tokens})
+            yield merged
+
+
+def _whole(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key not in ("part", "parts")}
 
 
 def _write_outputs(

@@ -28,7 +28,7 @@ import numpy as np
 
 from instances.suites import Suite, SuiteItem, load
 from otlp.api import solve
-from otlp.bench.cells import ALPHA, METHOD, Cell, suite_indices
+from otlp.bench.cells import ALPHA, METHOD, Cell, WorkUnit, suite_indices
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.subset import optimal_acceptance
@@ -56,8 +56,14 @@ class Token:
     alpha_time: float
 
 
-def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
-    """Measure ``cells`` (one group) and return one result record per cell."""
+def run_unit(unit: WorkUnit) -> list[dict[str, Any]]:
+    """Measure one work unit; one record per cell holding the unit's slice of tokens."""
+    return run_group(unit.cells, unit.part, unit.parts)
+
+
+def run_group(cells: Sequence[Cell], part: int = 0, parts: int = 1) -> list[dict[str, Any]]:
+    """Measure ``cells`` (one group) on slice ``part`` of ``parts`` of its tokens and return
+    one result record per cell."""
     first = cells[0]
     suite = _suite(first.suite)
     indices = suite_indices([item.meta for item in suite], first.items, first.select)
@@ -66,7 +72,7 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     for cell in cells:
         _warm_up(cell, suite.items[indices[0]])
     results: dict[str, list[dict[str, Any]]] = {cell.id: [] for cell in cells}
-    for index in indices:
+    for index in np.array_split(np.asarray(indices, dtype=np.int64), parts)[part].tolist():
         item = suite.items[index]
         try:
             token = draw_token(first, index, item)
@@ -84,7 +90,14 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
         "blas_threads": {v: os.environ.get(v) for v in BLAS_VARIABLES},
     }
     return [
-        {"id": cell.id, "cell": cell.as_dict(), "tokens": results[cell.id], "worker": worker}
+        {
+            "id": cell.id,
+            "cell": cell.as_dict(),
+            "tokens": results[cell.id],
+            "worker": worker,
+            "part": part,
+            "parts": parts,
+        }
         for cell in cells
     ]
 

@@ -7,17 +7,36 @@ import shlex
 from pathlib import Path
 
 import otlp
+from otlp.commands.common import (
+    RESULTS_ROOT,
+    CommaList,
+    add_command,
+    add_output_arguments,
+    add_progress_argument,
+    output_path,
+    print_json,
+    progress_enabled,
+    stderr_console,
+)
 
 DEFAULT_CONFIG = Path("benchmarks") / "configs" / "default.toml"
-DEFAULT_OUT = Path("benchmarks") / "results"
+DEFAULT_OUT = RESULTS_ROOT / "bench"
+REFERENCE_OUT = Path("benchmarks") / "results"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "bench",
-        help="run the benchmark harness (suites x methods x (k, n, tau)); writes a report",
+        summary="run the benchmark harness (suites x methods x (k, n, tau)); writes a report",
         description="Measure per-token time, success, acceptance and verifier deviations over "
-        "a grid from a TOML config; resumable; local process pool or a Dask cluster.",
+        "a grid from a TOML config; resumable (finished cells are kept in OUT/results.jsonl, "
+        "also after Ctrl-C); local process pool or a Dask cluster. Writes results.csv, "
+        f"tokens.csv, results.json, report.md and plots to OUT (default {DEFAULT_OUT}/, "
+        f"git-ignored; the tracked reference results are regenerated only with --out "
+        f"{REFERENCE_OUT}). Exit status 1 when a token failed verification or a cell errored.",
+        example="otlp bench --config benchmarks/configs/default.toml --out otlp-results/bench",
+        json_help="print the run's summary (cells, counts, files) as JSON to stdout",
     )
     parser.add_argument(
         "--config",
@@ -28,35 +47,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--suite",
-        action="append",
+        action=CommaList,
         default=[],
-        metavar="NAME",
-        help="run on this suite instead of the config's (repeatable; see `otlp suites`)",
+        metavar="LIST",
+        help="run on these suites instead of the config's, comma-separated or repeated "
+        "(see `otlp suites`)",
     )
     parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        metavar="DIR",
-        help=f"output folder (default: {DEFAULT_OUT})",
+        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="output folder"
     )
     parser.add_argument(
-        "--scheduler", default=None, metavar="ADDR", help="run on this Dask scheduler"
+        "--scheduler", default=None, metavar="ADDR", help="run on the Dask scheduler at ADDR"
     )
     parser.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="local worker processes"
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="local worker processes (default: the config's)",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--resume",
         action="store_true",
         default=True,
-        help="skip cells already in OUT/results.jsonl (default)",
+        help="skip cells already in OUT/results.jsonl (the default)",
     )
     mode.add_argument(
         "--fresh", dest="resume", action="store_false", help="discard OUT/results.jsonl first"
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_output_arguments(parser)
+    add_progress_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -70,20 +91,21 @@ def default_config() -> Path:
     raise ValueError(f"--config: no {DEFAULT_CONFIG} here or in the source tree; pass --config")
 
 
-def command_line(args: argparse.Namespace) -> str:
-    """The command as typed, for the report (options at their defaults left out)."""
+def command_line(args: argparse.Namespace, *, resume: bool = False) -> str:
+    """The command as typed, for the report (options at their defaults left out); with
+    ``resume`` the command that continues an interrupted run."""
     parts = ["otlp", "bench"]
     if args.config is not None:
         parts += ["--config", str(args.config)]
-    for suite in args.suite:
-        parts += ["--suite", suite]
+    if args.suite:
+        parts += ["--suite", ",".join(args.suite)]
     if args.out != DEFAULT_OUT:
         parts += ["--out", str(args.out)]
     if args.scheduler:
         parts += ["--scheduler", args.scheduler]
     if args.workers is not None:
         parts += ["--workers", str(args.workers)]
-    if not args.resume:
+    if not args.resume and not resume:
         parts.append("--fresh")
     return shlex.join(parts)
 
@@ -91,24 +113,47 @@ def command_line(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers: expected a positive integer, got {args.workers}")
-    from rich.console import Console  # the harness (matplotlib, rich) loads only when used
-
-    from otlp.bench import load_config, run_bench
+    from otlp.bench import BenchInterrupted, load_config, run_bench
 
     config = load_config(args.config or default_config())
-    console = Console(stderr=True)
-    outcome = run_bench(
-        config,
-        args.out,
-        suites=args.suite,
-        scheduler=args.scheduler,
-        workers=args.workers,
-        fresh=not args.resume,
-        progress=not args.no_progress,
-        command=command_line(args),
-        console=console,
-    )
+    output_path("--out", args.out, folder=True, mkdir=args.mkdir)
+    console = stderr_console()
+    try:
+        outcome = run_bench(
+            config,
+            args.out,
+            suites=args.suite,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            fresh=not args.resume,
+            progress=progress_enabled(args),
+            command=command_line(args),
+            console=console,
+        )
+    except BenchInterrupted as stop:
+        console.print(
+            f"interrupted: {stop.cells_kept} of {stop.cells_total} cells finished and kept in "
+            f"{stop.store}; resume with: {command_line(args, resume=True)}"
+        )
+        return 130
     failed = sum(row["failed"] for row in outcome.summaries)
+    errors = sum(row["errors"] for row in outcome.summaries)
+    if args.json:
+        print_json(
+            {
+                "out": str(outcome.out_dir),
+                "files": [str(f) for f in outcome.files],
+                "cells": len(outcome.summaries),
+                "cells_run": outcome.cells_run,
+                "cells_reused": outcome.cells_reused,
+                "capped": outcome.capped,
+                "wall_s": outcome.wall_s,
+                "failed_tokens": failed,
+                "error_tokens": errors,
+                "notes": list(outcome.notes),
+                "summaries": list(outcome.summaries),
+            }
+        )
     console.print(
         f"{len(outcome.summaries)} cells ({outcome.cells_run} measured now, "
         f"{outcome.cells_reused} reused, {outcome.capped} over a size cap) in "
@@ -116,4 +161,6 @@ def run(args: argparse.Namespace) -> int:
     )
     if failed:
         console.print(f"[red]{failed} token(s) failed verification[/] (see the report)")
-    return 1 if failed else 0
+    if errors:
+        console.print(f"[red]{errors} token(s) raised an error[/] (see tokens.csv)")
+    return 1 if failed or errors else 0

@@ -1,34 +1,168 @@
-"""Argument groups and helpers shared by subcommands."""
+"""Argument groups and helpers shared by subcommands: help layout, list flags, instance input,
+output paths under ``otlp-results/``, JSON output, progress bars on stderr."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import numbers
 import shutil
+import sys
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from instances.generators import GENERATORS
 from otlp.instance import SCHEMES, Instance
+from otlp.validation import canonical_name
 
 GENERATED_TOP_K = 20
+RESULTS_ROOT = Path("otlp-results")  # git-ignored; every command's default output folder
 
 
+# ----- help ----------------------------------------------------------------------------------
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's example lines and appends "(default: X)" to every option that has a
+    meaningful default (not None, not False, not already in the text)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or not action.option_strings
+        ):
+            return text
+        shown = ",".join(map(str, default)) if isinstance(default, list | tuple) else "%(default)s"
+        return f"{text} (default: {shown})"
+
+
+def add_command(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    *,
+    summary: str,
+    description: str,
+    example: str,
+    json_help: str = "print machine-readable JSON to stdout instead of tables",
+) -> argparse.ArgumentParser:
+    """A subcommand with a description, defaults shown, one example and ``--json``."""
+    parser = subparsers.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", help=json_help)
+    return parser
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (it goes to stderr)"
+    )
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mkdir",
+        action="store_true",
+        help=f"create missing parent folders of output paths outside the working directory "
+        f"(inside it, and under {RESULTS_ROOT}/, they are always created)",
+    )
+
+
+# ----- lists: comma-separated, repeatable ----------------------------------------------------
+class CommaList(argparse.Action):
+    """``--flag a,b --flag c`` -> ``[a, b, c]``: comma-separated and repeatable, the same for
+    every list flag. The first use replaces the default. ``item`` converts each element."""
+
+    def __init__(self, *args: Any, item: Callable[[str], Any] = str, **kwargs: Any) -> None:
+        self.item = item
+        super().__init__(*args, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        parts = [part.strip() for part in str(values).split(",") if part.strip()]
+        if not parts:
+            raise argparse.ArgumentError(self, "empty list (expected comma-separated values)")
+        converted = []
+        for part in parts:
+            try:
+                converted.append(self.item(part))
+            except ValueError as exc:
+                raise argparse.ArgumentError(self, f"{part!r}: {exc}") from None
+        current = getattr(namespace, self.dest, None)
+        if current is self.default or current is None:
+            current = []
+        setattr(namespace, self.dest, [*current, *converted])
+
+
+def positive_int_item(text: str) -> int:
+    """A list element that must be a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError("expected a positive integer") from None
+    if value < 1:
+        raise ValueError("expected a positive integer")
+    return value
+
+
+def name_item(text: str) -> str:
+    """A list element naming a method, rule or scheme, in canonical snake_case."""
+    return canonical_name(text)
+
+
+def check_names(flag: str, chosen: Iterable[str], known: Sequence[str]) -> list[str]:
+    """``chosen`` in canonical spelling, or a ``ValueError`` naming ``flag`` and the choices."""
+    names = [canonical_name(name, flag) for name in chosen]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+# ----- instances -----------------------------------------------------------------------------
 def add_instance_arguments(parser: argparse.ArgumentParser) -> None:
     """--instance FILE, or --generator with its options; plus n, top-k and scheme."""
     source = parser.add_argument_group("instance")
     source.add_argument(
         "--instance",
         type=Path,
+        metavar="FILE",
         help=".npz or .json file with arrays p and q (q may be n rows for 'independent'); "
         "may also hold n, scheme, top_k",
     )
-    source.add_argument("--generator", choices=sorted(GENERATORS), default="zipf")
+    source.add_argument(
+        "--generator", choices=sorted(GENERATORS), default="zipf", help="instance generator"
+    )
     source.add_argument("--vocab", type=int, default=1000, help="vocabulary size V")
-    source.add_argument("--seed", type=int, default=0)
-    source.add_argument("--temperature", type=float, default=1.0)
+    source.add_argument("--seed", type=int, default=0, help="generator seed")
+    source.add_argument("--temperature", type=float, default=1.0, help="generator temperature")
     source.add_argument("--similarity", type=float, default=0.7, help="zipf / spechub-toy")
     source.add_argument("--n", type=int, default=None, help="number of drafts (default 2)")
     source.add_argument(
@@ -37,7 +171,13 @@ def add_instance_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"draft top-k (default: the file's, or {GENERATED_TOP_K} for generated instances)",
     )
-    source.add_argument("--scheme", choices=SCHEMES, default=None, help="draft scheme")
+    source.add_argument(
+        "--scheme",
+        type=canonical_name,
+        choices=SCHEMES,
+        default=None,
+        help="draft scheme (default: the file's, or iid)",
+    )
     source.add_argument("--renormalize", action="store_true", help="rescale p and q to sum 1")
 
 
@@ -48,6 +188,8 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
         stored = read_instance_file(args.instance)
         p, q = stored["p"], stored["q"]
     else:
+        if args.vocab < 1:
+            raise ValueError(f"--vocab: expected a positive integer, got {args.vocab}")
         gen = args.generator
         if gen == "dirichlet":
             p, q = GENERATORS[gen](args.vocab, seed=args.seed)
@@ -58,40 +200,180 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
                 similarity=args.similarity,
                 seed=args.seed,
             )
-    n = args.n if args.n is not None else int(stored.get("n", 2))
-    scheme = args.scheme or str(stored.get("scheme", "iid"))
+    n = args.n if args.n is not None else stored.get("n", 2)
+    scheme = args.scheme or stored.get("scheme", "iid")
     default_top_k = stored.get("top_k") if args.instance is not None else GENERATED_TOP_K
     top_k = args.top_k if args.top_k is not None else default_top_k
-    return Instance(
-        p, q, n, scheme, None if top_k is None else int(top_k), renormalize=args.renormalize
-    )
+    try:
+        return Instance(p, q, n, scheme, top_k, renormalize=args.renormalize)
+    except ValueError as exc:
+        flag = str(exc).split(":", 1)[0]
+        flags = {"n": "--n", "top_k": "--top-k", "scheme": "--scheme"}
+        if flag in flags:  # name the flag the user typed (or the file key it came from)
+            source = flags[flag] if args.instance is None else f"{flags[flag]} / {args.instance}"
+            raise ValueError(f"{source}: {str(exc).split(':', 1)[1].strip()}") from None
+        raise
 
 
 def read_instance_file(path: Path) -> dict[str, object]:
-    """Read p, q (and optional n, scheme, top_k) from a .npz or .json file."""
+    """Read p, q (and optional n, scheme, top_k) from a .npz or .json file; every problem is a
+    ``ValueError`` naming ``--instance``."""
     if not path.exists():
         raise ValueError(f"--instance: no such file {path}")
+    if not path.is_file():
+        raise ValueError(f"--instance: {path} is not a file")
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            stored = {key: data[key] for key in data.files}
-        for key in ("n", "top_k"):
-            if key in stored:
-                stored[key] = int(stored[key])
-        if "scheme" in stored:
-            stored["scheme"] = str(stored["scheme"])
+        stored = _read_npz(path)
     elif path.suffix == ".json":
         try:
             stored = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"--instance: {path} is not valid JSON ({exc})") from None
+        if not isinstance(stored, dict):
+            raise ValueError(
+                f"--instance: {path} must hold a JSON object with keys p and q, "
+                f"got {type(stored).__name__}"
+            )
     else:
         raise ValueError(f"--instance: expected a .npz or .json file, got {path.suffix!r}")
     missing = {"p", "q"} - set(stored)
     if missing:
         raise ValueError(f"--instance: {path} lacks {', '.join(sorted(missing))}")
+    for key in ("n", "top_k"):
+        if key in stored:
+            stored[key] = _stored_int(path, key, stored[key])
+    if "scheme" in stored:
+        scheme = stored["scheme"]
+        scheme = scheme.item() if isinstance(scheme, np.ndarray) and scheme.ndim == 0 else scheme
+        if not isinstance(scheme, str):
+            raise ValueError(f"--instance: {path}: scheme must be a string, got {scheme!r}")
+        stored["scheme"] = scheme
     return stored
+
+
+def _read_npz(path: Path) -> dict[str, object]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise ValueError(f"--instance: cannot read {path} as .npz ({exc})") from None
+
+
+def _stored_int(path: Path, key: str, value: object) -> int | None:
+    """An integer stored in an instance file: a scalar with an integral value, never truncated;
+    ``top_k`` may be null."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 0:
+            raise ValueError(f"--instance: {path}: {key} must be one integer, got {value.tolist()}")
+        value = value.item()
+    if value is None and key == "top_k":
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    raise ValueError(f"--instance: {path}: {key} must be an integer, got {value!r}")
+
+
+# ----- outputs -------------------------------------------------------------------------------
+def output_path(flag: str, path: Path, *, folder: bool, mkdir: bool) -> Path:
+    """Check an output path before any work: a folder (``folder``) or a file to write.
+
+    Refuses a file where a folder is wanted and vice versa; missing parent folders are created
+    only inside the working directory (and so under ``otlp-results/``), elsewhere only with
+    ``--mkdir``.
+    """
+    if folder and path.exists() and not path.is_dir():
+        raise ValueError(f"{flag}: {path} exists and is not a folder")
+    if not folder and path.is_dir():
+        raise ValueError(f"{flag}: {path} is a folder; give a file name")
+    parent = path if folder else path.parent
+    missing = [p for p in (parent, *parent.parents) if not p.exists()]
+    if missing:
+        top = missing[-1]
+        inside = top.resolve().is_relative_to(Path.cwd().resolve())
+        if not inside and not mkdir and (not folder or len(missing) > 1):
+            raise ValueError(
+                f"{flag}: folder {top} does not exist; create it or pass --mkdir to create it"
+            )
+        parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def print_json(data: Any) -> None:
+    """One JSON document on stdout (NaN and inf written as null)."""
+    print(json.dumps(_json_safe(data), default=str))
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return _json_safe(value.item())
+    return value
 
 
 def console() -> Console:
     """A rich console at least 120 columns wide, so tables are not squeezed when piped."""
     return Console(width=max(120, shutil.get_terminal_size((120, 24)).columns))
+
+
+def stderr_console() -> Console:
+    """Progress, notes and summaries: stderr, so that stdout stays machine-readable."""
+    return Console(stderr=True)
+
+
+# ----- progress ------------------------------------------------------------------------------
+class Tracker:
+    """A progress bar over units of work with an ETA from the work done so far.
+
+    ``advance(work, units)`` adds finished work (any unit, e.g. estimated cost) and counted
+    items (e.g. cells); the ETA divides the remaining work by the rate measured so far.
+    """
+
+    def __init__(self, bar: Progress | None, task: int | None) -> None:
+        self._bar, self._task = bar, task
+
+    def advance(self, work: float = 1.0, items: int = 1, description: str | None = None) -> None:
+        if self._bar is None or self._task is None:
+            return
+        task = self._bar.tasks[self._task]
+        fields = {"done": task.fields.get("done", 0) + items}
+        if description is not None:
+            fields["description"] = description
+        self._bar.update(self._task, advance=work, **fields)
+
+
+@contextmanager
+def progress(
+    label: str, total_work: float, total_items: int, what: str, *, enabled: bool
+) -> Iterator[Tracker]:
+    """A :class:`Tracker` drawing "label ━━━ 42% 12/30 cells 0:00:10 eta 0:00:14" on stderr."""
+    if not enabled or total_items == 0:
+        yield Tracker(None, None)
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[done]}/" + f"{total_items} {what}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=stderr_console(), transient=False) as bar:
+        task = bar.add_task(label, total=max(total_work, 1e-12), done=0)
+        yield Tracker(bar, task)
+
+
+def progress_enabled(args: argparse.Namespace) -> bool:
+    """Progress is drawn unless --no-progress, or stderr is not a terminal and -q was given."""
+    return not getattr(args, "no_progress", False) and not getattr(args, "quiet", 0)
+
+
+def stderr_note(text: str) -> None:
+    print(text, file=sys.stderr)

@@ -4,8 +4,9 @@ For one instance (the usual instance options) or one or more suites (``--suite``
 number of drafts in ``--ns``, every rule of :mod:`otlp.rules` is evaluated exactly: its
 acceptance, alpha* of its own draft joint, and the L1 distance of its output law from p. A
 lossless rule whose output is off p, or whose acceptance exceeds its own alpha*, fails the
-run (exit status 1). ``--csv`` writes one row per (item, n, rule); ``--plot`` draws mean
-acceptance against n per rule (like seed 000, Figure 1 and seed 001, Figure 1).
+run (exit status 1); Ctrl-C prints what finished (exit status 130). ``--csv`` writes one row
+per (item, n, rule); ``--plot`` draws mean acceptance against n per rule ([GR] Figure 1,
+[SpecHub] Figure 1).
 """
 
 from __future__ import annotations
@@ -20,18 +21,31 @@ from pathlib import Path
 import numpy as np
 from rich.table import Table
 
-from instances.suites import load
+from instances.suites import load, suite_names
 from otlp.commands.common import (
     GENERATED_TOP_K,
+    CommaList,
+    add_command,
     add_instance_arguments,
+    add_output_arguments,
+    add_progress_argument,
+    check_names,
     console,
     instance_from_args,
+    name_item,
+    output_path,
+    positive_int_item,
+    print_json,
+    progress,
+    progress_enabled,
+    stderr_console,
 )
 from otlp.instance import Instance
 from otlp.rules import Rule, get, names
 from otlp.rules.joints import KINDS
 from otlp.rules.mentored import DEFAULT_KL_BUDGET, kl_divergence
 from otlp.subset import optimal_acceptance
+from otlp.validation import canonical_name
 
 EXACT = 1e-9  # tolerance of the lossless and alpha* checks
 BOUND_LABELS = {
@@ -108,12 +122,21 @@ def cases_from_args(args: argparse.Namespace, ns: list[int]) -> list[Case]:
     if args.suite:
         scheme = args.scheme or "iid"
         top_k = args.top_k if args.top_k is not None else GENERATED_TOP_K
-        return [
-            Case(suite, item.name, Instance(item.p, item.q, n, scheme, top_k))
-            for suite in _split(args.suite, "--suite")
-            for item in load(suite)
-            for n in ns
-        ]
+        known = list(suite_names())
+        unknown = [name for name in args.suite if name not in known]
+        if unknown:
+            raise ValueError(
+                f"--suite: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
+            )
+        try:
+            return [
+                Case(suite, item.name, Instance(item.p, item.q, n, scheme, top_k))
+                for suite in dict.fromkeys(args.suite)
+                for item in load(suite)
+                for n in ns
+            ]
+        except ValueError as exc:
+            raise ValueError(f"--suite/--ns/--top-k/--scheme: {exc}") from None
     inst = instance_from_args(args)
     if inst.scheme == "independent" and ns != [inst.n]:
         raise ValueError("--ns: scheme 'independent' fixes n by its draft rows; use --n")
@@ -124,64 +147,129 @@ def cases_from_args(args: argparse.Namespace, ns: list[int]) -> list[Case]:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "compare", help="every verification rule's exact acceptance next to alpha*"
+    parser = add_command(
+        subparsers,
+        "compare",
+        summary="every verification rule's exact acceptance next to alpha*",
+        description=__doc__,
+        example="otlp compare --suite synthetic,spechub-toy --ns 2,3,4 --top-k 20 --markdown",
     )
     add_instance_arguments(parser)
-    parser.add_argument("--suite", help="comma-separated suite names (see `otlp suites`)")
-    parser.add_argument("--ns", help="comma-separated numbers of drafts, e.g. 2,3,4 (default --n)")
     parser.add_argument(
-        "--rules", default=",".join(names()), help=f"comma-separated; known: {', '.join(names())}"
+        "--suite",
+        action=CommaList,
+        default=None,
+        metavar="LIST",
+        help="suite names, comma-separated or repeated (see `otlp suites`); replaces the "
+        "instance options",
+    )
+    parser.add_argument(
+        "--ns",
+        action=CommaList,
+        item=positive_int_item,
+        default=None,
+        metavar="LIST",
+        help="numbers of drafts, comma-separated or repeated, e.g. 2,3,4 (default: --n, or 2)",
+    )
+    parser.add_argument(
+        "--rules",
+        action=CommaList,
+        item=name_item,
+        default=names(),
+        metavar="LIST",
+        help="rules, comma-separated or repeated",
     )
     parser.add_argument(
         "--kl-budget", type=float, default=DEFAULT_KL_BUDGET, help="mentored decoding's KL budget"
     )
-    parser.add_argument("--method", default="maxflow", help="otlp.solve method for ot, canonical")
-    parser.add_argument("--csv", type=Path, help="write one row per (item, n, rule)")
-    parser.add_argument("--plot", type=Path, help="write a PNG of mean acceptance against n")
-    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument(
+        "--method",
+        type=canonical_name,
+        default="maxflow",
+        help="otlp.solve method behind the ot and canonical rules",
+    )
+    parser.add_argument(
+        "--csv", type=Path, metavar="FILE", help="write one row per (item, n, rule)"
+    )
+    parser.add_argument(
+        "--plot", type=Path, metavar="FILE", help="write a PNG of mean acceptance against n"
+    )
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    add_output_arguments(parser)
+    add_progress_argument(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     rules = _rules(args)
-    ns = [int(v) for v in _split(args.ns, "--ns")] if args.ns else [args.n or 2]
-    records = [r for case in cases_from_args(args, ns) for r in evaluate(case, rules)]
+    for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
+        if path is not None:
+            output_path(flag, path, folder=False, mkdir=args.mkdir)
+    ns = list(dict.fromkeys(args.ns)) if args.ns else [args.n or 2]
+    cases = cases_from_args(args, ns)
+    records, interrupted = _evaluate_all(cases, rules, progress_enabled(args))
+    if not records:
+        raise KeyboardInterrupt
+    rule_names = [r.name for r in rules]
     summary = summarise(records)
-    if args.markdown:
-        print(markdown_table(summary, [r.name for r in rules]))
+    failed = [r for r in records if r.failed]
+    if args.json:
+        print_json(
+            {
+                "cases": len(cases),
+                "finished": len({(r.suite, r.item, r.n) for r in records}),
+                "interrupted": interrupted,
+                "summary": [asdict(row) for row in summary],
+                "records": [asdict(r) | {"failed": r.failed} for r in records],
+            }
+        )
+    elif args.markdown:
+        print(markdown_table(summary, rule_names))
         print()
-        print(markdown_checks(records, [r.name for r in rules]))
+        print(markdown_checks(records, rule_names))
     else:
-        _print_rich(summary, records, [r.name for r in rules])
+        _print_rich(summary, records, rule_names)
     if args.csv:
         write_csv(records, args.csv)
     if args.plot:
-        plot(summary, [r.name for r in rules], args.plot)
-    failed = [r for r in records if r.failed]
+        plot(summary, rule_names, args.plot)
+    notes = stderr_console()
     for r in failed:
-        print(
+        notes.print(
             f"FAILED {r.rule} on {r.item} (n={r.n}): output L1 {r.output_l1:.2e}, "
             f"acceptance - own alpha* {r.acceptance - r.alpha_star_own:.2e}"
         )
+    if interrupted:
+        done = len({(r.suite, r.item, r.n) for r in records})
+        notes.print(
+            f"interrupted: the output covers the {done} of {len(cases)} cases that finished; "
+            "run the same command again for all of them"
+        )
+        return 130
     return 1 if failed else 0
 
 
+def _evaluate_all(cases: list[Case], rules: list[Rule], show: bool) -> tuple[list[Record], bool]:
+    """Every case's records with a progress bar; Ctrl-C keeps the finished cases."""
+    records: list[Record] = []
+    try:
+        with progress("otlp compare", len(cases), len(cases), "cases", enabled=show) as bar:
+            for case in cases:
+                records += evaluate(case, rules)
+                bar.advance(description=f"{case.suite} n={case.inst.n}")
+    except KeyboardInterrupt:
+        return records, True
+    return records, False
+
+
 def _rules(args: argparse.Namespace) -> list[Rule]:
-    chosen = _split(args.rules, "--rules")
-    unknown = sorted(set(chosen) - set(names()))
-    if unknown:
-        raise ValueError(f"--rules: unknown {', '.join(unknown)}")
+    chosen = check_names("--rules", args.rules, names())
     options = {"mentored": {"kl_budget": args.kl_budget}}
     options.update({name: {"method": args.method} for name in ("ot", "canonical")})
-    return [get(name, **options.get(name, {})) for name in chosen]
-
-
-def _split(text: str, flag: str) -> list[str]:
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not parts:
-        raise ValueError(f"{flag}: empty list")
-    return parts
+    try:
+        return [get(name, **options.get(name, {})) for name in chosen]
+    except ValueError as exc:
+        raise ValueError(f"--method/--kl-budget: {exc}") from None
 
 
 # ----- aggregation and output --------------------------------------------------------------
@@ -303,8 +391,8 @@ def _print_rich(summary: list[SummaryRow], records: list[Record], rules: list[st
 
 
 def write_csv(records: list[Record], path: Path) -> None:
-    """One row per record, with the field names as the header."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """One row per record, with the field names as the header (the folder is checked by
+    :func:`otlp.commands.common.output_path` before any work)."""
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(asdict(records[0])))
         writer.writeheader()

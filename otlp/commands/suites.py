@@ -5,14 +5,29 @@ from __future__ import annotations
 import argparse
 
 from instances.suites import load, suite_names
+from otlp.commands.common import add_command, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("suites", help="list instance suites")
+    parser = add_command(
+        subparsers,
+        "suites",
+        summary="list the instance suites (names for --suite)",
+        description="List every registered instance suite with its number of (p, q) pairs and "
+        "a description; the names are what --suite of compare and bench take.",
+        example="otlp suites --json",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    for name, description in suite_names().items():
-        print(f"{name:14s} {len(load(name)):4d} pairs  {description}")
+    rows = [
+        {"name": name, "pairs": len(load(name)), "description": description}
+        for name, description in suite_names().items()
+    ]
+    if args.json:
+        print_json(rows)
+        return 0
+    for row in rows:
+        print(f"{row['name']:14s} {row['pairs']:4d} pairs  {row['description']}")
     return 0

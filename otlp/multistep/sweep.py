@@ -3,7 +3,7 @@ optimum of seed 002 (Theorem 3.3 for K = 1, Theorem 4.3 for K > 1) beside it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ def efficiency_sweep(
     seed: int = 0,
     rules: Mapping[str, str | SingleStepVerifier] | None = None,
     ranking: str = "ratio",
+    on_cell: Callable[[str, int, int], None] | None = None,
 ) -> list[EfficiencyRow]:
     """Block efficiency of every method for every (K, L).
 
@@ -53,7 +54,8 @@ def efficiency_sweep(
     (label -> rule name or single-step verifier; default ``{"ot": "ot"}``), labelled
     ``spectr:label``. ``exact`` adds the enumerated values (source "exact"), ``lp`` the LP
     optimum ("lp"); ``calls`` > 0 adds Monte Carlo estimates ("simulation") from that many
-    calls, each from the empty context, or one decoding run with ``decode``.
+    calls, each from the empty context, or one decoding run with ``decode``. ``on_cell(label,
+    K, L)`` is called after each method's (K, L) cell (progress display).
     """
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -96,6 +98,8 @@ def efficiency_sweep(
                             label, k, gamma, run.block_efficiency, "simulation", run.stderr
                         )
                     )
+                if on_cell is not None:
+                    on_cell(label, k, gamma)
             if lp:
                 result = multi_path_lp(tgt, dft, gamma, k)
                 rows.append(EfficiencyRow(LP_LABEL, k, gamma, result.block_efficiency, "lp"))

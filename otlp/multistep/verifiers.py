@@ -29,6 +29,7 @@ from otlp.api import solve
 from otlp.instance import Instance
 from otlp.methods import method_names
 from otlp.plan import TransportPlan
+from otlp.validation import canonical_name
 from otlp.verify import Tolerances
 
 FloatArray = NDArray[np.float64]
@@ -110,6 +111,7 @@ def get_verifier(name: str | SingleStepVerifier = "ot", **options: Any) -> Singl
     rule or to :class:`PlanVerifier`. A callable is returned unchanged."""
     if callable(name):
         return name
+    name = canonical_name(name, "rule")
     if name in rules.names():
         return RuleVerifier(rules.get(name, **options))
     if name in method_names():

@@ -23,6 +23,7 @@ from otlp.rules.rrs import RecursiveRejection, RecursiveRejectionWithoutReplacem
 from otlp.rules.single import SpeculativeSampling
 from otlp.rules.spechub import SpecHub
 from otlp.rules.transport import CanonicalDecomposition, OptimalTransport
+from otlp.validation import canonical_name
 
 _RULES: dict[str, type[Rule]] = {
     cls.name: cls
@@ -47,10 +48,12 @@ def names() -> list[str]:
 
 
 def get(name: str, **options: Any) -> Rule:
-    """A new rule object called ``name``, built with ``options``."""
-    if name not in _RULES:
+    """A new rule object called ``name`` (old spellings such as "rrs-without-replacement" are
+    aliases), built with ``options``."""
+    key = canonical_name(name, "name")
+    if key not in _RULES:
         raise ValueError(f"name: unknown rule {name!r}; known: {', '.join(_RULES)}")
-    return _RULES[name](**options)
+    return _RULES[key](**options)
 
 
 def describe() -> dict[str, str]:

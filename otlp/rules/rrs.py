@@ -6,7 +6,7 @@ becomes the residual p_{j+1} = norm(max(p_j - q_j, 0)).
   draw j comes from draft row j (one row, i.i.d., for a single draft model). The residuals do
   not depend on which token was rejected, so acceptance 1 - prod_j (1 - beta_j) with
   beta_j = sum min(p_j, q_j) is closed form.
-* ``rrs-without-replacement`` — n distinct drafts drawn sequentially from q; after each
+* ``rrs_without_replacement`` — n distinct drafts drawn sequentially from q; after each
   rejection the rejected token is removed from q and q is renormalised (Algorithm 1, red
   lines). p_{j+1} depends on the rejected prefix through q_j, so the exact acceptance and
   output law are summed over the tree of rejected prefixes of length < n, level by level.
@@ -103,7 +103,7 @@ def _remove(draft: FloatArray, rows: IntArray, tokens: IntArray) -> FloatArray:
 
 
 class RecursiveRejectionWithoutReplacement(DraftThenVerify):
-    name = "rrs-without-replacement"
+    name = "rrs_without_replacement"
     description = (
         "recursive rejection sampling without replacement, RRSw (seed 001 Algorithm 1); "
         "draws n distinct drafts from q"
