@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -300,3 +301,27 @@ def test_cli_runs_a_config(tiny_config: Path, tmp_path: Path, capsys) -> None:
 def summarize_rows(out: Path) -> list[dict[str, str]]:
     with (out / "results.csv").open() as handle:
         return list(csv.DictReader(handle))
+
+
+def test_main_command_leaves_a_clone_clean(tmp_path: Path) -> None:
+    """`otlp bench` (here on a tiny config) writes under otlp-results/, never tracked files."""
+    import shutil
+    import subprocess
+    import sys
+
+    git = shutil.which("git")
+    root = Path(__file__).resolve().parents[1]
+    if git is None or not (root / ".git").exists():
+        pytest.skip("needs git and a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run([git, "clone", "-q", str(root), str(clone)], check=True)
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY.replace("items = 2", "items = 1"))
+    env = {**os.environ, "PYTHONPATH": str(clone)}
+    command = [sys.executable, "-m", "otlp", "bench", "--config", str(config), "--no-progress"]
+    subprocess.run(command, cwd=clone, env=env, check=True, capture_output=True)
+    assert (clone / "otlp-results" / "bench" / "report.md").is_file()
+    status = subprocess.run(
+        [git, "status", "--porcelain"], cwd=clone, check=True, capture_output=True, text=True
+    )
+    assert status.stdout == ""
