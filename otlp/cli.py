@@ -23,6 +23,7 @@ COMMANDS = (
     "otlp.commands.compare",
     "otlp.commands.multistep",
     "otlp.commands.bench",
+    "otlp.commands.fuzz",
     "otlp.commands.suites",
 )
 

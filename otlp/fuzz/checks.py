@@ -1,0 +1,218 @@
+"""What the fuzz harness checks on each case, per component.
+
+Components are ``method:NAME`` (every :func:`otlp.method_names` method), ``rule:NAME`` (every
+:func:`otlp.rules.names` rule), ``scheme:NAME`` (the draft scheme itself: column masses,
+sampled drafts, alpha*) and ``multistep:METHOD`` (``spectr:RULE`` for traversal).
+
+Each check returns an :class:`Outcome`: ``ok``; ``refused`` (a ``ValueError`` — a clear
+refusal such as a size guard or a rule that does not apply is correct behaviour); or
+``failed`` with a message (a wrong answer, or any other exception). Every conditional a
+decoder would sample from is scanned: entries >= -tol, sum 1 within tol, and sampled tokens
+are valid tokens with positive probability.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from otlp import rules
+from otlp.api import solve
+from otlp.instance import Instance
+from otlp.methods import method_names
+from otlp.multistep.exact import output_distribution, output_law, target_distribution
+from otlp.multistep.models import model_pair
+from otlp.subset import optimal_acceptance
+from otlp.verify import verify
+
+SLICE_TOL = 1e-9  # per-conditional sign and sum tolerance (exact methods and rules)
+LOOSE_TOL = {"cvxpy": 1e-6, "global_resolution": 1e-6}  # interior point; tau-certified
+LOSSLESS_TOL = 1e-9  # L1(output, p) of a lossless rule; multi-step target matching
+SAMPLES = 16
+SLOW_S = 5.0  # a single check slower than this on a V <= 9 instance is a failure
+
+
+@dataclass(frozen=True)
+class Outcome:
+    component: str
+    status: str  # "ok", "refused", "failed"
+    message: str = ""
+    seconds: float = 0.0
+
+
+def build_instance(case: dict[str, Any]) -> Instance:
+    """The :class:`Instance` of an instance case (float32 input kept as float32)."""
+    dtype = np.dtype(case.get("dtype", "float64"))
+    p = np.asarray(case["p"], dtype=dtype)
+    q = np.asarray(case["q"], dtype=dtype)
+    return Instance(p, q, case["n"], case["scheme"], case["top_k"])
+
+
+def components_for(case: dict[str, Any]) -> list[str]:
+    """Every component a case goes through."""
+    if case["kind"] == "multistep":
+        suffix = f":{case['rule']}" if case["method"] == "spectr" else ""
+        return [f"multistep:{case['method']}{suffix}"]
+    return (
+        [f"scheme:{case['scheme']}"]
+        + [f"method:{m}" for m in method_names()]
+        + [f"rule:{r}" for r in rules.names()]
+    )
+
+
+def run_case(case: dict[str, Any], only: frozenset[str] = frozenset()) -> list[Outcome]:
+    """Every component's outcome on ``case`` (restricted to ``only`` prefixes if given)."""
+    wanted = [c for c in components_for(case) if not only or any(c.startswith(o) for o in only)]
+    if case["kind"] == "multistep":
+        return [_guarded(name, _check_multistep, case) for name in wanted]
+    try:
+        inst = build_instance(case)
+    except ValueError as exc:  # a clear refusal of the input itself (e.g. n > support)
+        return [Outcome(name, "refused", f"Instance: {exc}") for name in wanted]
+    except Exception as exc:
+        return [Outcome(name, "failed", f"Instance: {_describe(exc)}") for name in wanted]
+    rng = np.random.default_rng(case["index"])
+    out = []
+    for name in wanted:
+        kind, _, target = name.partition(":")
+        check = {"scheme": _check_scheme, "method": _check_method, "rule": _check_rule}[kind]
+        out.append(_guarded(name, check, inst, target, rng))
+    return out
+
+
+def _guarded(name: str, check: Any, *args: Any) -> Outcome:
+    start = time.perf_counter()
+    try:
+        problems = check(*args)
+    except ValueError as exc:
+        return Outcome(name, "refused", str(exc), time.perf_counter() - start)
+    except Exception as exc:
+        return Outcome(name, "failed", _describe(exc), time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if seconds > SLOW_S:
+        problems = [*problems, f"took {seconds:.1f} s"]
+    status = "failed" if problems else "ok"
+    return Outcome(name, status, "; ".join(problems), seconds)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def probability_problems(what: str, values: np.ndarray, tol: float) -> list[str]:
+    """Why ``values`` is not a probability vector within ``tol`` (empty if it is)."""
+    values = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        return [f"{what}: non-finite entries"]
+    problems = []
+    if values.size and values.min() < -tol:
+        problems.append(f"{what}: entry {values.min():.3g}")
+    total = float(values.sum())
+    if abs(total - 1.0) > tol:
+        problems.append(f"{what}: sums to {total!r}")
+    return problems
+
+
+# ----- schemes -------------------------------------------------------------------------------
+def _check_scheme(inst: Instance, scheme: str, rng: np.random.Generator) -> list[str]:
+    cols = inst.columns()
+    problems = probability_problems("column masses", cols.mass, SLICE_TOL)
+    drafts = inst.sample_drafts(rng, SAMPLES)
+    rows = np.atleast_2d(inst.q)
+    for d in range(inst.n):
+        row = rows[d] if inst.scheme == "independent" else rows[0]
+        if drafts.min() < 0 or drafts.max() >= inst.vocab_size or np.any(row[drafts[:, d]] <= 0):
+            problems.append(f"draw {d}: a drafted token with zero draft probability")
+            break
+    if inst.scheme == "without_replacement" and any(len(set(r)) < inst.n for r in drafts):
+        problems.append("without replacement: a repeated drafted token")
+    alpha = optimal_acceptance(inst).alpha_star
+    if not (math.isfinite(alpha) and -SLICE_TOL <= alpha <= 1 + SLICE_TOL):
+        problems.append(f"alpha* = {alpha!r}")
+    return problems
+
+
+# ----- methods -------------------------------------------------------------------------------
+def _check_method(inst: Instance, method: str, rng: np.random.Generator) -> list[str]:
+    tol = LOOSE_TOL.get(method, SLICE_TOL)
+    plan = solve(inst, method, check=False)
+    report = verify(plan)
+    problems = [] if report.ok else [f"verify: {'; '.join(report.problems)}"]
+    mass = plan.columns.mass
+    for column in np.flatnonzero(mass > 0):
+        label = f"column {column} (mass {mass[column]:.3g})"
+        found = probability_problems(label, plan.column_slice(int(column)), tol)
+        if found:
+            problems += found
+            break
+    for omega in inst.sample_drafts(rng, 4):
+        pi = plan.slice(omega)
+        problems += probability_problems(f"slice({omega.tolist()})", pi, tol)
+        tokens = np.atleast_1d(plan.sample(omega, rng, SAMPLES))
+        if tokens.min() < 0 or tokens.max() >= inst.vocab_size or np.any(pi[tokens] <= 0):
+            problems.append(f"sample({omega.tolist()}): a token outside pi's support")
+        if problems:
+            break
+    return problems
+
+
+# ----- rules ---------------------------------------------------------------------------------
+def _check_rule(inst: Instance, name: str, rng: np.random.Generator) -> list[str]:
+    rule = rules.get(name)
+    problems = []
+    acceptance = rule.acceptance(inst)
+    if not (math.isfinite(acceptance) and -SLICE_TOL <= acceptance <= 1 + SLICE_TOL):
+        problems.append(f"acceptance = {acceptance!r}")
+    output = rule.output_distribution(inst)
+    problems += probability_problems("output law", output, SLICE_TOL)
+    if rule.lossless:
+        l1 = float(np.abs(output - inst.p).sum())
+        if not l1 <= LOSSLESS_TOL:
+            problems.append(f"lossless rule: L1(output, p) = {l1:.3g}")
+        own = rule.alpha_star(inst)
+        if acceptance > own + LOSSLESS_TOL:
+            problems.append(f"acceptance {acceptance!r} above its own alpha* {own!r}")
+    draw = rule.draw(inst, rng, SAMPLES)
+    for drafts in draw.drafts[:4]:
+        found = probability_problems(
+            f"conditional({drafts.tolist()})", rule.conditional(inst, drafts), SLICE_TOL
+        )
+        if found:
+            problems += found
+            break
+    tokens = np.asarray(draw.tokens)
+    if tokens.min() < 0 or tokens.max() >= inst.vocab_size:
+        problems.append("sample: token id out of range")
+    elif rule.lossless and np.any(inst.p[tokens] <= 0):
+        problems.append("sample: a token with p = 0 from a lossless rule")
+    return problems
+
+
+# ----- multi-step ----------------------------------------------------------------------------
+def _check_multistep(case: dict[str, Any]) -> list[str]:
+    target, draft = model_pair(
+        case["model"],
+        case["vocab"],
+        seed=case["seed"],
+        distance=case["distance"],
+        concentration=case["concentration"],
+        sparsity=case["sparsity"],
+        depth=case["gamma"] + 2,
+    )
+    gamma, paths, method = case["gamma"], case["paths"], case["method"]
+    options = {"rule": case["rule"]} if method == "spectr" else {}
+    law = output_law(target, draft, gamma, method, paths, **options)
+    problems = []
+    if not (1 - SLICE_TOL <= law.block_efficiency <= gamma + 1 + SLICE_TOL):
+        problems.append(f"block efficiency {law.block_efficiency!r} outside [1, L+1]")
+    output = output_distribution(target, draft, gamma, method, paths, **options)
+    expected = target_distribution(target, gamma + 1)
+    problems += probability_problems("output law", output, LOSSLESS_TOL)
+    l1 = float(np.abs(output - expected).sum())
+    if not l1 <= LOSSLESS_TOL:
+        problems.append(f"not target-matching: L1 = {l1:.3g}")
+    return problems
