@@ -5,7 +5,7 @@ into verification rules a decoder can sample from, and verify every answer.
 """
 
 from otlp import global_resolution, limits  # global_resolution registers its method
-from otlp.api import VerificationError, solve
+from otlp.api import VerificationError, VerificationWarning, solve
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.methods import describe_methods, method_names
@@ -22,6 +22,7 @@ __all__ = [
     "TransportPlan",
     "VerificationError",
     "VerificationReport",
+    "VerificationWarning",
     "describe_methods",
     "global_resolution",
     "limits",

@@ -154,11 +154,11 @@ def _without_replacement_mass(q: FloatArray, ordered: NDArray[np.int64]) -> Floa
     n = ordered.shape[1]
     mass = np.zeros(ordered.shape[0])
     for order in cb.permutations(n):
-        mass += _sequence_probability(q, ordered[:, order])
+        mass += sequence_probability(q, ordered[:, order])
     return mass
 
 
-def _sequence_probability(q: FloatArray, sequences: NDArray[np.int64]) -> FloatArray:
+def sequence_probability(q: FloatArray, sequences: NDArray[np.int64]) -> FloatArray:
     """Probability of drawing each row of distinct tokens, in order, without replacement.
 
     The mass left before draw l is summed over the undrawn tokens, never as ``1 - drawn``,
@@ -167,7 +167,9 @@ def _sequence_probability(q: FloatArray, sequences: NDArray[np.int64]) -> FloatA
     probs = q[sequences]
     result = probs[:, 0].copy()
     for step in range(1, sequences.shape[1]):
-        result *= probs[:, step] / _mass_excluding(q, sequences[:, :step])
+        left = _mass_excluding(q, sequences[:, :step])
+        # left >= probs[:, step] always; left = 0 only where the draw itself has mass 0.
+        result *= np.divide(probs[:, step], left, out=np.zeros_like(left), where=left > 0)
     return result
 
 
@@ -185,8 +187,7 @@ def _mass_excluding(q: FloatArray, drawn: NDArray[np.int64]) -> FloatArray:
     ranks = np.sort(rank[drawn], axis=1)
     starts = np.hstack([np.zeros((ranks.shape[0], 1), dtype=np.int64), ranks + 1])
     ends = np.hstack([ranks, np.full((ranks.shape[0], 1), order.shape[0], dtype=np.int64)])
-    left = np.maximum(suffix[starts] - suffix[ends], 0.0).sum(axis=1)
-    return np.maximum(left, np.finfo(float).tiny)
+    return np.maximum(suffix[starts] - suffix[ends], 0.0).sum(axis=1)
 
 
 def _tuple_columns(draft_rows: FloatArray, n: int, scheme: str) -> DraftColumns:
@@ -198,7 +199,7 @@ def _tuple_columns(draft_rows: FloatArray, n: int, scheme: str) -> DraftColumns:
     if scheme == "without_replacement":
         distinct = first.all(axis=1)
         mass = np.zeros(tuples.shape[0])
-        mass[distinct] = _sequence_probability(draft_rows[0], tuples[distinct])
+        mass[distinct] = sequence_probability(draft_rows[0], tuples[distinct])
     else:
         mass = np.ones(tuples.shape[0])
         for position in range(n):

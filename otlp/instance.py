@@ -69,16 +69,17 @@ class Instance:
             if q_list is None or len(q_list) != self.n:
                 got = "a single vector" if q_list is None else f"{len(q_list)} vectors"
                 raise ValueError(f"q: scheme 'independent' needs n={self.n} vectors, got {got}")
-            rows = [
-                probability_vector(f"q[{d}]", qd, renormalize=renormalize, atol=atol)
-                for d, qd in enumerate(q_list)
-            ]
+            named = [(f"q[{d}]", qd) for d, qd in enumerate(q_list)]
         else:
-            rows = [probability_vector("q", q, renormalize=renormalize, atol=atol)]
-        for d, row in enumerate(rows):
-            if row.shape[0] != vocab:
-                name = "q" if len(rows) == 1 else f"q[{d}]"
-                raise ValueError(f"{name}: length {row.shape[0]} differs from len(p) = {vocab}")
+            named = [("q", q)]
+        for name, values in named:  # a length error is reported as such, before any sum
+            length = _vector_length(values)
+            if length is not None and length != vocab:
+                raise ValueError(f"{name}: length {length} differs from len(p) = {vocab}")
+        rows = [
+            probability_vector(name, values, renormalize=renormalize, atol=atol)
+            for name, values in named
+        ]
         self.top_k = None if top_k is None else positive_int("top_k", top_k, maximum=vocab)
         # Exact unit sums keep the transport problem balanced.
         self.p = _exact_unit(p_arr)
@@ -181,6 +182,15 @@ class Instance:
             f"Instance(V={self.vocab_size}, n={self.n}, scheme={self.scheme!r}, "
             f"top_k={self.top_k}, k={self.k})"
         )
+
+
+def _vector_length(values: object) -> int | None:
+    """len(values) if it is a 1-D array-like, else None (probability_vector reports why)."""
+    try:
+        shape = np.shape(values)
+    except ValueError:  # ragged nesting
+        return None
+    return shape[0] if len(shape) == 1 else None
 
 
 def _exact_unit(arr: FloatArray) -> FloatArray:

@@ -77,8 +77,17 @@ def _plan_from_systems(
         method=method,
         wall_time=sum(r.wall_time for r in results),
         messages=[m for r in results for m in r.messages],
-        info={"statuses": [r.status for r in results], "backends": [r.backend for r in results]},
-    )
+        info=_solver_info(results),
+    ).polished()
+
+
+def _solver_info(results: list[SolveResult]) -> dict[str, Any]:
+    """What the backends said; ``solver_success`` is False if any status was not optimal."""
+    return {
+        "statuses": [r.status for r in results],
+        "backends": [r.backend for r in results],
+        "solver_success": all(r.success for r in results),
+    }
 
 
 def _solve_lp(
@@ -161,8 +170,8 @@ def solve_pot(inst: Instance, form: str = "sets", **options: Any) -> TransportPl
         method="pot",
         wall_time=result.wall_time,
         messages=result.messages,
-        info={"statuses": [result.status], "backends": ["pot"]},
-    )
+        info=_solver_info([result]),
+    ).polished()
 
 
 @register_method("highs_full", "full OTLP (Eq. 1) as an LP, HiGHS")
@@ -177,5 +186,5 @@ def solve_highs_full(inst: Instance, form: str = "sets", **options: Any) -> Tran
         method="highs_full",
         wall_time=result.wall_time,
         messages=result.messages,
-        info={"statuses": [result.status], "backends": ["highs"]},
-    )
+        info=_solver_info([result]),
+    ).polished()

@@ -26,7 +26,20 @@ from otlp.columns import DraftColumns
 from otlp.instance import Instance
 
 FloatArray = NDArray[np.float64]
-TINY = 1e-300
+
+
+@dataclass(frozen=True)
+class SliceStatistics:
+    """Per-column figures of the conditionals, for the columns with positive mass.
+
+    ``columns`` are the column indices; ``sums[j]`` is sum_i pi(i | c), ``mins[j]`` the
+    smallest entry of pi(. | c) and ``negative[j]`` the total of its negative entries.
+    """
+
+    columns: NDArray[np.int64]
+    sums: FloatArray
+    mins: FloatArray
+    negative: FloatArray
 
 
 @dataclass
@@ -42,6 +55,11 @@ class TransportPlan:
     wall_time: float = 0.0
     messages: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    # Set by otlp.solve (scipy OptimizeResult habits); class-level defaults for lazy plans.
+    verification: Any = None
+    status: str = "unchecked"
+    success: bool = False
+    message: str = "not verified (solve with check=True or call otlp.verify)"
 
     # ----- constructors --------------------------------------------------------------------
     @classmethod
@@ -74,6 +92,61 @@ class TransportPlan:
             )
         return cls(inst, columns, explicit, np.zeros(inst.k + 1), np.zeros(columns.count), **meta)
 
+    # ----- polishing ------------------------------------------------------------------------
+    def polished(self) -> TransportPlan:
+        """The nearest plan of the Eq. (3) form whose every slice is a probability vector.
+
+        Exact backends answer to their own tolerances (HiGHS: 1e-9 on the scaled problem),
+        which is small against the whole plan but not against a column of tiny mass. Negative
+        entries are clipped; rows above their target and then columns above their mass are
+        scaled down (so the explicit part is a feasible relaxed-OTLP solution S); what S
+        leaves is carried by the rank-one residual term of [GR] Eq. (3) with
+        ``row_residual = p - rows(S) >= 0`` and ``col_residual = mass - cols(S) >= 0``. Then
+        every column sums to its mass exactly (to rounding) and the target marginal is met up
+        to |sum(p) - sum(mass)|, a rounding-level imbalance. Entries with NaN or inf are left
+        alone for the verifier to report. ``info["polish"]`` records what changed.
+        """
+        explicit = sp.csc_matrix(self.explicit, dtype=np.float64, copy=True)
+        explicit.sum_duplicates()
+        if not np.isfinite(explicit.data).all():
+            return self
+        target = self.instance.target_rows
+        mass = self.columns.mass
+        clipped = float(-explicit.data[explicit.data < 0].sum())
+        np.maximum(explicit.data, 0.0, out=explicit.data)
+        rows = np.asarray(explicit.sum(axis=1)).ravel()
+        row_factor = np.where(rows > target, target / np.where(rows > 0, rows, 1.0), 1.0)
+        explicit = sp.csc_matrix(sp.diags(row_factor) @ explicit)
+        cols = np.asarray(explicit.sum(axis=0)).ravel()
+        col_factor = np.where(cols > mass, mass / np.where(cols > 0, cols, 1.0), 1.0)
+        explicit = sp.csc_matrix(explicit @ sp.diags(col_factor))
+        explicit.eliminate_zeros()
+        rows = np.asarray(explicit.sum(axis=1)).ravel()
+        cols = np.asarray(explicit.sum(axis=0)).ravel()
+        row_residual = np.maximum(target - rows, 0.0)
+        col_residual = np.maximum(mass - cols, 0.0)
+        left = float(col_residual.sum())
+        if left > 0 and not row_residual.sum() > 0:
+            # Nothing left on the rows but rounding left some column mass: spread it like p.
+            row_residual = target * left
+        info = dict(self.info)
+        info["polish"] = {
+            "clipped_negative": clipped,
+            "rows_scaled": int((row_factor < 1).sum()),
+            "columns_scaled": int((col_factor < 1).sum()),
+        }
+        return TransportPlan(
+            self.instance,
+            self.columns,
+            explicit,
+            row_residual,
+            col_residual,
+            method=self.method,
+            wall_time=self.wall_time,
+            messages=list(self.messages),
+            info=info,
+        )
+
     # ----- the residual term ---------------------------------------------------------------
     @property
     def residual_total(self) -> float:
@@ -82,16 +155,23 @@ class TransportPlan:
     def _residual_scale(self) -> FloatArray:
         """col_residual / sum(row_residual), zero when nothing is left to transport."""
         total = self.residual_total
-        if total <= TINY:
+        if not total > 0:
             return np.zeros_like(self.col_residual)
         return self.col_residual / total
+
+    def _residual_rows(self) -> FloatArray:
+        """row_residual / sum(row_residual): the rows' share of the residual (sums to 1)."""
+        total = self.residual_total
+        if not total > 0:
+            return np.zeros_like(self.row_residual)
+        return self.row_residual / total
 
     # ----- marginals and acceptance (read by the verifier) ---------------------------------
     def target_marginal(self) -> FloatArray:
         """Row sums of C over the draft vocabulary plus the outside row."""
         return (
             np.asarray(self.explicit.sum(axis=1)).ravel()
-            + self.row_residual * self._residual_scale().sum()
+            + self._residual_rows() * self.col_residual.sum()
         )
 
     def draft_marginal(self) -> FloatArray:
@@ -109,6 +189,42 @@ class TransportPlan:
             [self.row_residual.min(), self.row_residual.max()], [scale.min(), scale.max()]
         )
         return min(explicit_min, float(extremes.min()), 0.0)
+
+    def slice_statistics(self) -> SliceStatistics:
+        """Per-column figures of the conditionals pi(.|c) = C[:, c] / mass[c], vectorised.
+
+        Only columns with positive draft mass have a conditional. Each slice is evaluated as
+        ``explicit / mass + rows * (col_residual / mass)`` so that a column of subnormal mass
+        whose entries all come from the residual term still sums to 1 to rounding.
+        """
+        mass = self.columns.mass
+        live = np.flatnonzero(mass > 0)
+        explicit = sp.csc_matrix(self.explicit)[:, live]
+        explicit.sum_duplicates()
+        m = mass[live]
+        rows = self._residual_rows()
+        share = self.col_residual[live] / m  # residual share of each slice (before rows)
+        counts = np.diff(explicit.indptr)
+        entry_col = np.repeat(np.arange(live.shape[0]), counts)
+        values = explicit.data / m[entry_col] + rows[explicit.indices] * share[entry_col]
+        sums = np.bincount(entry_col, weights=explicit.data, minlength=live.shape[0]) / m
+        sums = sums + share * rows.sum()
+        # Entries outside the explicit pattern come from the residual term alone.
+        low, high = (rows.min(), rows.max()) if rows.size else (0.0, 0.0)
+        residual_min = np.where(share >= 0, share * low, share * high)
+        pattern_free = counts < explicit.shape[0]
+        mins = np.where(pattern_free, residual_min, np.inf)
+        nonempty = counts > 0
+        if nonempty.any():
+            starts = explicit.indptr[:-1][nonempty]
+            mins[nonempty] = np.minimum(mins[nonempty], np.minimum.reduceat(values, starts))
+        negative_rows = rows[rows < 0].sum()
+        positive_rows = rows[rows > 0].sum()
+        negative = np.bincount(entry_col, weights=np.minimum(values, 0.0), minlength=live.size)
+        negative = negative + np.where(pattern_free, 1.0, 0.0) * np.where(
+            share >= 0, share * negative_rows, share * positive_rows
+        )
+        return SliceStatistics(live, sums, mins, -negative)
 
     @cached_property
     def acceptance(self) -> float:
@@ -130,9 +246,8 @@ class TransportPlan:
         mass = float(self.columns.mass[column])
         if mass <= 0:
             raise ValueError("omega: has zero probability under the draft scheme")
-        values = self.explicit[:, column].toarray().ravel()
-        values += self.row_residual * self._residual_scale()[column]
-        return values / mass
+        values = self.explicit[:, column].toarray().ravel() / mass
+        return values + self._residual_rows() * (float(self.col_residual[column]) / mass)
 
     def column_of(self, omega: ArrayLike) -> int:
         """Column index of a drafted tuple of global token ids."""

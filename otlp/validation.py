@@ -19,10 +19,15 @@ def probability_vector(
     Rejects non-1-D input, empty input, NaN/inf, negative entries and sums off by more than
     ``atol``. With ``renormalize=True`` any positive total is rescaled to 1 instead.
     """
+    atol = real_number("atol", atol, minimum=0.0)
     try:
-        arr = np.array(values, dtype=np.float64)
+        raw = np.asarray(values)
+        complex_input = np.iscomplexobj(raw)
+        arr = None if complex_input else np.array(raw, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name}: not a numeric vector ({exc})") from None
+    if arr is None:
+        raise ValueError(f"{name}: expected real probabilities, got complex dtype {raw.dtype}")
     if arr.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D vector, got shape {arr.shape}")
     if arr.size == 0:
@@ -31,12 +36,14 @@ def probability_vector(
         raise ValueError(f"{name}: contains NaN or infinite entries")
     if np.any(arr < 0):
         raise ValueError(f"{name}: has negative entries (min {arr.min():.3g})")
-    total = float(arr.sum())
     if renormalize:
-        if total <= 0:
-            raise ValueError(f"{name}: sums to {total:.3g}; cannot renormalise")
-        arr /= total
-    elif abs(total - 1.0) > atol:
+        largest = float(arr.max())
+        if largest <= 0:
+            raise ValueError(f"{name}: sums to 0; cannot renormalise")
+        arr /= largest  # first to [0, 1]: a sum of entries near 1e308 would overflow
+        arr /= arr.sum()
+    total = float(arr.sum())
+    if not renormalize and abs(total - 1.0) > atol:
         raise ValueError(
             f"{name}: sums to {total!r}, not 1 within {atol:g} (pass renormalize=True to rescale)"
         )

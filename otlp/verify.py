@@ -1,6 +1,10 @@
-"""The verifier: checks a plan's marginals, sign and acceptance against an independent alpha*.
+"""The verifier: checks a plan's marginals, sign, acceptance against an independent alpha*,
+and every conditional pi(. | omega) a decoder samples from.
 
 It trusts no solver status and no theory: everything is recomputed from the plan's entries.
+Global L1 errors alone are not enough: a column of mass 1e-12 turns an absolute error of
+1e-13 into a relative one of 10%, so each slice with positive mass is checked on its own
+(entries >= -slice_negative, sum within slice_sum of 1).
 """
 
 from __future__ import annotations
@@ -25,11 +29,34 @@ class Tolerances:
     draft_l1: float = 1e-7
     negative: float = 1e-8
     acceptance: float = 1e-7
+    slice_sum: float = 1e-9
+    slice_negative: float = 1e-9
 
     @classmethod
     def global_resolution(cls, tau: float) -> Tolerances:
         """Seed 000 §6.3: L1 deviation <= 15 tau from p, acceptance within 10 tau of alpha*."""
         return cls(target_l1=15 * tau, draft_l1=1e-9, negative=1e-12, acceptance=10 * tau)
+
+
+@dataclass(frozen=True)
+class SliceReport:
+    """The conditionals pi(. | omega) of every column with positive draft mass.
+
+    ``worst_*`` describe the column whose slice is furthest from a probability vector (largest
+    of |sum - 1| and the magnitude of its most negative entry); ``worst_omega`` lists its
+    drafted tokens as global ids. ``mean_defect`` is the draft-mass-weighted average of
+    |sum - 1| + (total of negative entries): the expected defect of the slice a decoder uses.
+    """
+
+    columns: int
+    max_sum_error: float
+    min_entry: float
+    mean_defect: float
+    worst_column: int
+    worst_omega: tuple[int, ...]
+    worst_mass: float
+    worst_sum: float
+    worst_min: float
 
 
 @dataclass(frozen=True)
@@ -45,11 +72,38 @@ class VerificationReport:
     ok: bool
     tolerances: Tolerances
     problems: tuple[str, ...]
+    slices: SliceReport | None = None
 
     def as_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out["tolerances"] = asdict(self.tolerances)
-        return out
+        return asdict(self)
+
+
+def check_slices(plan: TransportPlan) -> SliceReport:
+    """Scan every conditional of ``plan`` (vectorised: column sums plus the residual term)."""
+    stats = plan.slice_statistics()
+    if stats.columns.size == 0:
+        return SliceReport(0, 0.0, 0.0, 0.0, -1, (), 0.0, float("nan"), float("nan"))
+    sum_error = np.abs(stats.sums - 1.0)
+    badness = np.maximum(sum_error, -np.minimum(stats.mins, 0.0))
+    badness = np.where(np.isfinite(badness), badness, np.inf)
+    worst = int(np.argmax(badness))
+    column = int(stats.columns[worst])
+    members = plan.columns.members[column]
+    omega = tuple(int(t) for t in plan.instance.tokens[members[members >= 0]])
+    mass = plan.columns.mass[stats.columns]
+    with np.errstate(invalid="ignore", over="ignore"):
+        mean_defect = float(mass @ (sum_error + stats.negative))
+    return SliceReport(
+        columns=int(stats.columns.size),
+        max_sum_error=float(sum_error.max()),
+        min_entry=float(min(stats.mins.min(), 0.0)),
+        mean_defect=mean_defect,
+        worst_column=column,
+        worst_omega=omega,
+        worst_mass=float(plan.columns.mass[column]),
+        worst_sum=float(stats.sums[worst]),
+        worst_min=float(stats.mins[worst]),
+    )
 
 
 def verify(
@@ -68,6 +122,7 @@ def verify(
     min_entry = plan.min_entry()
     acceptance = plan.acceptance
     gap = alpha_star - acceptance
+    slices = check_slices(plan)
     problems = []
     if not np.isfinite([target_l1, draft_l1, min_entry, acceptance]).all():
         problems.append("plan has non-finite entries")
@@ -81,6 +136,12 @@ def verify(
         problems.append(f"acceptance {acceptance:.9f} below alpha* {alpha_star:.9f}")
     if gap < -tol.acceptance:
         problems.append(f"acceptance {acceptance:.9f} above alpha* {alpha_star:.9f}: impossible")
+    if not (slices.max_sum_error <= tol.slice_sum and slices.min_entry >= -tol.slice_negative):
+        problems.append(
+            f"slice pi(.|omega={list(slices.worst_omega)}) (draft mass {slices.worst_mass:.3g}) "
+            f"sums to {slices.worst_sum:.12g} with smallest entry {slices.worst_min:.3g}: not a "
+            f"probability vector within {tol.slice_sum:g} / -{tol.slice_negative:g}"
+        )
     return VerificationReport(
         target_l1,
         draft_l1,
@@ -91,4 +152,5 @@ def verify(
         not problems,
         tol,
         tuple(problems),
+        slices,
     )

@@ -44,7 +44,7 @@ class HighsLP(Backend):
         messages = [f"HiGHS {method}, presolve {'on' if presolve else 'off'}"]
         with stopwatch() as elapsed:
             status, x, objective = _run(problem, method, presolve, tolerance, time_limit)
-            if status != "Optimal" and presolve:
+            if status not in ("Optimal", "Time limit reached") and presolve:
                 messages.append(f"status {status!r} with presolve; retried with presolve off")
                 status, x, objective = _run(problem, method, False, tolerance, time_limit)
         return SolveResult(

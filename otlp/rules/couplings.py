@@ -47,7 +47,9 @@ def minhash_joint(p: FloatArray, q: FloatArray) -> FloatArray:
 
 def gumbel_joint(p: FloatArray, q: FloatArray) -> FloatArray:
     """P(draft = x, output = y) of the Gumbel-max coupling (rows x, columns y)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # q / p overflows to inf for subnormal p: such tokens join the p = 0 group, which
+        # moves at most their own (subnormal) mass.
         w = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.inf)
     order = np.argsort(w, kind="stable")
     ws, ps, qs = w[order], p[order], q[order]
@@ -57,7 +59,8 @@ def gumbel_joint(p: FloatArray, q: FloatArray) -> FloatArray:
     p_prefix = np.concatenate([[0.0], np.cumsum(ps)[:-1]])
     c = np.where(finite, q_suffix + np.where(finite, ws, 0.0) * p_prefix, np.inf)
     wf, cf = ws[finite], c[finite]
-    steps = np.diff(np.concatenate([[0.0], wf])) / (np.concatenate([[1.0], cf[:-1]]) * cf)
+    # Divided one factor at a time: with subnormal p, w and C reach 1e308 and C * C overflows.
+    steps = np.diff(np.concatenate([[0.0], wf])) / cf / np.concatenate([[1.0], cf[:-1]])
     f_sorted = np.full(w.shape[0], np.cumsum(steps)[-1] + 1.0 / cf[-1])  # F(inf) for p = 0
     f_sorted[: wf.shape[0]] = np.cumsum(steps)
     f = np.empty_like(f_sorted)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.columns import build_columns
+from otlp.columns import build_columns, sequence_probability
 from otlp.instance import Instance
 from otlp.subset import optimal_acceptance
 
@@ -59,8 +59,6 @@ class DraftJoint:
         if kind == "hub":
             if inst.n != 2:
                 raise ValueError(f"n: SpecHub's hub joint has two drafts, got n={inst.n}")
-            if support < 2:
-                raise ValueError("top_k: SpecHub needs at least two draft tokens")
         return cls(kind, np.repeat(base[:1], inst.n, axis=0), inst.n)
 
     @property
@@ -86,11 +84,14 @@ class DraftJoint:
     def _hub_columns(self) -> tuple[IntArray, FloatArray]:
         q, a = self.q, self.hub
         others = np.flatnonzero((q > 0) & (np.arange(q.shape[0]) != a))
+        if others.size == 0:  # a one-hot draft: both drafts are the hub
+            return np.array([[a, a]], dtype=np.int64), np.ones(1)
         hub = np.full(others.shape[0], a)
         members = np.vstack(
             [np.column_stack([others, hub]), np.column_stack([hub, others])]
         ).astype(np.int64)
-        mass = np.concatenate([q[others], q[a] * q[others] / (1.0 - q[a])])
+        rest = q[others].sum()  # 1 - q(a), summed: 1 - q(a) cancels when q(a) is near 1
+        mass = np.concatenate([q[others], q[a] * (q[others] / rest)])
         return members, mass
 
     # ----- sampling ------------------------------------------------------------------------
@@ -136,9 +137,7 @@ class DraftJoint:
         if self.kind == "without_replacement":
             if np.unique(local).shape[0] != local.shape[0]:
                 return 0.0
-            probs = self.q[local]
-            left = 1.0 - (np.cumsum(probs) - probs)
-            return float(np.prod(probs / np.maximum(left, np.finfo(float).tiny)))
+            return float(sequence_probability(self.q, local[None, :])[0])
         return float(np.prod(self.rows[np.arange(self.n), local]))
 
     # ----- the bound -----------------------------------------------------------------------

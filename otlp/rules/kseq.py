@@ -40,27 +40,33 @@ class KSeqParameters:
 
     rho: float
     beta: float
+    miss: float  # 1 - beta, summed as sum_x (q(x) - min(q(x), p(x) / rho)): no cancellation
     c: float
     accept: FloatArray
     residual: FloatArray
 
 
-def kseq_beta(p: FloatArray, q: FloatArray, rho: float) -> float:
-    """beta(rho) = sum_x min(q(x), p(x) / rho)."""
-    return float(np.minimum(q, p / rho).sum())
+def kseq_beta(p: FloatArray, q: FloatArray, rho: float) -> tuple[float, float]:
+    """(beta(rho), 1 - beta(rho)) with beta = sum_x min(q(x), p(x) / rho); the complement is
+    summed from its own positive terms, never as ``1 - beta``."""
+    accepted = np.minimum(q, p / rho)
+    return float(accepted.sum()), float((q - accepted).sum())
 
 
-def any_accepted(beta: float, n: int) -> float:
-    """1 - (1 - beta)^n without cancellation for small beta."""
-    return float(-np.expm1(n * np.log1p(-beta))) if beta < 1 else 1.0
+def any_accepted(beta: float, miss: float, n: int) -> float:
+    """1 - (1 - beta)^n = 1 - miss^n without cancellation at either end."""
+    if not miss > 0:
+        return 1.0
+    log_miss = np.log1p(-beta) if beta < 0.5 else np.log(miss)
+    return float(-np.expm1(n * log_miss))
 
 
 def kseq_rho(p: FloatArray, q: FloatArray, n: int) -> float:
     """The smallest valid rho in [1, n]: the root of 1 - (1 - beta)^n = rho beta, or 1."""
 
     def valid(rho: float) -> bool:
-        beta = kseq_beta(p, q, rho)
-        return any_accepted(beta, n) <= rho * beta
+        beta, miss = kseq_beta(p, q, rho)
+        return any_accepted(beta, miss, n) <= rho * beta
 
     if valid(1.0):
         return 1.0
@@ -77,12 +83,12 @@ def kseq_parameters(p: FloatArray, q: FloatArray, n: int) -> KSeqParameters:
     """K-SEQ at rho* for target p and draft q over the extended vocabulary."""
     rho = kseq_rho(p, q, n)
     accepted = np.minimum(q, p / rho)
-    beta = float(accepted.sum())
-    c = any_accepted(beta, n) / beta if beta > 0 else float(n)  # limit n as beta -> 0
+    beta, miss = kseq_beta(p, q, rho)
+    c = any_accepted(beta, miss, n) / beta if beta > 0 else float(n)  # limit n as beta -> 0
     left = np.maximum(p - c * accepted, 0.0)  # >= 0 up to rounding on the valid side
     total = left.sum()
     resid = left / total if total > 0 else p.copy()
-    return KSeqParameters(rho, beta, c, ratio_accept(p / rho, q), resid)
+    return KSeqParameters(rho, beta, miss, c, ratio_accept(p / rho, q), resid)
 
 
 class KSeq(DraftThenVerify):
@@ -104,22 +110,24 @@ class KSeq(DraftThenVerify):
 
     def procedural_acceptance(self, inst: Instance) -> float:
         """P(some draft passes its test) = 1 - (1 - beta(rho*))^n (SpecTr's acceptance)."""
-        return any_accepted(self.parameters(inst).beta, inst.n)
+        par = self.parameters(inst)
+        return any_accepted(par.beta, par.miss, inst.n)
 
     def acceptance(self, inst: Instance) -> float:
         par = self.parameters(inst)
-        n, miss = inst.n, 1.0 - par.beta
+        n, miss = inst.n, par.miss
         if miss <= 0:
             return 1.0
-        rejected = draft_ext(inst.q_local) * (1.0 - par.accept) / miss
+        q = draft_ext(inst.q_local)
+        rejected = (q - np.minimum(q, inst.target_rows / par.rho)) / miss
         with np.errstate(divide="ignore"):  # log1p(-1) = -inf: that token is surely drafted
             lucky = float(par.residual @ -np.expm1(n * np.log1p(-np.minimum(rejected, 1.0))))
-        return any_accepted(par.beta, n) + miss**n * lucky
+        return any_accepted(par.beta, miss, n) + miss**n * lucky
 
     def local_output(self, inst: Instance) -> FloatArray:
         par = self.parameters(inst)
         q = draft_ext(inst.q_local)
-        return par.c * q * par.accept + (1.0 - par.beta) ** inst.n * par.residual
+        return par.c * q * par.accept + par.miss**inst.n * par.residual
 
     def local_conditionals(self, inst: Instance, members: IntArray) -> FloatArray:
         par = self.parameters(inst)

@@ -57,13 +57,21 @@ class RecursiveRejection(DraftThenVerify):
         rows = np.array([draft_ext(row) for row in self.draft_joint(inst).rows])
         return replacement_residuals(inst.target_rows, rows)
 
+    def _misses(self, inst: Instance) -> FloatArray:
+        """P(draft j is rejected) = sum_x (q_j(x) - min(p_j(x), q_j(x))), summed (no 1 - x)."""
+        rows = np.array([draft_ext(row) for row in self.draft_joint(inst).rows])
+        _, hits, _ = self._sequence(inst)
+        return (rows - hits).sum(axis=1)
+
     def acceptance(self, inst: Instance) -> float:
         _, hits, _ = self._sequence(inst)
-        return 1.0 - float(np.prod(1.0 - hits.sum(axis=1)))
+        misses = self._misses(inst)
+        stay = np.concatenate([[1.0], np.cumprod(misses)[:-1]])
+        return float(stay @ hits.sum(axis=1))
 
     def local_output(self, inst: Instance) -> FloatArray:
         _, hits, final = self._sequence(inst)
-        stay = np.concatenate([[1.0], np.cumprod(1.0 - hits.sum(axis=1))])
+        stay = np.concatenate([[1.0], np.cumprod(self._misses(inst))])
         return stay[:-1] @ hits + stay[-1] * final
 
     def _candidates(self, inst: Instance, drafts: IntArray) -> tuple[FloatArray, FloatArray]:
@@ -123,7 +131,7 @@ class RecursiveRejectionWithoutReplacement(DraftThenVerify):
             output += reach @ accepted
             following = residual(target, draft)
             if level == inst.n - 1:
-                output += (reach * (1.0 - accepted.sum(axis=1))) @ following
+                output += (reach * (draft - accepted).sum(axis=1)) @ following
                 break
             rejected = draft - accepted  # P(draft x and reject x | node)
             node, token = np.nonzero(rejected > 0)

@@ -56,8 +56,15 @@ def hub_verification(p: FloatArray, q: FloatArray, hub: int) -> HubVerification:
     """Algorithm 3 of seed 001 turned into per-token probabilities."""
     others = np.ones(p.shape[0], dtype=bool)
     others[hub] = False
+    rest = float(q[others].sum())  # 1 - q(a), summed: 1 - q(a) cancels when q(a) is near 1
+    if not rest > 0:  # one-hot draft: the only pair is (a, a); speculative sampling on it
+        first = ratio_accept(p, q)
+        accepted = np.zeros_like(p)
+        accepted[hub] = min(p[hub], q[hub])
+        final = residual(np.maximum(p - q, 0.0), 0.0)
+        return HubVerification(hub, first, first, 0.0, 0.0, accepted, final)
     q_xa = np.where(others, q, 0.0)  # Q(x, a)
-    q_ax = np.where(others, q[hub] * q / (1.0 - q[hub]), 0.0)  # Q(a, x)
+    q_ax = np.where(others, q[hub] * (q / rest), 0.0)  # Q(a, x)
     first = ratio_accept(p, q_xa)
     p1 = np.where(others, np.maximum(p - q_xa, 0.0), p)
     left_xa = np.maximum(q_xa - p, 0.0) * others  # Q'(x, a)

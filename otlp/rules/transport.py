@@ -40,10 +40,12 @@ def plan_conditionals(plan: TransportPlan) -> FloatArray:
     cols = plan.columns
     check_size("dense plan conditionals", cols.count * plan.explicit.shape[0])
     total = plan.row_residual.sum()
-    scale = plan.col_residual / total if total > 0 else np.zeros(cols.count)
-    joint = plan.explicit.toarray().T + np.outer(scale, plan.row_residual)
-    mass = cols.mass[:, None]
-    return np.where(mass > 0, joint / np.where(mass > 0, mass, 1.0), 0.0)
+    rows = plan.row_residual / total if total > 0 else np.zeros_like(plan.row_residual)
+    live = cols.mass > 0
+    mass = np.where(live, cols.mass, 1.0)
+    # explicit / mass + rows * (col_residual / mass): exact for columns of subnormal mass
+    slices = plan.explicit.toarray().T / mass[:, None] + np.outer(plan.col_residual / mass, rows)
+    return np.where(live[:, None], slices, 0.0)
 
 
 def importance_weights(plan: TransportPlan) -> tuple[FloatArray, FloatArray]:

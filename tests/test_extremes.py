@@ -1,0 +1,116 @@
+"""Numerics at the extremes: one-hot, subnormal and 1e-300 masses, p = q, disjoint supports,
+float32 input. Each reproducer found by the fuzz campaign of issue 9 is a test here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import otlp
+import otlp.rules
+from otlp.rules.couplings import gumbel_joint
+
+LOSSLESS = [name for name in otlp.rules.names() if otlp.rules.get(name).lossless]
+RNG = np.random.default_rng(1)
+BASE = RNG.dirichlet(np.ones(4))
+ONE_HOT = np.array([1.0, 0.0, 0.0, 0.0])
+EXTREMES = {
+    "q one-hot": (BASE, ONE_HOT),
+    "p one-hot": (ONE_HOT, BASE),
+    "both one-hot": (ONE_HOT, ONE_HOT),
+    "q near one-hot": (BASE, np.array([1 - 3e-12, 1e-12, 1e-12, 1e-12])),
+    "q 1e-20": (BASE, np.array([1.0, 1e-20, 1e-20, 1e-20])),
+    "p subnormal": (np.array([0.6, 0.4, 1e-310, 5e-324]), BASE),
+    "q subnormal": (BASE, np.array([0.6, 0.4, 1e-310, 5e-324])),
+    "p = q subnormal": (np.array([0.6, 0.4, 1e-310, 5e-324]),) * 2,
+    "1e-300": (np.array([0.5, 0.5, 1e-300, 1e-300]), BASE),
+    "p = q": (BASE, BASE),
+    "disjoint": (np.array([0.5, 0.5, 0, 0]), np.array([0, 0, 0.5, 0.5])),
+    "float32": (BASE.astype(np.float32), RNG.dirichlet(np.ones(4)).astype(np.float32)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXTREMES))
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_every_lossless_rule_is_exact_at_the_extremes(case: str, n: int) -> None:
+    p, q = EXTREMES[case]
+    inst = otlp.Instance(p, q, n, renormalize=True)
+    for name in LOSSLESS:
+        rule = otlp.rules.get(name)
+        if name == "spechub" and n != 2:
+            continue
+        try:
+            output = rule.output_distribution(inst)
+        except ValueError as exc:  # n distinct drafts from fewer draft tokens: refused
+            assert "distinct drafts" in str(exc)
+            continue
+        assert np.abs(output - inst.p).sum() <= 1e-12, name
+        acceptance = rule.acceptance(inst)
+        assert np.isfinite(acceptance) and acceptance <= rule.alpha_star(inst) + 1e-12, name
+        joint = rule.exact_joint(inst)
+        rows = joint.out[joint.mass > 0]
+        assert rows.min() >= 0 and np.abs(rows.sum(axis=1) - 1).max() <= 1e-12, name
+        tokens, _ = rule.sample(inst, np.random.default_rng(0), 20)
+        assert (inst.p[tokens] > 0).all(), name
+
+
+@pytest.mark.parametrize("case", sorted(EXTREMES))
+def test_every_method_verifies_at_the_extremes(case: str) -> None:
+    p, q = EXTREMES[case]
+    for scheme in ("iid", "without_replacement"):
+        try:
+            inst = otlp.Instance(p, q, 2, scheme, renormalize=True)
+        except ValueError:
+            continue  # fewer than two draft tokens cannot be drawn without replacement
+        alpha = otlp.optimal_acceptance(inst, "brute").alpha_star
+        for method in ("highs", "maxflow", "maxflow-cs", "pot", "highs-full"):
+            plan = otlp.solve(inst, method, strict=True)
+            assert plan.acceptance == pytest.approx(alpha, abs=1e-9), method
+            assert plan.verification.slices.max_sum_error <= 1e-12, method
+
+
+def test_spechub_near_one_hot_draft() -> None:
+    """1 - q(hub) cancelled: sample raised IndexError, acceptance was NaN."""
+    inst = otlp.Instance([0.5, 0.5], [1 - 1e-12, 1e-12], 2)
+    rule = otlp.rules.get("spechub")
+    tokens, _ = rule.sample(inst, np.random.default_rng(0), 1000)
+    assert set(tokens.tolist()) <= {0, 1}
+    inst = otlp.Instance([0.4, 0.3, 0.3], [1, 1e-20, 1e-20], 2)
+    assert np.isfinite(rule.acceptance(inst))
+    assert rule.output_distribution(inst) == pytest.approx(inst.p, abs=1e-15)
+
+
+def test_gumbel_exact_law_with_subnormal_target() -> None:
+    """q / p and C * C overflowed: the exact law summed to 0.58 instead of 1."""
+    p = np.array([1.38277428e-309, 4.24818286e-001, 1.38274152e-319, 5.75181714e-001])
+    q = np.array([0.24668093, 0.02215587, 0.29467821, 0.43648499])
+    q /= q.sum()
+    joint = gumbel_joint(p, q)
+    assert np.abs(joint.sum(axis=0) - p).sum() < 1e-15
+    assert np.abs(joint.sum(axis=1) - q).sum() < 1e-15
+
+
+def test_without_replacement_set_mass_below_the_smallest_normal() -> None:
+    """The finfo.tiny clamp gave set mass 0.0045 instead of 1 and every method failed."""
+    inst = otlp.Instance([0.6, 0.4, 1e-310], [0.6, 0.4, 1e-310], 3, "without_replacement")
+    assert inst.columns().mass.sum() == pytest.approx(1.0, abs=1e-15)
+    for method in ("maxflow", "highs", "pot"):
+        assert otlp.solve(inst, method, strict=True).acceptance == pytest.approx(1.0)
+    assert otlp.rules.get("rrs-without-replacement").acceptance(inst) == pytest.approx(1.0)
+
+
+def test_renormalize_huge_entries() -> None:
+    """[1e308] * 3 overflowed to inf when summed and gave NaN."""
+    inst = otlp.Instance([1e308] * 3, [1e308] * 3, 2, renormalize=True)
+    assert inst.p == pytest.approx([1 / 3] * 3)
+
+
+def test_highs_on_1e200_entries_gives_a_usable_plan() -> None:
+    """HiGHS said "Optimal" with acceptance 3.4e167 on p ~ q with 1e-200 entries."""
+    p = np.array([0.5, 0.5 - 3e-200, 1e-200, 2e-200])
+    q = np.array([0.5, 0.5 - 3e-200, 2e-200, 1e-200])
+    inst = otlp.Instance(p, q, 2)
+    for method in ("highs", "highs-full"):
+        plan = otlp.solve(inst, method, strict=True)
+        assert plan.acceptance == pytest.approx(1.0, abs=1e-12)
+        assert plan.verification.slices.max_sum_error <= 1e-12
