@@ -49,9 +49,14 @@ class Failure:
     @property
     def kind(self) -> str:
         """The failure class: component and message with numbers and token lists masked."""
-        text = re.sub(r"\[[^\]]*\]", "[..]", self.message)
-        text = re.sub(r"-?\d[\d.e+-]*", "#", text)
-        return f"{self.component}: {text[:120]}"
+        return outcome_class(self.component, self.message)
+
+
+def outcome_class(component: str, message: str) -> str:
+    """``component: message`` with numbers and bracketed lists masked, to group outcomes."""
+    text = re.sub(r"\[[^\]]*\]|\([^)]*\)", "(..)", message)
+    text = re.sub(r"-?\d[\d.e+-]*", "#", text)
+    return f"{component}: {text[:120]}"
 
 
 @dataclass
@@ -65,6 +70,7 @@ class FuzzReport:
     tallies: dict[str, Tally] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     classes: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)
 
     def add(self, case: Case, outcomes: Sequence[Outcome]) -> None:
         self.cases += 1
@@ -73,6 +79,8 @@ class FuzzReport:
             self.tallies.setdefault(outcome.component, Tally()).add(outcome)
             if outcome.status == "failed":
                 self.failures.append(Failure(outcome.component, outcome.message, case))
+            elif outcome.status == "refused":
+                self.refusals[outcome_class(outcome.component, outcome.message)] += 1
 
     @property
     def failed(self) -> int:
@@ -88,6 +96,7 @@ class FuzzReport:
             "components": {
                 name: {**asdict(t), "run": t.run} for name, t in sorted(self.tallies.items())
             },
+            "refusals": dict(self.refusals.most_common()),
             "failures": [asdict(f) for f in self.failures],
         }
 
