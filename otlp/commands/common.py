@@ -9,6 +9,7 @@ import math
 import numbers
 import shutil
 import sys
+import textwrap
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,18 +36,31 @@ RESULTS_ROOT = Path("otlp-results")  # git-ignored; every command's default outp
 
 
 # ----- help ----------------------------------------------------------------------------------
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the epilog's example lines and appends "(default: X)" to every option that has a
-    meaningful default (not None, not False, not already in the text)."""
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps description paragraphs, keeps indented lines (the epilog's example) as they are,
+    and appends "(default: X)" to every option that takes a value and has a default."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines = []
+        for line in text.splitlines():
+            if line.startswith(" ") or not line:
+                lines.append(indent + line)
+            else:
+                lines.append(
+                    textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+                )
+        return "\n".join(lines)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
         if (
             "%(default)" in text
+            or "default" in text
+            or action.nargs == 0  # flags: store_true, store_false, count
             or default is None
-            or default is False
             or default == argparse.SUPPRESS
+            or default == []
             or not action.option_strings
         ):
             return text
