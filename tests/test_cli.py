@@ -170,10 +170,25 @@ def test_config_naming_an_unknown_method_exits_2(
     config.write_text('[[sweep]]\nmethods = ["maxflow", "nope"]\nkn = [[4, 2]]\n')
     assert main(["bench", "--config", str(config), "--out", str(tmp_path / "o")]) == 2
     assert "unknown nope" in capsys.readouterr().err
+
+
+def test_config_options_a_method_rejects_exit_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from otlp import methods
+    from otlp.validation import check_options
+
+    def picky(inst: object, form: str = "sets", **options: object) -> object:
+        check_options("picky", options, ["good"])
+        return methods.solve_maxflow(inst, form)
+
+    monkeypatch.setitem(methods._METHODS, "picky", (picky, "takes only option good"))
+    config = tmp_path / "c.toml"
     config.write_text(
-        '[[sweep]]\nmethods = ["maxflow"]\nkn = [[4, 2]]\n[methods.maxflow]\noptions = {x = 1}\n'
+        '[[sweep]]\nmethods = ["picky"]\nkn = [[4, 2]]\n[methods.picky]\noptions = {bad = 1}\n'
     )
-    monkey = main(["bench", "--config", str(config), "--out", str(tmp_path / "o")])
-    err = capsys.readouterr().err
-    # rejected once the backends check their options (until then the option is ignored)
-    assert (monkey == 2 and "[methods.maxflow] options" in err) or monkey == 0
+    assert main(["bench", "--config", str(config), "--out", str(tmp_path / "o")]) == 2
+    assert "[methods.picky] options: picky: unknown option(s) bad; valid: good" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "o" / "results.jsonl").exists()
