@@ -325,3 +325,22 @@ def test_main_command_leaves_a_clone_clean(tmp_path: Path) -> None:
         [git, "status", "--porcelain"], cwd=clone, check=True, capture_output=True, text=True
     )
     assert status.stdout == ""
+
+
+def test_units_split_groups_by_tokens_and_merge_back(tiny_config: Path) -> None:
+    from otlp.bench.cells import group_cells, work_units
+    from otlp.bench.runner import _merged_cells
+    from otlp.bench.worker import run_group, run_unit
+
+    cells = plan_grid(load_config(tiny_config), Catalog.current()).cells
+    group = next(g for g in group_cells(cells) if g[0].k == 6)
+    units = work_units(group, budget=1)  # one token per unit
+    assert len(units) == group[0].items and all(u.parts == group[0].items for u in units)
+    merged = list(_merged_cells(iter([run_unit(u) for u in reversed(units)])))
+    assert len(merged) == 1
+    whole = {r["id"]: r for r in run_group(group)}
+    for record in merged[0]:
+        assert "part" not in record
+        assert without_timings(record) == without_timings(
+            {k: v for k, v in whole[record["id"]].items() if k not in ("part", "parts")}
+        )
