@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from otlp.bench.plots import draw_figures
 from otlp.bench.report import render_report
 from otlp.bench.store import ResultStore
 from otlp.bench.tables import slices
+
+log = logging.getLogger("otlp")
 
 TOKEN_FIELDS = (
     "id",
@@ -110,6 +113,13 @@ def run_bench(
     finished = store.load()
     todo = [cell for cell in grid.cells if cell.id not in finished]
     units = work_units(todo)
+    log.info(
+        "%d cells (%d to measure, %d reused) in %d work units",
+        len(grid.cells),
+        len(todo),
+        len(grid.cells) - len(todo),
+        len(units),
+    )
     workers = workers or config.workers
     if scheduler:
         executor, stream = f"Dask cluster at {scheduler}", run_dask(units, scheduler)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import re
 import signal
@@ -17,6 +18,7 @@ from typing import Any
 from otlp.fuzz.cases import Case, make_case
 from otlp.fuzz.checks import Outcome, run_case
 
+log = logging.getLogger("otlp")
 CHUNK = 8  # cases per work unit: small, so progress and Ctrl-C respond within seconds
 
 
@@ -130,6 +132,7 @@ def run_campaign(
     start = time.perf_counter()
     cases = list(cases)
     tasks = [(cases[i : i + CHUNK], frozenset(only)) for i in range(0, len(cases), CHUNK)]
+    log.info("%d cases in %d chunks on %d worker(s)", len(cases), len(tasks), workers)
     try:
         for results in _execute(tasks, workers):
             for case, outcomes in results:
