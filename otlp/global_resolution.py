@@ -501,7 +501,7 @@ class GlobalResolution:
         top = np.full(columns.count, -np.inf)
         np.maximum.at(top, cols, alpha)
         weights = np.exp(alpha - top[cols])  # a stable softmax per column
-        denominator = np.bincount(cols, weights=weights, minlength=columns.count)
+        denominator = np.bincount(cols, weights=weights, minlength=columns.count).astype(float)
         return columns.mass[cols] * weights / denominator[cols]
 
     def materialize(self) -> tuple[DraftColumns, sp.csc_matrix, FloatArray, FloatArray]:

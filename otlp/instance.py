@@ -9,7 +9,7 @@ plans still cover the whole vocabulary while all work scales with k, not with V.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -60,7 +60,11 @@ class Instance:
         p_arr = probability_vector("p", p, renormalize=renormalize, atol=atol)
         vocab = p_arr.shape[0]
         if scheme == "independent":
-            q_list = list(q) if not isinstance(q, np.ndarray) or np.ndim(q) == 2 else None
+            q_list = (
+                list(cast(Sequence[ArrayLike], q))
+                if not isinstance(q, np.ndarray) or np.ndim(q) == 2
+                else None
+            )
             if q_list is None or len(q_list) != self.n:
                 got = "a single vector" if q_list is None else f"{len(q_list)} vectors"
                 raise ValueError(f"q: scheme 'independent' needs n={self.n} vectors, got {got}")
@@ -69,7 +73,7 @@ class Instance:
                 for d, qd in enumerate(q_list)
             ]
         else:
-            rows = [probability_vector("q", q, renormalize=renormalize, atol=atol)]
+            rows = [probability_vector("q", cast(ArrayLike, q), renormalize=renormalize, atol=atol)]
         for d, row in enumerate(rows):
             if row.shape[0] != vocab:
                 name = "q" if len(rows) == 1 else f"q[{d}]"

@@ -143,6 +143,7 @@ def _qpbo_min_cut(inst: Instance) -> NDArray[np.bool_]:
     caps = np.concatenate([np.maximum(unary, 0), np.maximum(-unary, 0), q1[ii] * q2[jj]])
     problem = MaxFlowProblem(k + 2, tails, heads, caps, source, sink)
     result = get_backend("ortools-maxflow").solve(problem, want_cut=True)
+    assert result.source_side is not None  # requested with want_cut=True
     return ~result.source_side[:k]
 
 
@@ -152,4 +153,5 @@ def _relaxed_min_cut(inst: Instance) -> NDArray[np.bool_]:
 
     system = relaxed_system(inst)
     result = get_backend("ortools-maxflow").solve(system.to_maxflow(), want_cut=True)
+    assert result.source_side is not None  # requested with want_cut=True
     return ~result.source_side[: system.left_count]

@@ -328,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.time()
     arrays = generate(args.positions or None, args.temperatures, args.draft_temperature, args.top_k)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.out, **arrays)
+    np.savez_compressed(args.out, allow_pickle=False, **arrays)
     print(summary(arrays))
     print(
         f"{arrays['ids'].shape[0]} instances -> {args.out} "

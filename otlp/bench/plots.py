@@ -9,11 +9,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
@@ -106,9 +107,9 @@ def _times(piece: Slice) -> Figure:
     return fig
 
 
-def _legend_below(fig: Figure, axes: Sequence[Axes]) -> None:
+def _legend_below(fig: Figure, axes: Iterable[Axes]) -> None:
     """One legend under the panels with every labelled line or bar set, each once."""
-    handles: dict[str, object] = {}
+    handles: dict[str, Artist] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)

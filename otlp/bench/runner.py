@@ -115,12 +115,12 @@ def run_bench(
         stream = run_local(groups, workers)
     for note in grid.notes:
         console.print(f"[yellow]note:[/] {note}")
-    for records in _with_progress(stream, groups, progress, console):
-        store.append({**record, "run": started} for record in records)
+    for batch in _with_progress(stream, groups, progress, console):
+        store.append({**record, "run": started} for record in batch)
     records = store.load()
     summaries = summarize_all(records[cell.id] for cell in grid.cells)
     wall = time.perf_counter() - start
-    run = {
+    run: dict[str, Any] = {
         "command": command,
         "config": config.source or "(built in)",
         "started": started,

@@ -6,6 +6,7 @@ import argparse
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -43,7 +44,7 @@ def add_instance_arguments(parser: argparse.ArgumentParser) -> None:
 
 def instance_from_args(args: argparse.Namespace) -> Instance:
     """Build the instance the arguments describe; errors are ValueErrors naming the input."""
-    stored: dict[str, object] = {}
+    stored: dict[str, Any] = {}
     if args.instance is not None:
         stored = read_instance_file(args.instance)
         p, q = stored["p"], stored["q"]
@@ -67,7 +68,7 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
     )
 
 
-def read_instance_file(path: Path) -> dict[str, object]:
+def read_instance_file(path: Path) -> dict[str, Any]:
     """Read p, q (and optional n, scheme, top_k) from a .npz or .json file."""
     if not path.exists():
         raise ValueError(f"--instance: no such file {path}")

@@ -72,7 +72,7 @@ def hub_verification(p: FloatArray, q: FloatArray, hub: int) -> HubVerification:
     accepted = np.minimum(p, q_xa + q_ax) * others
     accepted[hub] = min(hub_p, left_ax.sum() + left_xa.sum())
     return HubVerification(
-        hub, first, second, after_second, after_first, accepted, residual(p2, 0.0)
+        hub, first, second, after_second, after_first, accepted, residual(p2, np.zeros_like(p2))
     )
 
 
