@@ -556,9 +556,6 @@ class GlobalResolutionPlan(TransportPlan):
             return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
 
-    def __repr__(self) -> str:
-        return f"GlobalResolutionPlan({self.instance!r}, tau={self.engine.tau:g})"
-
     def _materialize(self) -> None:
         columns, explicit, row_residual, col_residual = self.engine.materialize()
         self.columns, self.explicit = columns, explicit

@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
+from otlp.reprs import plan_repr
 
 FloatArray = NDArray[np.float64]
 TINY = 1e-300
@@ -42,6 +43,10 @@ class TransportPlan:
     wall_time: float = 0.0
     messages: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        """Sizes, method, acceptance and verification status — never the arrays."""
+        return plan_repr(self)
 
     # ----- constructors --------------------------------------------------------------------
     @classmethod

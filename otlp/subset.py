@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.instance import Instance
+from otlp.reprs import dataclass_repr
 
 METHODS = ("auto", "prefix", "mincut", "maxflow", "brute")
 BRUTE_FORCE_MAX_K = 16
@@ -37,6 +38,8 @@ class SubsetSelection:
     H: NDArray[np.int64]
     psi_min: float
     method: str
+
+    __repr__ = dataclass_repr
 
 
 def draft_mass_in(inst: Instance, mask: NDArray[np.bool_]) -> float:

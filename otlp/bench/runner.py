@@ -44,6 +44,7 @@ from otlp.bench.plots import draw_figures
 from otlp.bench.report import render_report
 from otlp.bench.store import ResultStore
 from otlp.bench.tables import slices
+from otlp.reprs import dataclass_repr
 
 TOKEN_FIELDS = (
     "id",
@@ -74,6 +75,8 @@ class BenchOutcome:
     wall_s: float
     notes: tuple[str, ...]
     summaries: tuple[dict[str, Any], ...]
+
+    __repr__ = dataclass_repr
 
 
 def run_bench(
