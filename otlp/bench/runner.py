@@ -90,6 +90,7 @@ def run_bench(
     progress: bool = True,
     command: str = "otlp bench",
     console: Console | None = None,
+    figure_format: str = "png",
 ) -> BenchOutcome:
     """Run the sweeps of ``config`` (``suites`` replaces their suites) and write the outputs.
 
@@ -133,7 +134,7 @@ def run_bench(
         "cells_reused": len(grid.cells) - len(todo),
         "runs": sorted({records[cell.id].get("run", "?") for cell in grid.cells}),
     }
-    files = _write_outputs(out, config, grid, records, summaries, run)
+    files = _write_outputs(out, config, grid, records, summaries, run, figure_format)
     return BenchOutcome(
         out,
         tuple(files),
@@ -187,6 +188,7 @@ def _write_outputs(
     records: dict[str, dict[str, Any]],
     summaries: list[dict[str, Any]],
     run: dict[str, Any],
+    figure_format: str = "png",
 ) -> list[Path]:
     machine = machine_info()
     cells = [records[cell.id] for cell in grid.cells]
@@ -212,7 +214,10 @@ def _write_outputs(
         )
     )
     pieces = slices(summaries, [_capped_row(cell, count) for cell, count in grid.capped])
-    figures = {piece.key: draw_figures(piece, out, config.time_limits_ms) for piece in pieces}
+    figures = {
+        piece.key: draw_figures(piece, out, config.time_limits_ms, figure_format)
+        for piece in pieces
+    }
     suites = {
         piece.suite: {"description": (s := load(piece.suite)).description, "size": len(s)}
         for piece in pieces

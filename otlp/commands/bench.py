@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 import otlp
+from otlp.plotting.style import add_format_argument
 
 DEFAULT_CONFIG = Path("benchmarks") / "configs" / "default.toml"
 DEFAULT_OUT = Path("benchmarks") / "results"
@@ -57,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--fresh", dest="resume", action="store_false", help="discard OUT/results.jsonl first"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_format_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -85,6 +87,8 @@ def command_line(args: argparse.Namespace) -> str:
         parts += ["--workers", str(args.workers)]
     if not args.resume:
         parts.append("--fresh")
+    if args.format != "png":
+        parts += ["--format", args.format]
     return shlex.join(parts)
 
 
@@ -107,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         command=command_line(args),
         console=console,
+        figure_format=args.format,
     )
     failed = sum(row["failed"] for row in outcome.summaries)
     console.print(

@@ -29,6 +29,7 @@ from otlp.commands.common import (
 )
 from otlp.instance import Instance
 from otlp.plotting.compare import plot
+from otlp.plotting.style import add_format_argument
 from otlp.rules import Rule, get, names
 from otlp.rules.joints import KINDS
 from otlp.rules.mentored import DEFAULT_KL_BUDGET, kl_divergence
@@ -139,7 +140,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--method", default="maxflow", help="otlp.solve method for ot, canonical")
     parser.add_argument("--csv", type=Path, help="write one row per (item, n, rule)")
-    parser.add_argument("--plot", type=Path, help="write a PNG of mean acceptance against n")
+    parser.add_argument("--plot", type=Path, help="write a figure of mean acceptance against n")
+    add_format_argument(parser, default=None)
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.set_defaults(run=run)
 
@@ -158,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         write_csv(records, args.csv)
     if args.plot:
-        plot(summary, [r.name for r in rules], args.plot)
+        plot(summary, [r.name for r in rules], args.plot, records, args.format)
     failed = [r for r in records if r.failed]
     for r in failed:
         print(

@@ -17,6 +17,7 @@ from otlp.multistep.models import MODEL_KINDS, model_pair
 from otlp.multistep.sweep import LP_LABEL, EfficiencyRow, efficiency_sweep
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
 from otlp.plotting.multistep import plot
+from otlp.plotting.style import add_format_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON rows")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
+    parser.add_argument("--plot", type=Path, default=None, help="write a figure here")
+    add_format_argument(parser, default=None)
     parser.set_defaults(run=run)
 
 
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         console().print(rich_table(rows, gammas, title))
     if args.plot is not None:
-        plot(rows, gammas, title, args.plot)
+        plot(rows, gammas, title, args.plot, args.format)
     return 0
 
 
