@@ -31,7 +31,7 @@ from otlp.bench.tables import Row, Slice, best_under_limit, measured
 from otlp.plotting.style import BOUND, bound_marks, display, dodge, legend, save, styles
 
 PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
-SPREAD = "bars and bands: 10th–90th percentile over tokens"
+SPREAD = "bars: 10th–90th percentile over tokens"
 CAPPED_NOTE = "× = over the method's size cap (not run)"
 Drawer = Callable[[Slice], Figure | None]
 
@@ -377,7 +377,7 @@ def _rules(piece: Slice) -> Figure | None:
         ax.set_xticks(ns)
         ax.set_xlabel("n drafts (rules offset sideways)")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"acceptance (mean over tokens)\n{SPREAD}")
+    axes[0].set_ylabel("acceptance (mean over tokens)\nbars, grey boxes: 10th–90th percentile")
     legend(fig, axes)
     return fig
 
