@@ -31,9 +31,52 @@ def solve(
 ) -> TransportPlan:
     """Solve the OTLP of ``inst`` with ``method`` and return a verified transport plan.
 
-    ``form`` picks the column indexing ("sets" of distinct tokens, or ordered "tuples").
-    With ``check`` (default) the plan carries ``plan.verification``; with ``strict`` a failed
-    verification raises :class:`VerificationError`. Extra options go to the backend.
+    The optimal transport of [GR] Eq. (1): a coupling of the target p and the draft joint
+    that maximises the probability of outputting one of the drafted tokens.
+
+    Parameters
+    ----------
+    inst : Instance
+        The problem: target, draft, number of drafts, draft scheme, top-k.
+    method : str, default "maxflow"
+        One of the registered methods below (``otlp.method_names()``; docs/api.md).
+    form : {"sets", "tuples"}, default "sets"
+        Column indexing: sets of distinct drafted tokens, or ordered tuples (cross-checks).
+    check : bool, default True
+        Verify the plan (:func:`otlp.verify`); the report is ``plan.info["verification"]``.
+    strict : bool, default False
+        Raise :class:`VerificationError` when the verification fails.
+    tolerances : Tolerances, optional
+        Verifier tolerances instead of the method's defaults.
+    **options
+        The method's options, listed below with their defaults.
+
+    Methods
+    -------
+    {methods}
+
+    Returns
+    -------
+    TransportPlan
+        The coupling; ``plan.slice(omega)`` is π(·|ω) over the whole vocabulary and
+        ``plan.sample(omega, rng)`` draws the verified token.
+
+    Raises
+    ------
+    ValueError
+        Unknown method or option, or an invalid instance.
+    VerificationError
+        With ``strict=True``, when the plan fails verification.
+
+    Examples
+    --------
+    >>> import otlp
+    >>> inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2)
+    >>> plan = otlp.solve(inst, "maxflow")
+    >>> round(plan.acceptance, 6), plan.info["verification"].ok
+    (0.86, True)
+    >>> round(otlp.solve(inst, "global_resolution", tau=1e-4).acceptance, 3)
+    0.86
     """
     if not isinstance(inst, Instance):
         raise ValueError(f"inst: expected an otlp.Instance, got {type(inst).__name__}")

@@ -26,20 +26,38 @@ class Instance:
 
     Parameters
     ----------
-    p:
+    p : array_like
         Target distribution over the vocabulary (length V).
-    q:
+    q : array_like or sequence of array_like
         Draft distribution (length V); for ``scheme="independent"`` a sequence of n of them.
-    n:
+    n : int
         Number of drafts.
-    scheme:
+    scheme : {"iid", "independent", "without_replacement"}, default "iid"
         ``"iid"`` (n i.i.d. draws from q), ``"independent"`` (draw d from ``q[d]``) or
         ``"without_replacement"`` (n distinct tokens drawn sequentially from q).
-    top_k:
-        Restrict each draft distribution to its top-k tokens (renormalised); None keeps all
-        tokens with positive draft probability.
-    renormalize:
+    top_k : int, optional
+        Restrict each draft distribution to its top-k tokens (renormalised) and slice p
+        there without renormalising it ([GR] Appendix N); None keeps all tokens with
+        positive draft probability.
+    renormalize : bool, default False
         Rescale p and q to sum to 1 instead of rejecting sums off by more than ``atol``.
+    atol : float
+        Tolerance on the sums of p and q.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: NaN/inf or negative entries, sums off by more than ``atol``,
+        length mismatch, n < 1, top_k outside [1, V], unknown scheme.
+
+    Examples
+    --------
+    >>> import otlp
+    >>> inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2, top_k=2)
+    >>> inst
+    Instance(V=3, n=2, scheme='iid', top_k=2, k=2)
+    >>> inst.tokens.tolist(), inst.p_outside  # the draft vocabulary; target mass outside it
+    ([2, 1], 0.5)
     """
 
     def __init__(

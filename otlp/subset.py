@@ -56,7 +56,32 @@ def psi(inst: Instance, mask: NDArray[np.bool_]) -> float:
 
 
 def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
-    """alpha* and H* for ``inst`` (seed 000, Theorem 3.1)."""
+    """alpha* and H* for ``inst`` by subset selection ([GR] Theorem 3.1).
+
+    Parameters
+    ----------
+    inst : Instance
+        The problem.
+    method : {"auto", "prefix", "mincut", "maxflow", "brute"}, default "auto"
+        ``prefix``: search by decreasing q/p, O(k log k) (i.i.d. and exchangeable drafts);
+        ``mincut``: one s-t min cut for n = 2 independent drafts ([GR] Appendix D);
+        ``maxflow``: min cut of the relaxed network (any scheme); ``brute``: every subset
+        (k <= 16). ``auto`` picks the fastest exact one for the scheme.
+
+    Returns
+    -------
+    SubsetSelection
+        ``alpha_star`` (the optimal acceptance), ``H`` (global token ids of H*), ``H_mask``
+        (over the draft vocabulary), ``psi_min`` and the ``method`` used.
+
+    Examples
+    --------
+    >>> import otlp
+    >>> inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2)
+    >>> sel = otlp.optimal_acceptance(inst)
+    >>> round(sel.alpha_star, 6), sel.H.tolist()
+    (0.86, [2, 1])
+    """
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     if method == "auto":
