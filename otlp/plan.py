@@ -44,10 +44,6 @@ class TransportPlan:
     messages: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
 
-    def __repr__(self) -> str:
-        """Sizes, method, acceptance and verification status — never the arrays."""
-        return plan_repr(self)
-
     # ----- constructors --------------------------------------------------------------------
     @classmethod
     def from_relaxed(
@@ -184,3 +180,7 @@ class TransportPlan:
             u = rng.random(int((~inside).sum()))
             out[~inside] = self._outside_tokens[np.searchsorted(self._outside_cdf, u)]
         return int(out[0]) if size is None else out
+
+    def __repr__(self) -> str:
+        """Sizes, method, acceptance and verification status — never the arrays."""
+        return plan_repr(self)
