@@ -52,3 +52,19 @@ def test_formats(tmp_path: Path, fmt: str) -> None:
     assert style.figure_path(Path("a.png"), "svg") == Path("a.svg")
     with pytest.raises(ValueError, match="format"):
         style.figure_path(Path("a.png"), "jpg")
+
+
+def test_compare_and_multistep_write_the_chosen_format(tmp_path: Path) -> None:
+    from otlp.cli import main
+
+    compare = tmp_path / "compare"
+    args = ["compare", "--generator", "zipf", "--vocab", "200", "--ns", "2,3", "--top-k", "6"]
+    assert (
+        main([*args, "--rules", "sps,rrs,ot,mentored", "--plot", str(compare), "--format", "svg"])
+        == 0
+    )
+    assert compare.with_suffix(".svg").read_text().lstrip().startswith("<?xml")
+    steps = tmp_path / "steps.pdf"
+    args = ["multistep", "--vocab", "3", "--lengths", "1,2", "--paths", "1,2", "--no-lp"]
+    assert main([*args, "--plot", str(steps)]) == 0
+    assert steps.read_bytes()[:4] == b"%PDF"
