@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -81,7 +83,7 @@ def spechub_toy_pair(
     return softmax(u_p / temperature), softmax(mixed / temperature)
 
 
-GENERATORS = {
+GENERATORS: dict[str, Callable[..., tuple[FloatArray, FloatArray]]] = {
     "dirichlet": dirichlet_pair,
     "zipf": zipf_llm_pair,
     "spechub-toy": spechub_toy_pair,

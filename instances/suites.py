@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from instances.generators import dirichlet_pair, spechub_toy_pair, zipf_llm_pair
 from instances.realmodel.load import load_smollm2
+from otlp.reprs import dataclass_repr
 
 FloatArray = NDArray[np.float64]
 
@@ -29,12 +30,16 @@ class SuiteItem:
     q: FloatArray
     meta: dict[str, Any] = field(default_factory=dict)
 
+    __repr__ = dataclass_repr
+
 
 @dataclass(frozen=True)
 class Suite:
     name: str
     description: str
     items: tuple[SuiteItem, ...]
+
+    __repr__ = dataclass_repr
 
     def __iter__(self) -> Iterator[SuiteItem]:
         return iter(self.items)

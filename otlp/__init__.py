@@ -6,6 +6,7 @@ into verification rules a decoder can sample from, and verify every answer.
 
 from otlp import global_resolution, limits  # global_resolution registers its method
 from otlp.api import VerificationError, VerificationWarning, solve
+from otlp.apidoc import methods_section
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.methods import describe_methods, method_names
@@ -33,3 +34,6 @@ __all__ = [
     "verify",
 ]
 __version__ = "0.1.0"
+
+# otlp.solve's docstring lists the registered methods and their options (docs/api.md too).
+solve.__doc__ = (solve.__doc__ or "").replace("    {methods}", methods_section(indent="    "))

@@ -37,22 +37,65 @@ def solve(
 ) -> TransportPlan:
     """Solve the OTLP of ``inst`` with ``method`` and return a verified transport plan.
 
-    ``form`` picks the column indexing ("sets" of distinct tokens, or ordered "tuples").
-    Extra keyword options go to the method's backend (unknown ones are rejected).
+    The optimal transport of [GR] Eq. (1): a coupling of the target p and the draft joint
+    that maximises the probability of outputting one of the drafted tokens.
 
-    The returned plan follows scipy's ``OptimizeResult`` habits:
+    Parameters
+    ----------
+    inst : Instance
+        The problem: target, draft, number of drafts, draft scheme, top-k.
+    method : str, default "maxflow"
+        One of the registered methods below (``otlp.method_names()``; docs/api.md); old
+        spellings with "-" are accepted.
+    form : {"sets", "tuples"}, default "sets"
+        Column indexing: sets of distinct drafted tokens, or ordered tuples (cross-checks).
+    check : bool, default True
+        Verify the plan (:func:`otlp.verify`): marginals, sign, acceptance against alpha* and
+        every conditional pi(.|omega).
+    strict : bool, default False
+        Raise :class:`VerificationError` when the verification fails.
+    tolerances : Tolerances, optional
+        Verifier tolerances instead of the method's defaults.
+    **options
+        The method's options, listed below with their defaults; unknown ones are rejected.
 
-    * ``plan.verification`` — the :class:`~otlp.verify.VerificationReport` (marginals, sign,
-      acceptance against alpha*, and every conditional pi(.|omega)); also in
-      ``plan.info["verification"]``. None with ``check=False``.
-    * ``plan.success`` — True when the plan verified (with ``check=False``: when every
-      backend reported an optimal status).
-    * ``plan.status`` — ``"verified"``, ``"verification_failed"`` or ``"unchecked"``.
-    * ``plan.message`` — what happened, including any non-optimal backend status.
+    Methods
+    -------
+    {methods}
 
-    A plan that fails verification, or whose backend did not report an optimal status (e.g.
-    a HiGHS time limit), emits a :class:`VerificationWarning`; with ``strict=True`` a failed
-    verification raises :class:`VerificationError` instead.
+    Returns
+    -------
+    TransportPlan
+        The coupling; ``plan.slice(omega)`` is π(·|ω) over the whole vocabulary and
+        ``plan.sample(omega, rng)`` draws the verified token. Following scipy's
+        ``OptimizeResult`` habits it carries ``plan.verification`` (the
+        :class:`~otlp.verify.VerificationReport`, None with ``check=False``),
+        ``plan.success`` (verified; with ``check=False``: every backend reported optimal),
+        ``plan.status`` (``"verified"``, ``"verification_failed"`` or ``"unchecked"``) and
+        ``plan.message`` (what happened, including any non-optimal backend status).
+
+    Warns
+    -----
+    VerificationWarning
+        When the plan fails verification or a backend did not report an optimal status
+        (e.g. a HiGHS time limit), unless ``strict=True``.
+
+    Raises
+    ------
+    ValueError
+        Unknown method or option, or an invalid instance.
+    VerificationError
+        With ``strict=True``, when the plan fails verification.
+
+    Examples
+    --------
+    >>> import otlp
+    >>> inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2)
+    >>> plan = otlp.solve(inst, "maxflow")
+    >>> round(plan.acceptance, 6), plan.verification.ok
+    (0.86, True)
+    >>> round(otlp.solve(inst, "global_resolution", tau=1e-4).acceptance, 3)
+    0.86
     """
     if not isinstance(inst, Instance):
         raise ValueError(f"inst: expected an otlp.Instance, got {type(inst).__name__}")

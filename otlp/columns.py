@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from otlp import combinatorics as cb
 from otlp.limits import check_size
+from otlp.reprs import dataclass_repr
 
 FORMS = ("sets", "tuples")
 FloatArray = NDArray[np.float64]
@@ -42,6 +43,8 @@ class DraftColumns:
     set_sizes: tuple[int, ...] = ()
     _offsets: dict[int, int] = field(default_factory=dict, repr=False)
     _binom: NDArray[np.int64] | None = field(default=None, repr=False)
+
+    __repr__ = dataclass_repr
 
     @property
     def count(self) -> int:

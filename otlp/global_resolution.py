@@ -501,7 +501,7 @@ class GlobalResolution:
         top = np.full(columns.count, -np.inf)
         np.maximum.at(top, cols, alpha)
         weights = np.exp(alpha - top[cols])  # a stable softmax per column
-        denominator = np.bincount(cols, weights=weights, minlength=columns.count)
+        denominator = np.bincount(cols, weights=weights, minlength=columns.count).astype(float)
         return columns.mass[cols] * weights / denominator[cols]
 
     def materialize(self) -> tuple[DraftColumns, sp.csc_matrix, FloatArray, FloatArray]:
@@ -555,9 +555,6 @@ class GlobalResolutionPlan(TransportPlan):
             self._materialize()
             return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
-
-    def __repr__(self) -> str:
-        return f"GlobalResolutionPlan({self.instance!r}, tau={self.engine.tau:g})"
 
     def _materialize(self) -> None:
         columns, explicit, row_residual, col_residual = self.engine.materialize()

@@ -9,7 +9,7 @@ plans still cover the whole vocabulary while all work scales with k, not with V.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,20 +31,38 @@ class Instance:
 
     Parameters
     ----------
-    p:
+    p : array_like
         Target distribution over the vocabulary (length V).
-    q:
+    q : array_like or sequence of array_like
         Draft distribution (length V); for ``scheme="independent"`` a sequence of n of them.
-    n:
+    n : int
         Number of drafts.
-    scheme:
+    scheme : {"iid", "independent", "without_replacement"}, default "iid"
         ``"iid"`` (n i.i.d. draws from q), ``"independent"`` (draw d from ``q[d]``) or
         ``"without_replacement"`` (n distinct tokens drawn sequentially from q).
-    top_k:
-        Restrict each draft distribution to its top-k tokens (renormalised); None keeps all
-        tokens with positive draft probability.
-    renormalize:
+    top_k : int, optional
+        Restrict each draft distribution to its top-k tokens (renormalised) and slice p
+        there without renormalising it ([GR] Appendix N); None keeps all tokens with
+        positive draft probability.
+    renormalize : bool, default False
         Rescale p and q to sum to 1 instead of rejecting sums off by more than ``atol``.
+    atol : float
+        Tolerance on the sums of p and q.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: NaN/inf or negative entries, sums off by more than ``atol``,
+        length mismatch, n < 1, top_k outside [1, V], unknown scheme.
+
+    Examples
+    --------
+    >>> import otlp
+    >>> inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2, top_k=2)
+    >>> inst
+    Instance(V=3, n=2, scheme='iid', top_k=2, k=2)
+    >>> inst.tokens.tolist(), inst.p_outside  # the draft vocabulary; target mass outside it
+    ([2, 1], 0.5)
     """
 
     def __init__(
@@ -65,13 +83,17 @@ class Instance:
         p_arr = probability_vector("p", p, renormalize=renormalize, atol=atol)
         vocab = p_arr.shape[0]
         if scheme == "independent":
-            q_list = list(q) if not isinstance(q, np.ndarray) or np.ndim(q) == 2 else None
+            q_list = (
+                list(cast(Sequence[ArrayLike], q))
+                if not isinstance(q, np.ndarray) or np.ndim(q) == 2
+                else None
+            )
             if q_list is None or len(q_list) != self.n:
                 got = "a single vector" if q_list is None else f"{len(q_list)} vectors"
                 raise ValueError(f"q: scheme 'independent' needs n={self.n} vectors, got {got}")
             named = [(f"q[{d}]", qd) for d, qd in enumerate(q_list)]
         else:
-            named = [("q", q)]
+            named = [("q", cast(ArrayLike, q))]
         for name, values in named:  # a length error is reported as such, before any sum
             length = _vector_length(values)
             if length is not None and length != vocab:
@@ -184,7 +206,7 @@ class Instance:
         )
 
 
-def _vector_length(values: object) -> int | None:
+def _vector_length(values: ArrayLike) -> int | None:
     """len(values) if it is a 1-D array-like, else None (probability_vector reports why)."""
     try:
         shape = np.shape(values)

@@ -6,6 +6,7 @@ Each method is a function ``(inst, form, **options) -> TransportPlan`` registere
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -25,17 +26,27 @@ from otlp.subset import optimal_acceptance
 from otlp.validation import canonical_name
 from otlp.verify import Tolerances
 from solvers.base import SolveResult
-from solvers.registry import get_backend
+from solvers.registry import backend_class, get_backend
 
 Method = Callable[..., TransportPlan]
 _METHODS: dict[str, tuple[Method, str]] = {}
 
 
-def register_method(name: str, description: str) -> Callable[[Method], Method]:
-    """Decorator registering a solution method under ``name`` (stored in canonical spelling)."""
+_BACKENDS: dict[str, str] = {}
+
+
+def register_method(
+    name: str, description: str, backend: str | None = None
+) -> Callable[[Method], Method]:
+    """Decorator registering a solution method under ``name`` (stored in canonical spelling);
+    extra keyword options of :func:`otlp.solve` go to ``backend`` (a :mod:`solvers` name),
+    else to the method itself."""
 
     def wrap(func: Method) -> Method:
-        _METHODS[canonical_name(name, "method")] = (func, description)
+        key = canonical_name(name, "method")
+        _METHODS[key] = (func, description)
+        if backend is not None:
+            _BACKENDS[key] = backend
         return func
 
     return wrap
@@ -51,8 +62,18 @@ def describe_methods() -> dict[str, str]:
     return {name: desc for name, (_, desc) in _METHODS.items()}
 
 
+def method_options(name: str) -> dict[str, inspect.Parameter]:
+    """The keyword options :func:`otlp.solve` passes on for method ``name``, with defaults:
+    the method's own keyword-only parameters, or those of its backend's ``solve``."""
+    get_method(name)
+    key = canonical_name(name, "method")
+    target = backend_class(_BACKENDS[key]).solve if key in _BACKENDS else _METHODS[key][0]
+    params = inspect.signature(target).parameters.values()
+    return {p.name: p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
 def get_method(name: str) -> Method:
-    """The method registered as ``name``; old spellings such as "maxflow_cs" are aliases."""
+    """The method registered as ``name``; old spellings such as "maxflow-cs" are aliases."""
     key = canonical_name(name, "method")
     if key not in _METHODS:
         raise ValueError(f"method: unknown {name!r}; known: {', '.join(_METHODS)}")
@@ -108,7 +129,7 @@ def _solve_flow(
     )
 
 
-@register_method("highs", "relaxed OTLP (Eq. 2) as an LP, HiGHS simplex/IPM")
+@register_method("highs", "relaxed OTLP (Eq. 2) as an LP, HiGHS simplex/IPM", "highs")
 def solve_highs(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     return _solve_lp(inst, form, "highs", "highs", **options)
 
@@ -120,24 +141,30 @@ INTERIOR_POINT_TOLERANCES = Tolerances(
 )
 
 
-@register_method("cvxpy", "relaxed OTLP as an LP through cvxpy (its default LP solver)")
+@register_method("cvxpy", "relaxed OTLP as an LP through cvxpy (its default LP solver)", "cvxpy")
 def solve_cvxpy(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     plan = _solve_lp(inst, form, "cvxpy", "cvxpy", **options)
     plan.info["tolerances"] = INTERIOR_POINT_TOLERANCES
     return plan
 
 
-@register_method("maxflow", "relaxed OTLP as max-flow (§5.2), OR-Tools push-relabel")
+@register_method(
+    "maxflow", "relaxed OTLP as max-flow (§5.2), OR-Tools push-relabel", "ortools-maxflow"
+)
 def solve_maxflow(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     return _solve_flow(inst, form, "maxflow", "ortools-maxflow", **options)
 
 
-@register_method("networkx", "relaxed OTLP as max-flow, networkx preflow-push (reference)")
+@register_method(
+    "networkx", "relaxed OTLP as max-flow, networkx preflow-push (reference)", "networkx-maxflow"
+)
 def solve_networkx(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     return _solve_flow(inst, form, "networkx", "networkx-maxflow", **options)
 
 
-@register_method("maxflow_cs", "H* then outer and inner networks only (§5.3), OR-Tools")
+@register_method(
+    "maxflow_cs", "H* then outer and inner networks only (§5.3), OR-Tools", "ortools-maxflow"
+)
 def solve_maxflow_cs(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     selection = optimal_acceptance(inst)
     backend = get_backend("ortools-maxflow")
@@ -159,7 +186,7 @@ def solve_maxflow_cs(inst: Instance, form: str = "sets", **options: Any) -> Tran
     return plan
 
 
-@register_method("pot", "full OTLP (Eq. 1) with 0/1 membership cost, POT ot.emd")
+@register_method("pot", "full OTLP (Eq. 1) with 0/1 membership cost, POT ot.emd", "pot")
 def solve_pot(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     problem, cols = full_otlp_transport(inst, form)
     result = get_backend("pot").solve(problem, **options)
@@ -174,7 +201,7 @@ def solve_pot(inst: Instance, form: str = "sets", **options: Any) -> TransportPl
     ).polished()
 
 
-@register_method("highs_full", "full OTLP (Eq. 1) as an LP, HiGHS")
+@register_method("highs_full", "full OTLP (Eq. 1) as an LP, HiGHS", "highs")
 def solve_highs_full(inst: Instance, form: str = "sets", **options: Any) -> TransportPlan:
     lp, cols = full_otlp_lp(inst, form)
     result = get_backend("highs").solve(lp, **options)

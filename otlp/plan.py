@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
+from otlp.reprs import plan_repr
 
 FloatArray = NDArray[np.float64]
 
@@ -294,3 +295,7 @@ class TransportPlan:
             u = rng.random(int((~inside).sum()))
             out[~inside] = self._outside_tokens[np.searchsorted(self._outside_cdf, u)]
         return int(out[0]) if size is None else out
+
+    def __repr__(self) -> str:
+        """Sizes, method, acceptance and verification status — never the arrays."""
+        return plan_repr(self)

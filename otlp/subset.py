@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.instance import Instance
+from otlp.reprs import dataclass_repr
 
 METHODS = ("auto", "prefix", "mincut", "maxflow", "brute")
 BRUTE_FORCE_MAX_K = 16
@@ -37,6 +38,8 @@ class SubsetSelection:
     H: NDArray[np.int64]
     psi_min: float
     method: str
+
+    __repr__ = dataclass_repr
 
 
 def draft_mass_in(inst: Instance, mask: NDArray[np.bool_]) -> float:
@@ -53,7 +56,32 @@ def psi(inst: Instance, mask: NDArray[np.bool_]) -> float:
 
 
 def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
-    """alpha* and H* for ``inst`` (seed 000, Theorem 3.1)."""
+    """alpha* and H* for ``inst`` by subset selection ([GR] Theorem 3.1).
+
+    Parameters
+    ----------
+    inst : Instance
+        The problem.
+    method : {"auto", "prefix", "mincut", "maxflow", "brute"}, default "auto"
+        ``prefix``: search by decreasing q/p, O(k log k) (i.i.d. and exchangeable drafts);
+        ``mincut``: one s-t min cut for n = 2 independent drafts ([GR] Appendix D);
+        ``maxflow``: min cut of the relaxed network (any scheme); ``brute``: every subset
+        (k <= 16). ``auto`` picks the fastest exact one for the scheme.
+
+    Returns
+    -------
+    SubsetSelection
+        ``alpha_star`` (the optimal acceptance), ``H`` (global token ids of H*), ``H_mask``
+        (over the draft vocabulary), ``psi_min`` and the ``method`` used.
+
+    Examples
+    --------
+    >>> import otlp
+    >>> inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2)
+    >>> sel = otlp.optimal_acceptance(inst)
+    >>> round(sel.alpha_star, 6), sel.H.tolist()
+    (0.86, [2, 1])
+    """
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     if method == "auto":
@@ -143,6 +171,7 @@ def _qpbo_min_cut(inst: Instance) -> NDArray[np.bool_]:
     caps = np.concatenate([np.maximum(unary, 0), np.maximum(-unary, 0), q1[ii] * q2[jj]])
     problem = MaxFlowProblem(k + 2, tails, heads, caps, source, sink)
     result = get_backend("ortools-maxflow").solve(problem, want_cut=True)
+    assert result.source_side is not None  # requested with want_cut=True
     return ~result.source_side[:k]
 
 
@@ -152,4 +181,5 @@ def _relaxed_min_cut(inst: Instance) -> NDArray[np.bool_]:
 
     system = relaxed_system(inst)
     result = get_backend("ortools-maxflow").solve(system.to_maxflow(), want_cut=True)
+    assert result.source_side is not None  # requested with want_cut=True
     return ~result.source_side[: system.left_count]

@@ -111,7 +111,34 @@ def verify(
     tolerances: Tolerances | None = None,
     alpha_star: float | None = None,
 ) -> VerificationReport:
-    """Check ``plan``; ``alpha_star`` defaults to subset selection on the plan's instance."""
+    """Check a transport plan against its marginals, sign and the optimal acceptance.
+
+    Solver statuses are never trusted: every plan of :func:`otlp.solve` goes through this.
+
+    Parameters
+    ----------
+    plan : TransportPlan
+        The plan to check (a lazy plan is materialised).
+    tolerances : Tolerances, optional
+        Defaults to the plan's own (``plan.info["tolerances"]``), else :class:`Tolerances`.
+    alpha_star : float, optional
+        The optimum to compare with; defaults to subset selection on the plan's instance
+        ([GR] Theorem 3.1), computed independently of the plan.
+
+    Returns
+    -------
+    VerificationReport
+        Target and draft marginal L1 errors, the most negative entry, acceptance, alpha*,
+        their gap, ``ok`` and the ``problems`` found.
+
+    Examples
+    --------
+    >>> import otlp
+    >>> inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2)
+    >>> report = otlp.verify(otlp.solve(inst, "pot", check=False))
+    >>> report.ok, round(report.acceptance, 6), report.problems
+    (True, 0.86, ())
+    """
     tol = tolerances or plan.info.get("tolerances") or Tolerances()
     inst = plan.instance
     if alpha_star is None:

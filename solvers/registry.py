@@ -35,6 +35,14 @@ def available_backends() -> list[str]:
     return [name for name in backend_names() if _REGISTRY[name]().available()]
 
 
+def backend_class(name: str) -> type[Backend]:
+    """The class registered as ``name``, whether or not its library is installed."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise ValueError(f"backend: unknown {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
 def get_backend(name: str) -> Backend:
     """An instance of the backend called ``name``; ``ValueError`` if unknown or unavailable."""
     _load_builtin()

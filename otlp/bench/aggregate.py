@@ -44,6 +44,12 @@ SUMMARY_FIELDS = (
     "max_target_l1",
     "max_abs_gap",
     "min_entry",
+    # spread over the cell's tokens, drawn as bands and whiskers in the figures
+    "time_p10_ms",
+    "acceptance_p10",
+    "acceptance_p90",
+    "alpha_star_p10",
+    "alpha_star_p90",
 )
 
 
@@ -80,6 +86,18 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "max_target_l1": _max([t["target_l1"] for t in verified if t["target_l1"] is not None]),
         "max_abs_gap": _max(gaps) if cell["kind"] == METHOD else None,
         "min_entry": _min([t["min_entry"] for t in verified if t["min_entry"] is not None]),
+        "time_p10_ms": _stat(lambda x: np.percentile(x, 10), times),
+        **_spread("acceptance", [t["acceptance"] for t in verified]),
+        **_spread("alpha_star", [t["alpha_star"] for t in tokens if t["alpha_star"] is not None]),
+    }
+
+
+def _spread(name: str, values: list[float]) -> dict[str, float | None]:
+    """10th and 90th percentiles of ``values`` as ``{name}_p10`` and ``{name}_p90``."""
+    low, high = np.percentile(values, [10, 90]) if values else (None, None)
+    return {
+        f"{name}_p10": None if low is None else float(low),
+        f"{name}_p90": None if high is None else float(high),
     }
 
 

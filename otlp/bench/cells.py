@@ -180,7 +180,7 @@ def _sweep_cells(
     for select, scheme, (k, n) in product(
         sweep.select.get(suite, ((),)), sweep.schemes, sweep.points
     ):
-        common = {
+        common: dict[str, Any] = {
             "suite": suite,
             "scheme": scheme,
             "k": k,

@@ -38,6 +38,7 @@ from otlp.bench.plots import draw_figures
 from otlp.bench.report import render_report
 from otlp.bench.store import ResultStore
 from otlp.bench.tables import slices
+from otlp.reprs import dataclass_repr
 
 log = logging.getLogger("otlp")
 
@@ -81,6 +82,8 @@ class BenchOutcome:
     notes: tuple[str, ...]
     summaries: tuple[dict[str, Any], ...]
 
+    __repr__ = dataclass_repr
+
 
 def run_bench(
     config: BenchConfig,
@@ -93,6 +96,7 @@ def run_bench(
     progress: bool = True,
     command: str = "otlp bench",
     console: Console | None = None,
+    figure_format: str = "png",
 ) -> BenchOutcome:
     """Run the sweeps of ``config`` (``suites`` replaces their suites) and write the outputs.
 
@@ -129,15 +133,15 @@ def run_bench(
     for note in grid.notes:
         console.print(f"[yellow]note:[/] {note}")
     try:
-        for records in _merged_cells(_with_progress(stream, units, progress)):
-            store.append({**record, "run": started} for record in records)
+        for batch in _merged_cells(_with_progress(stream, units, progress)):
+            store.append({**record, "run": started} for record in batch)
     except KeyboardInterrupt:
         kept = sum(cell.id in store.load() for cell in grid.cells)
         raise BenchInterrupted(store.path, kept, len(grid.cells)) from None
     records = store.load()
     summaries = summarize_all(records[cell.id] for cell in grid.cells)
     wall = time.perf_counter() - start
-    run = {
+    run: dict[str, Any] = {
         "command": command,
         "config": config.source or "(built in)",
         "started": started,
@@ -147,7 +151,7 @@ def run_bench(
         "cells_reused": len(grid.cells) - len(todo),
         "runs": sorted({records[cell.id].get("run", "?") for cell in grid.cells}),
     }
-    files = _write_outputs(out, config, grid, records, summaries, run)
+    files = _write_outputs(out, config, grid, records, summaries, run, figure_format)
     return BenchOutcome(
         out,
         tuple(files),
@@ -222,6 +226,7 @@ def _write_outputs(
     records: dict[str, dict[str, Any]],
     summaries: list[dict[str, Any]],
     run: dict[str, Any],
+    figure_format: str = "png",
 ) -> list[Path]:
     machine = machine_info()
     cells = [records[cell.id] for cell in grid.cells]
@@ -247,7 +252,10 @@ def _write_outputs(
         )
     )
     pieces = slices(summaries, [_capped_row(cell, count) for cell, count in grid.capped])
-    figures = {piece.key: draw_figures(piece, out, config.time_limits_ms) for piece in pieces}
+    figures = {
+        piece.key: draw_figures(piece, out, config.time_limits_ms, figure_format)
+        for piece in pieces
+    }
     suites = {
         piece.suite: {"description": (s := load(piece.suite)).description, "size": len(s)}
         for piece in pieces

@@ -18,6 +18,7 @@ from otlp.commands.common import (
     progress_enabled,
     stderr_console,
 )
+from otlp.plotting.style import add_format_argument
 
 DEFAULT_CONFIG = Path("benchmarks") / "configs" / "default.toml"
 DEFAULT_OUT = RESULTS_ROOT / "bench"
@@ -78,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_output_arguments(parser)
     add_progress_argument(parser)
+    add_format_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -107,6 +109,8 @@ def command_line(args: argparse.Namespace, *, resume: bool = False) -> str:
         parts += ["--workers", str(args.workers)]
     if not args.resume and not resume:
         parts.append("--fresh")
+    if args.format != "png":
+        parts += ["--format", args.format]
     return shlex.join(parts)
 
 
@@ -129,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress_enabled(args),
             command=command_line(args),
             console=console,
+            figure_format=args.format,
         )
     except BenchInterrupted as stop:
         console.print(

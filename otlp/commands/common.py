@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     Progress,
+    TaskID,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
@@ -197,7 +198,7 @@ def add_instance_arguments(parser: argparse.ArgumentParser) -> None:
 
 def instance_from_args(args: argparse.Namespace) -> Instance:
     """Build the instance the arguments describe; errors are ValueErrors naming the input."""
-    stored: dict[str, object] = {}
+    stored: dict[str, Any] = {}
     if args.instance is not None:
         stored = read_instance_file(args.instance)
         p, q = stored["p"], stored["q"]
@@ -229,7 +230,7 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
         raise
 
 
-def read_instance_file(path: Path) -> dict[str, object]:
+def read_instance_file(path: Path) -> dict[str, Any]:
     """Read p, q (and optional n, scheme, top_k) from a .npz or .json file; every problem is a
     ``ValueError`` naming ``--instance``."""
     if not path.exists():
@@ -349,7 +350,7 @@ class Tracker:
     items (e.g. cells); the ETA divides the remaining work by the rate measured so far.
     """
 
-    def __init__(self, bar: Progress | None, task: int | None) -> None:
+    def __init__(self, bar: Progress | None, task: TaskID | None) -> None:
         self._bar, self._task = bar, task
 
     def advance(self, work: float = 1.0, items: int = 1, description: str | None = None) -> None:

@@ -41,6 +41,8 @@ from otlp.commands.common import (
     stderr_console,
 )
 from otlp.instance import Instance
+from otlp.plotting.compare import plot
+from otlp.plotting.style import add_format_argument
 from otlp.rules import Rule, get, names
 from otlp.rules.joints import KINDS
 from otlp.rules.mentored import DEFAULT_KL_BUDGET, kl_divergence
@@ -192,8 +194,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--csv", type=Path, metavar="FILE", help="write one row per (item, n, rule)"
     )
     parser.add_argument(
-        "--plot", type=Path, metavar="FILE", help="write a PNG of mean acceptance against n"
+        "--plot", type=Path, metavar="FILE", help="write a figure of mean acceptance against n"
     )
+    add_format_argument(parser, default=None)
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     add_output_arguments(parser)
     add_progress_argument(parser)
@@ -232,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         write_csv(records, args.csv)
     if args.plot:
-        plot(summary, rule_names, args.plot)
+        plot(summary, rule_names, args.plot, records, args.format)
     notes = stderr_console()
     for r in failed:
         notes.print(
@@ -397,35 +400,3 @@ def write_csv(records: list[Record], path: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=list(asdict(records[0])))
         writer.writeheader()
         writer.writerows(asdict(r) for r in records)
-
-
-def plot(summary: list[SummaryRow], rules: list[str], path: Path) -> None:
-    """Mean acceptance against n per rule, one panel per suite, alpha* dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    suites = list(dict.fromkeys(row.suite for row in summary))
-    fig, axes = plt.subplots(1, len(suites), figsize=(6 * len(suites), 4.5), squeeze=False)
-    for ax, suite in zip(axes[0], suites, strict=True):
-        rows = [row for row in summary if row.suite == suite]
-        ns = [row.n for row in rows]
-        alphas = [row.bounds[row.scheme] for row in rows]
-        label = f"alpha* (OT, {BOUND_LABELS[rows[0].scheme]})"
-        ax.plot(ns, alphas, "k--", lw=2, label=label)
-        for rule in rules:
-            values = [row.acceptance.get(rule, math.nan) for row in rows]
-            if not all(math.isnan(v) for v in values):
-                style = ":" if rule == "mentored" else "-"
-                ax.plot(ns, values, style, marker="o", ms=4, label=rule)
-        ax.set_title(f"{suite} ({rows[0].items} pairs)")
-        ax.set_xlabel("number of drafts n")
-        ax.set_ylabel("mean acceptance")
-        ax.set_xticks(ns)
-        ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

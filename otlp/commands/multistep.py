@@ -28,6 +28,8 @@ from otlp.multistep.gbv import RANKINGS
 from otlp.multistep.models import MODEL_KINDS, model_pair
 from otlp.multistep.sweep import LP_LABEL, EfficiencyRow, efficiency_sweep
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
+from otlp.plotting.multistep import plot
+from otlp.plotting.style import add_format_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -97,7 +99,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--decode", action="store_true", help="simulate one decoding run (context grows)"
     )
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    parser.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write a PNG plot")
+    parser.add_argument(
+        "--plot", type=Path, default=None, metavar="FILE", help="write a figure here"
+    )
+    add_format_argument(parser, default=None)
     add_output_arguments(parser)
     add_progress_argument(parser)
     parser.set_defaults(run=run)
@@ -162,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         console().print(rich_table(rows, gammas, title))
     if args.plot is not None:
-        plot(rows, gammas, title, args.plot)
+        plot(rows, gammas, title, args.plot, args.format)
     return 0
 
 
@@ -220,35 +225,3 @@ def markdown_table(rows: Sequence[EfficiencyRow], gammas: Sequence[int]) -> str:
         name = f"**{method}**" if method == LP_LABEL else _label(method, source)
         lines.append(f"| {name} | {k} | " + " | ".join(_cell(cells.get(g)) for g in gammas) + " |")
     return "\n".join(lines)
-
-
-def plot(rows: Sequence[EfficiencyRow], gammas: Sequence[int], title: str, path: Path) -> None:
-    """Block efficiency vs L: one panel per K, one line per method, the LP optimum dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    grid = _grid(rows)
-    ks = sorted({k for _, k, _ in grid})
-    labels = sorted({method for method, _, _ in grid} - {LP_LABEL})
-    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)} | {LP_LABEL: "k"}
-    fig, axes = plt.subplots(1, len(ks), figsize=(4 * len(ks), 3.5), sharey=True, squeeze=False)
-    for ax, k in zip(axes[0], ks, strict=True):
-        for (method, kk, source), cells in grid.items():
-            if kk != k:
-                continue
-            xs = [g for g in gammas if g in cells]
-            ys = [cells[g].block_efficiency for g in xs]
-            style = "--" if method == LP_LABEL else ("o:" if source == "simulation" else "o-")
-            ax.plot(xs, ys, style, color=colors[method], label=_label(method, source))
-        ax.set_title(f"K = {k}")
-        ax.set_xlabel("draft length L")
-        ax.set_xticks(list(gammas))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    axes[0][0].set_ylabel("block efficiency (tokens / target call)")
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -105,7 +105,7 @@ def skewed_law(path_mass: FloatArray, order: IntArray, paths: int) -> FloatArray
 
 def _power_sum(a: FloatArray, b: FloatArray, power: int) -> FloatArray:
     """sum_{j < power} b^j a^(power - 1 - j), so that b^power - a^power = (b - a) * this."""
-    return sum(b**j * a ** (power - 1 - j) for j in range(power))
+    return np.sum([b**j * a ** (power - 1 - j) for j in range(power)], axis=0)
 
 
 def _power_gap(a: FloatArray, b: FloatArray, power: int) -> FloatArray:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -95,7 +96,7 @@ class BlockLPResult:
 
 
 def single_path_lp(
-    target: Model | PrefixTable, draft: Model | PrefixTable, gamma: int, **options: object
+    target: Model | PrefixTable, draft: Model | PrefixTable, gamma: int, **options: Any
 ) -> BlockLPResult:
     """The single-path LP (seed 002, Theorem 3.3); block verification attains it (Thm 3.4)."""
     return multi_path_lp(target, draft, gamma, 1, **options)
@@ -151,6 +152,7 @@ def multi_path_lp(
     while True:
         rounds += 1
         program = _program(space, mb, ms, rows, slopes, paths)
+        assert program.A_ub is not None  # _program always builds the inequality rows
         check_size("multi-path LP", program.num_variables + program.A_ub.shape[0])
         result = solver.solve(program, method="simplex")
         total_time += result.wall_time

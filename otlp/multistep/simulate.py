@@ -60,7 +60,8 @@ class _Laws:
     """A model's laws after prefixes of one call, each computed once."""
 
     def __init__(self, model: Model, context: tuple[int, ...]) -> None:
-        self.model, self.context, self.cache = model, context, {}
+        self.model, self.context = model, context
+        self.cache: dict[tuple[int, ...], FloatArray] = {}
 
     def __call__(self, prefix: tuple[int, ...]) -> FloatArray:
         if prefix not in self.cache:
@@ -103,7 +104,7 @@ def simulate(
         ctx = start if restart else tuple(sequence)
         tgt, dft = _Laws(target, ctx), _Laws(draft, ctx)
         drafts = _draft_paths(dft, gamma, paths, rng)
-        if method == "spectr":
+        if verifier is not None:  # method == "spectr"
             out = sample_traversal(tgt, dft, drafts, verifier, rng)
         else:
             out = _verify_single(tgt, dft, drafts, method, ranking, rng)

@@ -52,7 +52,7 @@ def on_path(values: FloatArray, tokens: IntArray) -> FloatArray:
 def tokenwise(target: FloatArray, draft: FloatArray, tokens: IntArray) -> StopLaw:
     """Standard token-wise speculative sampling (seed 002, Eq. 3)."""
     accept = _capped_ratio(on_path(target, tokens), on_path(draft, tokens))
-    survive = np.cumprod(np.hstack([np.ones((tokens.shape[0], 1)), accept]), axis=1)
+    survive = np.cumprod(np.hstack([np.ones((tokens.shape[0], 1)), accept]), axis=1, dtype=float)
     stop = survive * np.hstack([1.0 - accept, np.ones((tokens.shape[0], 1))])
     residual = _normalised(np.maximum(target[:, :-1] - draft, 0.0))
     return StopLaw(stop, np.concatenate([residual, target[:, -1:]], axis=1))

@@ -60,7 +60,7 @@ def efficiency_sweep(
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"methods: unknown {', '.join(unknown)}; known: {', '.join(METHODS)}")
-    runs = []
+    runs: list[tuple[str, str, dict[str, Any]]] = []
     for method in methods:
         if method == "spectr":
             for name, rule in (rules or {"ot": "ot"}).items():

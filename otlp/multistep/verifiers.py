@@ -33,7 +33,8 @@ from otlp.validation import canonical_name
 from otlp.verify import Tolerances
 
 FloatArray = NDArray[np.float64]
-SingleStepVerifier = Callable[[FloatArray, FloatArray, int, Sequence[int]], FloatArray]
+Drafted = Sequence[int] | NDArray[np.int64]
+SingleStepVerifier = Callable[[FloatArray, FloatArray, int, Drafted], FloatArray]
 IID_JOINTS = ("single", "iid", "independent", "instance")
 
 
@@ -54,7 +55,7 @@ class RuleVerifier:
         self._instances: dict[tuple[bytes, bytes, int], Instance] = {}
 
     def __call__(
-        self, target_probs: FloatArray, draft_probs: FloatArray, n: int, drafted: Sequence[int]
+        self, target_probs: FloatArray, draft_probs: FloatArray, n: int, drafted: Drafted
     ) -> FloatArray:
         key = _key(target_probs, draft_probs, n)
         if key not in self._instances:  # the rule memoises its work per live instance
@@ -97,7 +98,7 @@ class PlanVerifier:
         return self._plans[key]
 
     def __call__(
-        self, target_probs: FloatArray, draft_probs: FloatArray, n: int, drafted: Sequence[int]
+        self, target_probs: FloatArray, draft_probs: FloatArray, n: int, drafted: Drafted
     ) -> FloatArray:
         return self.plan(target_probs, draft_probs, n).slice(np.asarray(drafted, dtype=np.int64))
 

@@ -48,8 +48,39 @@ def names() -> list[str]:
 
 
 def get(name: str, **options: Any) -> Rule:
-    """A new rule object called ``name`` (old spellings such as "rrs-without-replacement" are
-    aliases), built with ``options``."""
+    """A new verification rule object called ``name``, built with ``options``.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`names`: sps, gumbel, minhash, rrs, rrs_without_replacement, kseq,
+        spechub, canonical, ot, mentored (docs/api.md lists them with their options); old
+        spellings such as "rrs-without-replacement" are aliases.
+    **options
+        ``method`` (and further :func:`otlp.solve` options) for ``ot`` and ``canonical``,
+        ``kl_budget`` for ``mentored``; the other rules take none.
+
+    Returns
+    -------
+    Rule
+        With its draft joint (``draw``), exact ``acceptance`` and ``output_distribution``,
+        ``conditional`` law given the drafts and a vectorised ``sample``.
+
+    Raises
+    ------
+    ValueError
+        Unknown name or option.
+
+    Examples
+    --------
+    >>> import otlp, otlp.rules
+    >>> inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=2)
+    >>> round(otlp.rules.get("rrs").acceptance(inst), 6)
+    0.76
+    >>> rule = otlp.rules.get("mentored", kl_budget=0.05)
+    >>> rule.lossless
+    False
+    """
     key = canonical_name(name, "name")
     if key not in _RULES:
         raise ValueError(f"name: unknown rule {name!r}; known: {', '.join(_RULES)}")

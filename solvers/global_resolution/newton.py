@@ -98,7 +98,7 @@ def _direction(
         scaled = w / d.reshape(size, 1)
         capacitance = np.diag(sign) - w.T @ scaled
         correction = scaled @ np.linalg.solve(capacitance, scaled.T @ rhs)
-        solution = rhs / d + correction
+        solution: NDArray[np.floating] = rhs / d + correction
     else:
         hess = np.diag(d) - (w * sign.reshape(1, k)) @ w.T
         try:

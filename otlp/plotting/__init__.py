@@ -1,0 +1,1 @@
+"""Figures: one style table (:mod:`otlp.plotting.style`) and the commands' plots."""
