@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.columns import DraftColumns, build_columns
+from otlp.limits import check_drafts
 from otlp.validation import DEFAULT_SUM_TOL, positive_int, probability_vector
 
 SCHEMES = ("iid", "independent", "without_replacement")
@@ -57,6 +58,7 @@ class Instance:
             raise ValueError(f"scheme: expected one of {SCHEMES}, got {scheme!r}")
         self.scheme = scheme
         self.n = positive_int("n", n)
+        check_drafts(self.n)  # before one draft row per draw is allocated
         p_arr = probability_vector("p", p, renormalize=renormalize, atol=atol)
         vocab = p_arr.shape[0]
         if scheme == "independent":
