@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
+from otlp.validation import as_generator, positive_int
 
 FloatArray = NDArray[np.float64]
 
@@ -281,12 +282,23 @@ class TransportPlan:
         return np.cumsum(weights) / weights.sum()
 
     def sample(
-        self, omega: ArrayLike, rng: np.random.Generator, size: int | None = None
+        self, omega: ArrayLike, rng: object = None, size: int | None = None
     ) -> int | NDArray[np.int64]:
-        """Draw verified token(s) from pi(. | omega); global token ids."""
-        local = np.clip(self.local_slice(omega), 0.0, None)
-        count = 1 if size is None else size
-        picks = rng.choice(local.shape[0], size=count, p=local / local.sum())
+        """Draw verified token(s) from pi(. | omega); global token ids.
+
+        ``rng`` is an int seed, None (fresh entropy) or a ``numpy.random.Generator``;
+        ``size=None`` returns one int, an int >= 1 an array of that many tokens.
+        """
+        rng = as_generator(rng)
+        count = 1 if size is None else positive_int("size", size)
+        local = self.local_slice(omega)
+        total = float(local[local > 0].sum())
+        if not (np.isfinite(local).all() and total > 0):
+            raise ValueError(
+                "omega: pi(. | omega) of this plan is not a probability vector; the plan did "
+                "not pass verification (see otlp.verify(plan))"
+            )
+        picks = rng.choice(local.shape[0], size=count, p=np.clip(local, 0.0, None) / total)
         out = np.empty(count, dtype=np.int64)
         inside = picks < self.instance.k
         out[inside] = self.instance.tokens[picks[inside]]

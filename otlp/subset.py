@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.instance import Instance
+from otlp.instance import Instance, require_instance
 
 METHODS = ("auto", "prefix", "mincut", "maxflow", "brute")
 BRUTE_FORCE_MAX_K = 16
@@ -54,6 +54,7 @@ def psi(inst: Instance, mask: NDArray[np.bool_]) -> float:
 
 def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
     """alpha* and H* for ``inst`` (seed 000, Theorem 3.1)."""
+    require_instance(inst)
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     if method == "auto":

@@ -15,6 +15,7 @@ import numpy as np
 
 from otlp.plan import TransportPlan
 from otlp.subset import optimal_acceptance
+from otlp.validation import real_number
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,14 @@ def verify(
     alpha_star: float | None = None,
 ) -> VerificationReport:
     """Check ``plan``; ``alpha_star`` defaults to subset selection on the plan's instance."""
+    if not isinstance(plan, TransportPlan):
+        raise ValueError(f"plan: expected an otlp.TransportPlan, got {type(plan).__name__}")
+    if tolerances is not None and not isinstance(tolerances, Tolerances):
+        raise ValueError(
+            f"tolerances: expected an otlp.Tolerances, got {type(tolerances).__name__}"
+        )
+    if alpha_star is not None:
+        alpha_star = real_number("alpha_star", alpha_star)
     tol = tolerances or plan.info.get("tolerances") or Tolerances()
     inst = plan.instance
     if alpha_star is None:

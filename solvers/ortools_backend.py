@@ -24,11 +24,12 @@ class OrToolsMaxFlow(Backend):
         *,
         scale_bits: int = DEFAULT_SCALE_BITS,
         want_cut: bool = False,
-        **_: Any,
+        **unknown: Any,
     ) -> SolveResult:
         from ortools.graph.python import max_flow
 
         self.check(problem)
+        self.reject_unknown(unknown)
         scaled = integer_capacities(problem, scale_bits)
         with stopwatch() as elapsed:
             solver = max_flow.SimpleMaxFlow()
