@@ -71,7 +71,7 @@ class Instance:
             if q_list is None or len(q_list) != self.n:
                 got = "a single vector" if q_list is None else f"{len(q_list)} vectors"
                 raise ValueError(f"q: scheme 'independent' needs n={self.n} vectors, got {got}")
-            named = [(f"q[{d}]", qd) for d, qd in enumerate(q_list)]
+            named: list[tuple[str, Any]] = [(f"q[{d}]", qd) for d, qd in enumerate(q_list)]
         else:
             named = [("q", q)]
         for name, values in named:  # a length error is reported as such, before any sum
@@ -201,7 +201,7 @@ def require_instance(value: object, name: str = "inst") -> Instance:
     return value
 
 
-def _vector_length(values: object) -> int | None:
+def _vector_length(values: Any) -> int | None:
     """len(values) if it is a 1-D array-like, else None (probability_vector reports why)."""
     try:
         shape = np.shape(values)

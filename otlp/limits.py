@@ -11,7 +11,7 @@ Sizes are exact Python ints (never int64), so n = 10^9 is refused at once, not o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from math import log2
@@ -42,7 +42,7 @@ def current() -> Limits:
     return _current
 
 
-def _validated(changes: dict[str, object]) -> Limits:
+def _validated(changes: Mapping[str, object]) -> Limits:
     known = {f.name for f in fields(Limits)}
     unknown = sorted(set(changes) - known)
     if unknown:

@@ -38,6 +38,12 @@ def test_every_slice_of_every_exact_plan_is_a_distribution(inst: otlp.Instance) 
         slices = plan.verification.slices
         assert slices.max_sum_error <= 1e-12 and slices.min_entry >= 0.0, (method, slices)
         assert plan.acceptance == pytest.approx(alpha, abs=1e-6 if method == "cvxpy" else 1e-9)
+    if inst.scheme == "iid":
+        tau = 1e-4
+        lazy = otlp.solve(inst, "global_resolution", tau=tau, strict=True)
+        assert lazy.verification.slices.min_entry >= -1e-12
+        assert lazy.verification.slices.max_sum_error <= 1e-9
+        assert lazy.acceptance == pytest.approx(alpha, abs=10 * tau)
     live = np.flatnonzero(plan.columns.mass > 0)
     if plan.columns.form == "sets" and inst.scheme != "without_replacement":
         for column in live[:4]:
