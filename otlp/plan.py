@@ -109,21 +109,24 @@ class TransportPlan:
         """
         explicit = sp.csc_matrix(self.explicit, dtype=np.float64, copy=True)
         explicit.sum_duplicates()
-        if not np.isfinite(explicit.data).all():
+        data = explicit.data
+        if not np.isfinite(data).all():
             return self
         target = self.instance.target_rows
         mass = self.columns.mass
-        clipped = float(-explicit.data[explicit.data < 0].sum())
-        np.maximum(explicit.data, 0.0, out=explicit.data)
-        rows = np.asarray(explicit.sum(axis=1)).ravel()
+        row_of = explicit.indices
+        col_of = np.repeat(np.arange(explicit.shape[1]), np.diff(explicit.indptr))
+        clipped = float(-data[data < 0].sum())
+        np.maximum(data, 0.0, out=data)
+        rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
         row_factor = np.where(rows > target, target / np.where(rows > 0, rows, 1.0), 1.0)
-        explicit = sp.csc_matrix(sp.diags(row_factor) @ explicit)
-        cols = np.asarray(explicit.sum(axis=0)).ravel()
+        data *= row_factor[row_of]
+        cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
         col_factor = np.where(cols > mass, mass / np.where(cols > 0, cols, 1.0), 1.0)
-        explicit = sp.csc_matrix(explicit @ sp.diags(col_factor))
-        explicit.eliminate_zeros()
-        rows = np.asarray(explicit.sum(axis=1)).ravel()
-        cols = np.asarray(explicit.sum(axis=0)).ravel()
+        data *= col_factor[col_of]
+        rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
+        cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
+        explicit.eliminate_zeros()  # max-flow stores every arc; most carry nothing
         row_residual = np.maximum(target - rows, 0.0)
         col_residual = np.maximum(mass - cols, 0.0)
         left = float(col_residual.sum())
@@ -200,31 +203,32 @@ class TransportPlan:
         """
         mass = self.columns.mass
         live = np.flatnonzero(mass > 0)
-        explicit = sp.csc_matrix(self.explicit)[:, live]
+        explicit = sp.csc_matrix(self.explicit)
         explicit.sum_duplicates()
-        m = mass[live]
+        m = np.where(mass > 0, mass, 1.0)
         rows = self._residual_rows()
-        share = self.col_residual[live] / m  # residual share of each slice (before rows)
+        share = self.col_residual / m  # residual share of each slice (before rows)
         counts = np.diff(explicit.indptr)
-        entry_col = np.repeat(np.arange(live.shape[0]), counts)
+        entry_col = np.repeat(np.arange(mass.shape[0]), counts)
         values = explicit.data / m[entry_col] + rows[explicit.indices] * share[entry_col]
-        sums = np.bincount(entry_col, weights=explicit.data, minlength=live.shape[0]) / m
+        sums = np.bincount(entry_col, weights=explicit.data, minlength=mass.shape[0]) / m
         sums = sums + share * rows.sum()
         # Entries outside the explicit pattern come from the residual term alone.
         low, high = (rows.min(), rows.max()) if rows.size else (0.0, 0.0)
         residual_min = np.where(share >= 0, share * low, share * high)
         pattern_free = counts < explicit.shape[0]
         mins = np.where(pattern_free, residual_min, np.inf)
-        nonempty = counts > 0
-        if nonempty.any():
+        nonempty = np.flatnonzero(counts > 0)
+        if nonempty.size:
             starts = explicit.indptr[:-1][nonempty]
             mins[nonempty] = np.minimum(mins[nonempty], np.minimum.reduceat(values, starts))
         negative_rows = rows[rows < 0].sum()
         positive_rows = rows[rows > 0].sum()
-        negative = np.bincount(entry_col, weights=np.minimum(values, 0.0), minlength=live.size)
-        negative = negative + np.where(pattern_free, 1.0, 0.0) * np.where(
+        negative = np.bincount(entry_col, weights=np.minimum(values, 0.0), minlength=mass.size)
+        negative = negative + pattern_free * np.where(
             share >= 0, share * negative_rows, share * positive_rows
         )
+        sums, mins, negative = sums[live], mins[live], negative[live]
         return SliceStatistics(live, sums, mins, -negative)
 
     @cached_property
