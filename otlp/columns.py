@@ -199,17 +199,25 @@ def _without_replacement_mass(q: FloatArray, members: NDArray[np.int64]) -> Floa
     P(first |T| draws are T) = sum_{x in T} P(T - x) q_x / (mass left outside T - x).
     """
     count, n = members.shape
+    ranking = _suffix_ranking(q)
+    bits = (np.arange(1 << n)[:, None] >> np.arange(n)) & 1
+    # Mass left after drawing exactly the tokens of each subset, one column per subset.
+    left = np.empty((count, 1 << n))
+    left[:, 0] = q.sum()
+    for mask in range(1, 1 << n):
+        left[:, mask] = _mass_excluding(q, members[:, bits[mask] == 1], ranking)
+    probs = q[members]
     reach = np.zeros((count, 1 << n))
     reach[:, 0] = 1.0
-    bits = (np.arange(1 << n)[:, None] >> np.arange(n)) & 1
     for mask in range(1, 1 << n):
-        inside = np.flatnonzero(bits[mask])
-        for label in inside:
+        for label in np.flatnonzero(bits[mask]):
             before = mask & ~(1 << int(label))
-            drawn = members[:, np.flatnonzero(bits[before])]
-            left = _mass_excluding(q, drawn) if drawn.shape[1] else np.full(count, q.sum())
-            prob = q[members[:, label]]
-            ratio = np.divide(prob, left, out=np.zeros_like(left), where=left > 0)
+            ratio = np.divide(
+                probs[:, label],
+                left[:, before],
+                out=np.zeros(count),
+                where=left[:, before] > 0,
+            )
             reach[:, mask] += reach[:, before] * ratio
     return reach[:, -1]
 
@@ -222,27 +230,38 @@ def sequence_probability(q: FloatArray, sequences: NDArray[np.int64]) -> FloatAr
     """
     probs = q[sequences]
     result = probs[:, 0].copy()
+    ranking = _suffix_ranking(q)
     for step in range(1, sequences.shape[1]):
-        left = _mass_excluding(q, sequences[:, :step])
+        left = _mass_excluding(q, sequences[:, :step], ranking)
         # left >= probs[:, step] always; left = 0 only where the draw itself has mass 0.
         result *= np.divide(probs[:, step], left, out=np.zeros_like(left), where=left > 0)
     return result
 
 
-def _mass_excluding(q: FloatArray, drawn: NDArray[np.int64]) -> FloatArray:
+def _suffix_ranking(q: FloatArray) -> tuple[NDArray[np.int64], FloatArray]:
+    """Rank of each token by decreasing q, and suffix sums R[i] = sum of ranks >= i."""
+    order = np.argsort(-q, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    return rank, np.append(np.cumsum(q[order][::-1])[::-1], 0.0)
+
+
+def _mass_excluding(
+    q: FloatArray,
+    drawn: NDArray[np.int64],
+    ranking: tuple[NDArray[np.int64], FloatArray] | None = None,
+) -> FloatArray:
     """sum(q) minus the drawn tokens of each row, as sums of positive terms only.
 
     Tokens are ranked by decreasing q; with suffix sums R[i] = sum of ranks >= i, the gap
     between consecutive drawn ranks (a, b) holds R[a + 1] - R[b], whose relative error is
     at most about k * eps because every rank after b carries no more mass than rank a + 1.
+    ``ranking`` (from :func:`_suffix_ranking`) may be passed to share it between calls.
     """
-    order = np.argsort(-q, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.shape[0])
-    suffix = np.append(np.cumsum(q[order][::-1])[::-1], 0.0)
+    rank, suffix = ranking if ranking is not None else _suffix_ranking(q)
     ranks = np.sort(rank[drawn], axis=1)
     starts = np.hstack([np.zeros((ranks.shape[0], 1), dtype=np.int64), ranks + 1])
-    ends = np.hstack([ranks, np.full((ranks.shape[0], 1), order.shape[0], dtype=np.int64)])
+    ends = np.hstack([ranks, np.full((ranks.shape[0], 1), q.shape[0], dtype=np.int64)])
     return np.maximum(suffix[starts] - suffix[ends], 0.0).sum(axis=1)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.columns import DraftColumns, build_columns
-from otlp.limits import check_drafts
+from otlp.limits import check_drafts, check_size
 from otlp.validation import (
     DEFAULT_SUM_TOL,
     as_generator,
@@ -164,6 +164,8 @@ class Instance:
         """
         rng = as_generator(rng)
         size = positive_int("size", size)
+        width = self.k if self.scheme == "without_replacement" else self.n
+        check_size(f"{size:,} draft samples", size * width)
         rows = np.asarray(self.draft_rows)
         if self.scheme == "without_replacement":
             # Gumbel-top-n gives n draws without replacement in draw order.

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.instance import Instance, require_instance
+from otlp.limits import check_size
 
 METHODS = ("auto", "prefix", "mincut", "maxflow", "brute")
 BRUTE_FORCE_MAX_K = 16
@@ -135,6 +136,7 @@ def _qpbo_min_cut(inst: Instance) -> NDArray[np.bool_]:
     from solvers.registry import get_backend
 
     k = inst.k
+    check_size(f"n = 2 min-cut network (k={k})", k * k)
     q1, q2 = inst.draft_rows[0], inst.draft_rows[1]
     unary = inst.p_local - q1
     source, sink = k, k + 1
