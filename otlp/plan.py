@@ -116,7 +116,7 @@ class TransportPlan:
         mass = self.columns.mass
         row_of = explicit.indices
         col_of = np.repeat(np.arange(explicit.shape[1]), np.diff(explicit.indptr))
-        clipped = float(-data[data < 0].sum())
+        clipped = abs(float(data[data < 0].sum()))
         np.maximum(data, 0.0, out=data)
         rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
         row_factor = np.where(rows > target, target / np.where(rows > 0, rows, 1.0), 1.0)
@@ -139,6 +139,13 @@ class TransportPlan:
             "rows_scaled": int((row_factor < 1).sum()),
             "columns_scaled": int((col_factor < 1).sum()),
         }
+        messages = list(self.messages)
+        if clipped > 0 or info["polish"]["rows_scaled"] or info["polish"]["columns_scaled"]:
+            messages.append(
+                f"polished: clipped {clipped:.3g} of negative mass, scaled down "
+                f"{info['polish']['rows_scaled']} rows and {info['polish']['columns_scaled']} "
+                "columns; the residual term of Eq. (3) carries the rest"
+            )
         return TransportPlan(
             self.instance,
             self.columns,
@@ -147,7 +154,7 @@ class TransportPlan:
             col_residual,
             method=self.method,
             wall_time=self.wall_time,
-            messages=list(self.messages),
+            messages=messages,
             info=info,
         )
 
