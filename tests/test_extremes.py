@@ -121,3 +121,55 @@ def test_highs_on_1e200_entries_gives_a_usable_plan() -> None:
         assert plan.acceptance == pytest.approx(alpha, abs=1e-12)
         assert plan.verification.slices.max_sum_error <= 1e-12
     assert any("polished" in m for m in otlp.solve(inst, "highs").messages)
+
+
+FUZZ_ROUND_1 = {
+    # highs: a column of mass 1.8e-10 summed to 0; pot: the same column summed to 0.99999966
+    "tiny column": (
+        [0.0005641537577406906, 0.9994358462422593],
+        [0.0005641537577406906, 0.9994358462422593],
+        3,
+        "iid",
+        None,
+    ),
+    # highs_full: a column of mass 1e-12 summed to 0
+    "1e-12 draft": (
+        [0.17275125138779882, 0.4522832131175784, 0.3097431243518213, 0.06522241114280136],
+        [[1e-12, 1 - 3e-12, 1e-12, 1e-12]],
+        1,
+        "independent",
+        3,
+    ),
+    # cvxpy: entries of -2.8e181 in a column of mass 7.7e-200
+    "1e-200 draft": (
+        [3.4e-299, 3.2e-299, 4.2e-299, 1.0],
+        [[1.0e-199, 1.0, 6.1e-200, 7.7e-200]],
+        1,
+        "independent",
+        4,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUZZ_ROUND_1))
+def test_fuzz_round_1_slices_are_distributions(case: str) -> None:
+    p, q, n, scheme, top_k = FUZZ_ROUND_1[case]
+    inst = otlp.Instance(p, q, n, scheme, top_k, renormalize=True)
+    for method in ("highs", "highs-full", "pot", "cvxpy", "maxflow"):
+        plan = otlp.solve(inst, method, strict=True)
+        slices = plan.verification.slices
+        assert slices.max_sum_error <= 1e-12 and slices.min_entry >= 0, method
+        for column in np.flatnonzero(plan.columns.mass > 0):
+            omega = plan.instance.tokens[plan.columns.members[column, :1].repeat(n)]
+            plan.sample(omega, 0)  # never meets an invalid slice
+
+
+def test_spectr_traversal_with_highs_slices() -> None:
+    """SpecTr traversal with highs raised on invalid slices of tiny-mass columns (optimal
+    plans are not unique, so traversals with different exact methods may differ)."""
+    from otlp.multistep import expected_accepted, model_pair
+
+    for seed in range(3):
+        target, draft = model_pair("markov", 3, seed=seed, distance=0.9, sparsity=0.6, depth=4)
+        value = expected_accepted(target, draft, 3, "spectr", paths=2, rule="highs")
+        assert 0.0 <= value <= 3.0
