@@ -75,11 +75,11 @@ def limited(**changes: int) -> Iterator[Limits]:
         _current = saved
 
 
-def check_size(what: str, variables: int) -> None:
+def check_size(what: str, variables: int, advice: str = "lower top_k or n") -> None:
     """Raise :class:`ProblemTooLarge` if ``variables`` exceeds the configured limit."""
     limit = _current.max_variables
     if variables > limit:
-        raise ProblemTooLarge(what, variables, variables * BYTES_PER_VARIABLE, limit)
+        raise ProblemTooLarge(what, variables, variables * BYTES_PER_VARIABLE, limit, advice=advice)
 
 
 def check_work(what: str, operations: int, advice: str = "lower top_k or n") -> None:

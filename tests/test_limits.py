@@ -92,3 +92,13 @@ def test_configure_validates(changes: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=next(iter(changes))):
         otlp.limits.configure(**changes)
     assert otlp.limits.current() == before
+
+
+def test_multistep_draft_length_is_refused_before_work() -> None:
+    from otlp.multistep import expected_accepted, model_pair
+
+    target, draft = model_pair("markov", 4, seed=0, depth=4)
+    start = time.perf_counter()
+    with pytest.raises(otlp.ProblemTooLarge, match="draft length"):
+        expected_accepted(target, draft, 10**6, "block")
+    assert time.perf_counter() - start < 0.1
