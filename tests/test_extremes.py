@@ -173,3 +173,14 @@ def test_spectr_traversal_with_highs_slices() -> None:
         target, draft = model_pair("markov", 3, seed=seed, distance=0.9, sparsity=0.6, depth=4)
         value = expected_accepted(target, draft, 3, "spectr", paths=2, rule="highs")
         assert 0.0 <= value <= 3.0
+
+
+def test_mentored_frontier_with_target_mass_below_an_ulp() -> None:
+    """The frontier was empty: with p = q up to a 2e-301 outside row, 1 - R computed as
+    sum relu(q - p) is 0, so every point had KL = inf (lead's reproducer)."""
+    inst = otlp.Instance([0.0, 0.6, 0.4, 2e-301, 0.0], [0.0, 0.6, 0.4, 2e-301, 0.0], 1, top_k=2)
+    rule = otlp.rules.get("mentored")
+    with np.errstate(over="raise", divide="raise", invalid="raise"):
+        frontier = rule.frontier(inst)
+        assert frontier.kl.size > 0 and np.isfinite(frontier.kl).all()
+        assert np.abs(rule.output_distribution(inst) - inst.p).sum() < 1e-15
