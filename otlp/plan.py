@@ -119,10 +119,12 @@ class TransportPlan:
         clipped = abs(float(data[data < 0].sum()))
         np.maximum(data, 0.0, out=data)
         rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
-        row_factor = np.where(rows > target, target / np.where(rows > 0, rows, 1.0), 1.0)
+        over = rows > target  # factors only where needed: target / subnormal rows overflows
+        row_factor = np.divide(target, rows, out=np.ones_like(rows), where=over)
         data *= row_factor[row_of]
         cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
-        col_factor = np.where(cols > mass, mass / np.where(cols > 0, cols, 1.0), 1.0)
+        over = cols > mass
+        col_factor = np.divide(mass, cols, out=np.ones_like(cols), where=over)
         data *= col_factor[col_of]
         rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
         cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])

@@ -85,7 +85,7 @@ def _auto_method(inst: Instance) -> str:
 def ratio_order(inst: Instance) -> NDArray[np.int64]:
     """Draft-vocabulary positions sorted by decreasing q/p (p = 0 first; ties by position)."""
     p, q = inst.p_local, inst.q_local
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # q / subnormal p: inf, like p = 0
         ratio = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.inf)
     return np.lexsort((np.arange(inst.k), -ratio)).astype(np.int64)
 

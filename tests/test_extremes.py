@@ -184,3 +184,18 @@ def test_mentored_frontier_with_target_mass_below_an_ulp() -> None:
         frontier = rule.frontier(inst)
         assert frontier.kl.size > 0 and np.isfinite(frontier.kl).all()
         assert np.abs(rule.output_distribution(inst) - inst.p).sum() < 1e-15
+
+
+@pytest.mark.parametrize("backend", ["ortools-maxflow", "networkx-maxflow"])
+def test_max_flow_with_a_subnormal_total_capacity(backend: str) -> None:
+    """The integer scale 2^50 / total overflowed to inf below total ~ 1e-293 (flows 0 or NaN
+    casts); capacities are now divided by total first."""
+    from solvers.base import MaxFlowProblem
+    from solvers.registry import get_backend
+
+    tails, heads = np.array([0, 0, 1, 2]), np.array([1, 2, 3, 3])
+    caps = np.array([3e-310, 1e-310, np.inf, 0.5])
+    problem = MaxFlowProblem(4, tails, heads, caps, 0, 3)
+    with np.errstate(over="raise", invalid="raise"):
+        result = get_backend(backend).solve(problem)
+    assert result.objective == pytest.approx(4e-310, rel=1e-6)

@@ -44,7 +44,8 @@ def draft_ext(row: FloatArray) -> FloatArray:
 def ratio_accept(p: FloatArray, q: FloatArray) -> FloatArray:
     """min(1, p / q) elementwise (1 where q = 0: such tokens are never drafted)."""
     safe = np.where(q > 0, q, 1.0)
-    return np.where(q > 0, np.minimum(1.0, p / safe), 1.0)
+    with np.errstate(over="ignore"):  # p / subnormal q overflows to inf: min gives 1
+        return np.where(q > 0, np.minimum(1.0, p / safe), 1.0)
 
 
 def residual(p: FloatArray, q: FloatArray) -> FloatArray:
