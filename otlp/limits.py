@@ -30,7 +30,7 @@ class Limits:
     """Configurable ceilings (see the module docstring)."""
 
     max_variables: int = 20_000_000
-    max_operations: int = 200_000_000
+    max_operations: int = 100_000_000
     max_drafts: int = 1024
 
 
