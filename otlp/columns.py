@@ -94,8 +94,8 @@ def mass_operations(scheme: str, k: int, n: int, sizes: range, distinct_rows: bo
     """Elementary array operations the set masses take (see :func:`_set_columns`)."""
     if scheme == "without_replacement":
         return comb(k, n) * n * n * 2**n
-    if distinct_rows:
-        return sum(comb(k, j) * n * j * 2**j for j in sizes)
+    if distinct_rows:  # two passes over 2^j states per position and label
+        return sum(comb(k, j) * 3 * n * j * 2**j for j in sizes)
     return sum(comb(k, j) * j * n * (n + 1) for j in sizes)
 
 
