@@ -6,7 +6,7 @@ import time
 import warnings
 from typing import Any
 
-from otlp.instance import Instance
+from otlp.instance import Instance, require_instance
 from otlp.methods import get_method
 from otlp.plan import TransportPlan
 from otlp.verify import Tolerances, VerificationReport, verify
@@ -97,8 +97,11 @@ def solve(
     >>> round(otlp.solve(inst, "global_resolution", tau=1e-4).acceptance, 3)
     0.86
     """
-    if not isinstance(inst, Instance):
-        raise ValueError(f"inst: expected an otlp.Instance, got {type(inst).__name__}")
+    require_instance(inst)
+    if tolerances is not None and not isinstance(tolerances, Tolerances):
+        raise ValueError(
+            f"tolerances: expected an otlp.Tolerances, got {type(tolerances).__name__}"
+        )
     start = time.perf_counter()
     plan = get_method(method)(inst, form=form, **options)
     plan.info["total_time"] = time.perf_counter() - start

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp import combinatorics as cb
-from otlp.limits import check_size
+from otlp.limits import check_size, check_work, power
 from otlp.reprs import dataclass_repr
 
 FORMS = ("sets", "tuples")
@@ -85,10 +85,21 @@ class DraftColumns:
 
 
 def column_count(form: str, k: int, n: int, sizes: range) -> tuple[int, int]:
-    """(columns, incidence pairs) a column set would have, computed without allocating."""
+    """(columns, incidence pairs) a column set would have: exact ints, computed without
+    allocating (k^n is capped without being computed when it is astronomically large)."""
     if form == "tuples":
-        return k**n, k**n * min(n, k)
+        count = power(k, n)
+        return count, count * min(n, k)
     return cb.count_sets(k, sizes), sum(j * comb(k, j) for j in sizes)
+
+
+def mass_operations(scheme: str, k: int, n: int, sizes: range, distinct_rows: bool) -> int:
+    """Elementary array operations the set masses take (see :func:`_set_columns`)."""
+    if scheme == "without_replacement":
+        return comb(k, n) * n * n * 2**n
+    if distinct_rows:  # two passes over 2^j states per position and label
+        return sum(comb(k, j) * 3 * n * j * 2**j for j in sizes)
+    return sum(comb(k, j) * j * n * (n + 1) for j in sizes)
 
 
 def build_columns(form: str, draft_rows: FloatArray, n: int, scheme: str) -> DraftColumns:
@@ -103,6 +114,10 @@ def build_columns(form: str, draft_rows: FloatArray, n: int, scheme: str) -> Dra
     sizes = range(n, n + 1) if scheme == "without_replacement" else range(1, min(n, k) + 1)
     _, pairs = column_count(form, k, n, sizes)
     check_size(f"draft columns ({form}, k={k}, n={n})", pairs)
+    if form == "sets":
+        distinct = not np.all(draft_rows == draft_rows[:1])
+        work = mass_operations(scheme, k, n, sizes, distinct)
+        check_work(f"draft set masses ({scheme}, k={k}, n={n})", work)
     if form == "tuples":
         return _tuple_columns(draft_rows, n, scheme)
     return _set_columns(draft_rows, n, scheme, sizes)
@@ -136,29 +151,78 @@ def _set_columns(draft_rows: FloatArray, n: int, scheme: str, sizes: range) -> D
 
 
 def _independent_set_mass(draft_rows: FloatArray, subsets: NDArray[np.int64]) -> FloatArray:
-    """P(set(omega) = s) for independent draws: a sum over surjections of positions onto s.
+    """P(set(omega) = s) for independent draws, as a sum of positive terms only (no
+    inclusion-exclusion cancellation as in [GR] Appendix K).
 
-    Every term is a product of probabilities, so there is no cancellation (unlike the
-    inclusion-exclusion form of seed 000, Appendix K).
+    Equal rows (i.i.d.): A_l(m), the probability that m given draws all land in the first l
+    tokens of s and hit each of them, obeys A_l(m) = sum_t C(m, t) q_l^t A_{l-1}(m - t);
+    O(j n^2) per set. Distinct rows: dynamic programming over draw positions on the subset of
+    s covered so far; O(n j 2^j) per set. Neither enumerates the j^n maps of draws to tokens.
     """
-    n = draft_rows.shape[0]
-    j = subsets.shape[1]
-    mass = np.zeros(subsets.shape[0])
-    for assignment in cb.surjections(n, j):
-        term = np.ones(subsets.shape[0])
-        for position, label in enumerate(assignment):
-            term *= draft_rows[position, subsets[:, label]]
-        mass += term
-    return mass
+    if np.all(draft_rows == draft_rows[:1]):
+        return _iid_set_mass(draft_rows[0], subsets, draft_rows.shape[0])
+    count, j = subsets.shape
+    covered = np.zeros((count, 1 << j))
+    covered[:, 0] = 1.0
+    for row in draft_rows:
+        probs = row[subsets]  # (count, j)
+        step = np.zeros_like(covered)
+        masks = np.arange(1 << j)
+        for label in range(j):
+            bit = 1 << label
+            prob = probs[:, label : label + 1]
+            fresh = masks[(masks & bit) == 0]  # token newly covered, or covered again
+            step[:, fresh | bit] += covered[:, fresh] * prob
+            step[:, fresh | bit] += covered[:, fresh | bit] * prob
+        covered = step
+    return covered[:, -1]
 
 
-def _without_replacement_mass(q: FloatArray, ordered: NDArray[np.int64]) -> FloatArray:
-    """P(the n draws without replacement are exactly the given tokens), summed over orders."""
-    n = ordered.shape[1]
-    mass = np.zeros(ordered.shape[0])
-    for order in cb.permutations(n):
-        mass += sequence_probability(q, ordered[:, order])
-    return mass
+def _iid_set_mass(q: FloatArray, subsets: NDArray[np.int64], n: int) -> FloatArray:
+    count, j = subsets.shape
+    draws = np.arange(n + 1)
+    table = np.zeros((count, n + 1))
+    table[:, 0] = 1.0
+    for label in range(j):
+        probs = q[subsets[:, label]][:, None]
+        power = np.ones((count, 1))
+        new = np.zeros_like(table)
+        for t in range(1, n + 1):
+            power = power * probs
+            ways = np.array([comb(int(m), t) for m in draws[t:]], dtype=np.float64)
+            new[:, t:] += ways * power * table[:, : n + 1 - t]
+        table = new
+    return table[:, n]
+
+
+def _without_replacement_mass(q: FloatArray, members: NDArray[np.int64]) -> FloatArray:
+    """P(the n draws without replacement are exactly the given tokens, in any order).
+
+    Dynamic programming over the subsets T of each set (O(n 2^n) instead of n! orders):
+    P(first |T| draws are T) = sum_{x in T} P(T - x) q_x / (mass left outside T - x).
+    """
+    count, n = members.shape
+    ranking = _suffix_ranking(q)
+    bits = (np.arange(1 << n)[:, None] >> np.arange(n)) & 1
+    # Mass left after drawing exactly the tokens of each subset, one column per subset.
+    left = np.empty((count, 1 << n))
+    left[:, 0] = q.sum()
+    for mask in range(1, 1 << n):
+        left[:, mask] = _mass_excluding(q, members[:, bits[mask] == 1], ranking)
+    probs = q[members]
+    reach = np.zeros((count, 1 << n))
+    reach[:, 0] = 1.0
+    for mask in range(1, 1 << n):
+        for label in np.flatnonzero(bits[mask]):
+            before = mask & ~(1 << int(label))
+            ratio = np.divide(
+                probs[:, label],
+                left[:, before],
+                out=np.zeros(count),
+                where=left[:, before] > 0,
+            )
+            reach[:, mask] += reach[:, before] * ratio
+    return reach[:, -1]
 
 
 def sequence_probability(q: FloatArray, sequences: NDArray[np.int64]) -> FloatArray:
@@ -169,27 +233,38 @@ def sequence_probability(q: FloatArray, sequences: NDArray[np.int64]) -> FloatAr
     """
     probs = q[sequences]
     result = probs[:, 0].copy()
+    ranking = _suffix_ranking(q)
     for step in range(1, sequences.shape[1]):
-        left = _mass_excluding(q, sequences[:, :step])
+        left = _mass_excluding(q, sequences[:, :step], ranking)
         # left >= probs[:, step] always; left = 0 only where the draw itself has mass 0.
         result *= np.divide(probs[:, step], left, out=np.zeros_like(left), where=left > 0)
     return result
 
 
-def _mass_excluding(q: FloatArray, drawn: NDArray[np.int64]) -> FloatArray:
+def _suffix_ranking(q: FloatArray) -> tuple[NDArray[np.int64], FloatArray]:
+    """Rank of each token by decreasing q, and suffix sums R[i] = sum of ranks >= i."""
+    order = np.argsort(-q, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    return rank, np.append(np.cumsum(q[order][::-1])[::-1], 0.0)
+
+
+def _mass_excluding(
+    q: FloatArray,
+    drawn: NDArray[np.int64],
+    ranking: tuple[NDArray[np.int64], FloatArray] | None = None,
+) -> FloatArray:
     """sum(q) minus the drawn tokens of each row, as sums of positive terms only.
 
     Tokens are ranked by decreasing q; with suffix sums R[i] = sum of ranks >= i, the gap
     between consecutive drawn ranks (a, b) holds R[a + 1] - R[b], whose relative error is
     at most about k * eps because every rank after b carries no more mass than rank a + 1.
+    ``ranking`` (from :func:`_suffix_ranking`) may be passed to share it between calls.
     """
-    order = np.argsort(-q, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.shape[0])
-    suffix = np.append(np.cumsum(q[order][::-1])[::-1], 0.0)
+    rank, suffix = ranking if ranking is not None else _suffix_ranking(q)
     ranks = np.sort(rank[drawn], axis=1)
     starts = np.hstack([np.zeros((ranks.shape[0], 1), dtype=np.int64), ranks + 1])
-    ends = np.hstack([ranks, np.full((ranks.shape[0], 1), order.shape[0], dtype=np.int64)])
+    ends = np.hstack([ranks, np.full((ranks.shape[0], 1), q.shape[0], dtype=np.int64)])
     return np.maximum(suffix[starts] - suffix[ends], 0.0).sum(axis=1)
 
 

@@ -7,8 +7,6 @@ sorted members ``c_0 < ... < c_{j-1}``. No Python loop runs per set.
 
 from __future__ import annotations
 
-import itertools
-from functools import lru_cache
 from math import comb
 
 import numpy as np
@@ -53,19 +51,6 @@ def colex_rank(sorted_members: IntArray, binom: IntArray) -> IntArray:
     for pos in range(j):
         ranks += binom[sorted_members[:, pos], pos + 1]
     return ranks
-
-
-@lru_cache(maxsize=64)
-def surjections(n: int, j: int) -> IntArray:
-    """All maps from n draft positions onto j labels that hit every label; shape ``(F, n)``."""
-    maps = [f for f in itertools.product(range(j), repeat=n) if len(set(f)) == j]
-    return np.array(maps, dtype=np.int64).reshape(len(maps), n)
-
-
-@lru_cache(maxsize=16)
-def permutations(j: int) -> IntArray:
-    """All permutations of ``range(j)``; shape ``(j!, j)``."""
-    return np.array(list(itertools.permutations(range(j))), dtype=np.int64).reshape(-1, j)
 
 
 def all_tuples(k: int, n: int) -> IntArray:

@@ -15,8 +15,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.columns import DraftColumns, build_columns
+from otlp.limits import check_drafts, check_size
 from otlp.validation import (
     DEFAULT_SUM_TOL,
+    as_generator,
     canonical_name,
     positive_int,
     probability_vector,
@@ -80,6 +82,7 @@ class Instance:
             raise ValueError(f"scheme: expected one of {SCHEMES}, got {scheme!r}")
         self.scheme = scheme = canonical_name(scheme)
         self.n = positive_int("n", n)
+        check_drafts(self.n)  # before one draft row per draw is allocated
         p_arr = probability_vector("p", p, renormalize=renormalize, atol=atol)
         vocab = p_arr.shape[0]
         if scheme == "independent":
@@ -91,7 +94,7 @@ class Instance:
             if q_list is None or len(q_list) != self.n:
                 got = "a single vector" if q_list is None else f"{len(q_list)} vectors"
                 raise ValueError(f"q: scheme 'independent' needs n={self.n} vectors, got {got}")
-            named = [(f"q[{d}]", qd) for d, qd in enumerate(q_list)]
+            named: list[tuple[str, Any]] = [(f"q[{d}]", qd) for d, qd in enumerate(q_list)]
         else:
             named = [("q", cast(ArrayLike, q))]
         for name, values in named:  # a length error is reported as such, before any sum
@@ -167,15 +170,25 @@ class Instance:
     def to_local(self, omega: ArrayLike) -> NDArray[np.int64]:
         """Map drafted global token ids to draft-vocabulary positions; reject impossible drafts."""
         arr = np.atleast_1d(np.asarray(omega))
-        if arr.shape[-1] != self.n or not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"omega: expected {self.n} integer token ids, got {arr.tolist()!r}")
+        if arr.ndim != 1 or arr.shape[0] != self.n or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(
+                f"omega: expected a 1-D sequence of {self.n} integer token ids, got "
+                f"{arr.tolist()!r} (shape {arr.shape})"
+            )
         pos = np.clip(np.searchsorted(self._sorted_tokens, arr), 0, self.k - 1)
         if not np.all(self._sorted_tokens[pos] == arr):
             raise ValueError("omega: contains a token the draft cannot produce")
         return self._search_order[pos]
 
-    def sample_drafts(self, rng: np.random.Generator, size: int) -> NDArray[np.int64]:
-        """Draw ``size`` n-tuples from the draft scheme; returns global token ids, ``(size, n)``."""
+    def sample_drafts(self, rng: object, size: int) -> NDArray[np.int64]:
+        """Draw ``size`` n-tuples from the draft scheme; returns global token ids, ``(size, n)``.
+
+        ``rng`` is an int seed, None (fresh entropy) or a ``numpy.random.Generator``.
+        """
+        rng = as_generator(rng)
+        size = positive_int("size", size)
+        width = self.k if self.scheme == "without_replacement" else self.n
+        check_size(f"{size:,} draft samples", size * width)
         rows = np.asarray(self.draft_rows)
         if self.scheme == "without_replacement":
             # Gumbel-top-n gives n draws without replacement in draw order.
@@ -204,6 +217,13 @@ class Instance:
             f"Instance(V={self.vocab_size}, n={self.n}, scheme={self.scheme!r}, "
             f"top_k={self.top_k}, k={self.k})"
         )
+
+
+def require_instance(value: object, name: str = "inst") -> Instance:
+    """``value`` if it is an :class:`Instance`, else ``ValueError`` naming the argument."""
+    if not isinstance(value, Instance):
+        raise ValueError(f"{name}: expected an otlp.Instance, got {type(value).__name__}")
+    return value
 
 
 def _vector_length(values: ArrayLike) -> int | None:

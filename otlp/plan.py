@@ -25,6 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
 from otlp.reprs import plan_repr
+from otlp.validation import as_generator, positive_int
 
 FloatArray = NDArray[np.float64]
 
@@ -109,21 +110,26 @@ class TransportPlan:
         """
         explicit = sp.csc_matrix(self.explicit, dtype=np.float64, copy=True)
         explicit.sum_duplicates()
-        if not np.isfinite(explicit.data).all():
+        data = explicit.data
+        if not np.isfinite(data).all():
             return self
         target = self.instance.target_rows
         mass = self.columns.mass
-        clipped = float(-explicit.data[explicit.data < 0].sum())
-        np.maximum(explicit.data, 0.0, out=explicit.data)
-        rows = np.asarray(explicit.sum(axis=1)).ravel()
-        row_factor = np.where(rows > target, target / np.where(rows > 0, rows, 1.0), 1.0)
-        explicit = sp.csc_matrix(sp.diags(row_factor) @ explicit)
-        cols = np.asarray(explicit.sum(axis=0)).ravel()
-        col_factor = np.where(cols > mass, mass / np.where(cols > 0, cols, 1.0), 1.0)
-        explicit = sp.csc_matrix(explicit @ sp.diags(col_factor))
-        explicit.eliminate_zeros()
-        rows = np.asarray(explicit.sum(axis=1)).ravel()
-        cols = np.asarray(explicit.sum(axis=0)).ravel()
+        row_of = explicit.indices
+        col_of = np.repeat(np.arange(explicit.shape[1]), np.diff(explicit.indptr))
+        clipped = abs(float(data[data < 0].sum()))
+        np.maximum(data, 0.0, out=data)
+        rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
+        over = rows > target  # factors only where needed: target / subnormal rows overflows
+        row_factor = np.divide(target, rows, out=np.ones_like(rows), where=over)
+        data *= row_factor[row_of]
+        cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
+        over = cols > mass
+        col_factor = np.divide(mass, cols, out=np.ones_like(cols), where=over)
+        data *= col_factor[col_of]
+        rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
+        cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
+        explicit.eliminate_zeros()  # max-flow stores every arc; most carry nothing
         row_residual = np.maximum(target - rows, 0.0)
         col_residual = np.maximum(mass - cols, 0.0)
         left = float(col_residual.sum())
@@ -136,6 +142,13 @@ class TransportPlan:
             "rows_scaled": int((row_factor < 1).sum()),
             "columns_scaled": int((col_factor < 1).sum()),
         }
+        messages = list(self.messages)
+        if clipped > 0 or info["polish"]["rows_scaled"] or info["polish"]["columns_scaled"]:
+            messages.append(
+                f"polished: clipped {clipped:.3g} of negative mass, scaled down "
+                f"{info['polish']['rows_scaled']} rows and {info['polish']['columns_scaled']} "
+                "columns; the residual term of Eq. (3) carries the rest"
+            )
         return TransportPlan(
             self.instance,
             self.columns,
@@ -144,7 +157,7 @@ class TransportPlan:
             col_residual,
             method=self.method,
             wall_time=self.wall_time,
-            messages=list(self.messages),
+            messages=messages,
             info=info,
         )
 
@@ -200,31 +213,32 @@ class TransportPlan:
         """
         mass = self.columns.mass
         live = np.flatnonzero(mass > 0)
-        explicit = sp.csc_matrix(self.explicit)[:, live]
+        explicit = sp.csc_matrix(self.explicit)
         explicit.sum_duplicates()
-        m = mass[live]
+        m = np.where(mass > 0, mass, 1.0)
         rows = self._residual_rows()
-        share = self.col_residual[live] / m  # residual share of each slice (before rows)
+        share = self.col_residual / m  # residual share of each slice (before rows)
         counts = np.diff(explicit.indptr)
-        entry_col = np.repeat(np.arange(live.shape[0]), counts)
+        entry_col = np.repeat(np.arange(mass.shape[0]), counts)
         values = explicit.data / m[entry_col] + rows[explicit.indices] * share[entry_col]
-        sums = np.bincount(entry_col, weights=explicit.data, minlength=live.shape[0]) / m
+        sums = np.bincount(entry_col, weights=explicit.data, minlength=mass.shape[0]) / m
         sums = sums + share * rows.sum()
         # Entries outside the explicit pattern come from the residual term alone.
         low, high = (rows.min(), rows.max()) if rows.size else (0.0, 0.0)
         residual_min = np.where(share >= 0, share * low, share * high)
         pattern_free = counts < explicit.shape[0]
         mins = np.where(pattern_free, residual_min, np.inf)
-        nonempty = counts > 0
-        if nonempty.any():
+        nonempty = np.flatnonzero(counts > 0)
+        if nonempty.size:
             starts = explicit.indptr[:-1][nonempty]
             mins[nonempty] = np.minimum(mins[nonempty], np.minimum.reduceat(values, starts))
         negative_rows = rows[rows < 0].sum()
         positive_rows = rows[rows > 0].sum()
-        negative = np.bincount(entry_col, weights=np.minimum(values, 0.0), minlength=live.size)
-        negative = negative + np.where(pattern_free, 1.0, 0.0) * np.where(
+        negative = np.bincount(entry_col, weights=np.minimum(values, 0.0), minlength=mass.size)
+        negative = negative + pattern_free * np.where(
             share >= 0, share * negative_rows, share * positive_rows
         )
+        sums, mins, negative = sums[live], mins[live], negative[live]
         return SliceStatistics(live, sums, mins, -negative)
 
     @cached_property
@@ -282,12 +296,23 @@ class TransportPlan:
         return np.cumsum(weights) / weights.sum()
 
     def sample(
-        self, omega: ArrayLike, rng: np.random.Generator, size: int | None = None
+        self, omega: ArrayLike, rng: object = None, size: int | None = None
     ) -> int | NDArray[np.int64]:
-        """Draw verified token(s) from pi(. | omega); global token ids."""
-        local = np.clip(self.local_slice(omega), 0.0, None)
-        count = 1 if size is None else size
-        picks = rng.choice(local.shape[0], size=count, p=local / local.sum())
+        """Draw verified token(s) from pi(. | omega); global token ids.
+
+        ``rng`` is an int seed, None (fresh entropy) or a ``numpy.random.Generator``;
+        ``size=None`` returns one int, an int >= 1 an array of that many tokens.
+        """
+        rng = as_generator(rng)
+        count = 1 if size is None else positive_int("size", size)
+        local = self.local_slice(omega)
+        total = float(local[local > 0].sum())
+        if not (np.isfinite(local).all() and total > 0):
+            raise ValueError(
+                "omega: pi(. | omega) of this plan is not a probability vector; the plan did "
+                "not pass verification (see otlp.verify(plan))"
+            )
+        picks = rng.choice(local.shape[0], size=count, p=np.clip(local, 0.0, None) / total)
         out = np.empty(count, dtype=np.int64)
         inside = picks < self.instance.k
         out[inside] = self.instance.tokens[picks[inside]]

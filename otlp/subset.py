@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.instance import Instance
+from otlp.instance import Instance, require_instance
+from otlp.limits import check_size
 from otlp.reprs import dataclass_repr
 
 METHODS = ("auto", "prefix", "mincut", "maxflow", "brute")
@@ -82,6 +83,7 @@ def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
     >>> round(sel.alpha_star, 6), sel.H.tolist()
     (0.86, [2, 1])
     """
+    require_instance(inst)
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     if method == "auto":
@@ -111,7 +113,7 @@ def _auto_method(inst: Instance) -> str:
 def ratio_order(inst: Instance) -> NDArray[np.int64]:
     """Draft-vocabulary positions sorted by decreasing q/p (p = 0 first; ties by position)."""
     p, q = inst.p_local, inst.q_local
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # q / subnormal p: inf, like p = 0
         ratio = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.inf)
     return np.lexsort((np.arange(inst.k), -ratio)).astype(np.int64)
 
@@ -162,6 +164,7 @@ def _qpbo_min_cut(inst: Instance) -> NDArray[np.bool_]:
     from solvers.registry import get_backend
 
     k = inst.k
+    check_size(f"n = 2 min-cut network (k={k})", k * k)
     q1, q2 = inst.draft_rows[0], inst.draft_rows[1]
     unary = inst.p_local - q1
     source, sink = k, k + 1

@@ -15,6 +15,7 @@ import numpy as np
 
 from otlp.plan import TransportPlan
 from otlp.subset import optimal_acceptance
+from otlp.validation import real_number
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ def verify(
     tolerances: Tolerances | None = None,
     alpha_star: float | None = None,
 ) -> VerificationReport:
-    """Check a transport plan against its marginals, sign and the optimal acceptance.
+    """Check a transport plan against its marginals, sign, every conditional and the optimal
+    acceptance.
 
     Solver statuses are never trusted: every plan of :func:`otlp.solve` goes through this.
 
@@ -129,7 +131,7 @@ def verify(
     -------
     VerificationReport
         Target and draft marginal L1 errors, the most negative entry, acceptance, alpha*,
-        their gap, ``ok`` and the ``problems`` found.
+        their gap, the worst conditional pi(.|omega), ``ok`` and the ``problems`` found.
 
     Examples
     --------
@@ -139,6 +141,14 @@ def verify(
     >>> report.ok, round(report.acceptance, 6), report.problems
     (True, 0.86, ())
     """
+    if not isinstance(plan, TransportPlan):
+        raise ValueError(f"plan: expected an otlp.TransportPlan, got {type(plan).__name__}")
+    if tolerances is not None and not isinstance(tolerances, Tolerances):
+        raise ValueError(
+            f"tolerances: expected an otlp.Tolerances, got {type(tolerances).__name__}"
+        )
+    if alpha_star is not None:
+        alpha_star = real_number("alpha_star", alpha_star)
     tol = tolerances or plan.info.get("tolerances") or Tolerances()
     inst = plan.instance
     if alpha_star is None:

@@ -90,6 +90,17 @@ class Backend(ABC):
 
         return all(importlib.util.find_spec(mod) is not None for mod in self.requires)
 
+    def reject_unknown(self, options: dict[str, Any]) -> None:
+        """``ValueError`` listing the valid keyword options if ``options`` is not empty
+        (backends collect what their signature does not name in ``**unknown``)."""
+        import inspect
+
+        from otlp.validation import check_options
+
+        params = inspect.signature(type(self).solve).parameters.values()
+        valid = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        check_options(f"backend {self.name!r}", options, valid)
+
     def check(self, problem: object) -> None:
         if not isinstance(problem, self.accepts):
             kinds = ", ".join(k.__name__ for k in self.accepts)

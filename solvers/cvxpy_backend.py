@@ -16,10 +16,13 @@ class CvxpyLP(Backend):
     accepts = (LinearProgram,)
     requires = ("cvxpy",)
 
-    def solve(self, problem: LinearProgram, *, solver: str | None = None, **_: Any) -> SolveResult:
+    def solve(
+        self, problem: LinearProgram, *, solver: str | None = None, **unknown: Any
+    ) -> SolveResult:
         import cvxpy as cp
 
         self.check(problem)
+        self.reject_unknown(unknown)
         with stopwatch() as elapsed:
             x = cp.Variable(problem.num_variables, nonneg=True)
             constraints = []

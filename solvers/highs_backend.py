@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from otlp.validation import real_number
 from solvers.base import Backend, LinearProgram, SolveResult, stopwatch
 from solvers.registry import register
 
@@ -34,13 +35,18 @@ class HighsLP(Backend):
         presolve: bool = True,
         tolerance: float = 1e-9,
         time_limit: float | None = None,
-        **_: Any,
+        **unknown: Any,
     ) -> SolveResult:
         self.check(problem)
+        self.reject_unknown(unknown)
+        if time_limit is not None:
+            time_limit = real_number("time_limit", time_limit, minimum=0.0, exclusive_minimum=True)
         if method == "auto":
             method = "ipm" if problem.num_variables > IPM_THRESHOLD else "simplex"
         if method not in ("simplex", "ipm", "pdlp", "choose"):
-            raise ValueError(f"method: unknown HiGHS method {method!r}")
+            raise ValueError(
+                f"method: unknown HiGHS method {method!r}; valid: auto, simplex, ipm, pdlp, choose"
+            )
         messages = [f"HiGHS {method}, presolve {'on' if presolve else 'off'}"]
         with stopwatch() as elapsed:
             status, x, objective = _run(problem, method, presolve, tolerance, time_limit)

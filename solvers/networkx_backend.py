@@ -22,12 +22,13 @@ class NetworkxMaxFlow(Backend):
     requires = ("networkx",)
 
     def solve(
-        self, problem: MaxFlowProblem, *, scale_bits: int = DEFAULT_SCALE_BITS, **_: Any
+        self, problem: MaxFlowProblem, *, scale_bits: int = DEFAULT_SCALE_BITS, **unknown: Any
     ) -> SolveResult:
         import networkx as nx
         from networkx.algorithms.flow import preflow_push
 
         self.check(problem)
+        self.reject_unknown(unknown)
         pairs = np.stack([problem.tails, problem.heads], axis=1)
         if np.unique(pairs, axis=0).shape[0] != pairs.shape[0]:
             raise ValueError("problem: networkx backend needs at most one arc per node pair")
@@ -51,8 +52,8 @@ class NetworkxMaxFlow(Backend):
             self.name,
             "optimal",
             True,
-            float(value) / scaled.scale,
-            flows / scaled.scale,
+            float(scaled.to_real(value)),
+            scaled.to_real(flows),
             elapsed[0],
             messages=[scaled.describe(scale_bits)],
             info={"scale": scaled.scale, "precision": scaled.precision},

@@ -24,11 +24,12 @@ class OrToolsMaxFlow(Backend):
         *,
         scale_bits: int = DEFAULT_SCALE_BITS,
         want_cut: bool = False,
-        **_: Any,
+        **unknown: Any,
     ) -> SolveResult:
         from ortools.graph.python import max_flow
 
         self.check(problem)
+        self.reject_unknown(unknown)
         scaled = integer_capacities(problem, scale_bits)
         with stopwatch() as elapsed:
             solver = max_flow.SimpleMaxFlow()
@@ -36,8 +37,8 @@ class OrToolsMaxFlow(Backend):
                 problem.tails.astype(np.int32), problem.heads.astype(np.int32), scaled.capacities
             )
             status = solver.solve(problem.source, problem.sink)
-            flows = solver.flows(arcs).astype(np.float64) / scaled.scale
-            value = solver.optimal_flow() / scaled.scale
+            flows = scaled.to_real(solver.flows(arcs))
+            value = float(scaled.to_real(solver.optimal_flow()))
             side = None
             if want_cut and status == solver.OPTIMAL:
                 side = np.zeros(problem.num_nodes, dtype=bool)

@@ -17,11 +17,12 @@ class PotEmd(Backend):
     requires = ("ot",)
 
     def solve(
-        self, problem: TransportProblem, *, max_iterations: int = 10_000_000, **_: Any
+        self, problem: TransportProblem, *, max_iterations: int = 10_000_000, **unknown: Any
     ) -> SolveResult:
         import ot
 
         self.check(problem)
+        self.reject_unknown(unknown)
         a = np.ascontiguousarray(problem.a, dtype=np.float64)
         b = np.ascontiguousarray(problem.b, dtype=np.float64)
         b = b * (a.sum() / b.sum())  # POT requires equal totals to rounding

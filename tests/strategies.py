@@ -10,14 +10,16 @@ import otlp
 
 @st.composite
 def weight_vectors(draw: st.DrawFn, size: int) -> np.ndarray:
-    """Small integer weights (zeros and ties are common), sometimes with tiny entries."""
+    """Small integer weights (zeros and ties are common), sometimes one-hot or with a tiny
+    entry (1e-12, 1e-300 or subnormal 1e-310)."""
     weights = np.array(draw(st.lists(st.integers(0, 4), min_size=size, max_size=size)), float)
-    if weights.sum() == 0:
+    if weights.sum() == 0 or draw(st.integers(0, 9)) == 0:
+        weights[:] = 0.0
         weights[draw(st.integers(0, size - 1))] = 1.0
     if draw(st.booleans()):
         tiny = draw(st.integers(0, size - 1))
-        if weights[tiny] > 0:
-            weights[tiny] = 1e-12
+        if weights[tiny] > 0 and np.count_nonzero(weights) > 1:
+            weights[tiny] = draw(st.sampled_from([1e-12, 1e-300, 1e-310]))
     return weights / weights.sum()
 
 

@@ -106,11 +106,96 @@ def test_renormalize_huge_entries() -> None:
 
 
 def test_highs_on_1e200_entries_gives_a_usable_plan() -> None:
-    """HiGHS said "Optimal" with acceptance 3.4e167 on p ~ q with 1e-200 entries."""
-    p = np.array([0.5, 0.5 - 3e-200, 1e-200, 2e-200])
-    q = np.array([0.5, 0.5 - 3e-200, 2e-200, 1e-200])
-    inst = otlp.Instance(p, q, 2)
+    """HiGHS said "Optimal" with acceptance 3.1e167 on p ~ q with 1e-200 entries: its raw
+    answer violates the 1e-200 bounds within its 1e-9 tolerance; polishing makes it exact."""
+    p = [1.5852515184785638e-200, 0.14002286693222052, 1.5440828966044807e-200,
+         0.16626753770761368, 2.933271488698415e-201, 0.40097653999272626,
+         0.29273305536743965, 7.838045704498511e-201]  # fmt: skip
+    q = [1.583754913458475e-200, 0.1395906715866413, 1.5423496500562703e-200,
+         0.16648646780998774, 2.932315574982416e-201, 0.4013271514630454,
+         0.2925957091403256, 7.852001305451316e-201]  # fmt: skip
+    inst = otlp.Instance(p, q, 3)
+    alpha = otlp.optimal_acceptance(inst).alpha_star
     for method in ("highs", "highs-full"):
         plan = otlp.solve(inst, method, strict=True)
-        assert plan.acceptance == pytest.approx(1.0, abs=1e-12)
+        assert plan.acceptance == pytest.approx(alpha, abs=1e-12)
         assert plan.verification.slices.max_sum_error <= 1e-12
+    assert any("polished" in m for m in otlp.solve(inst, "highs").messages)
+
+
+FUZZ_ROUND_1 = {
+    # highs: a column of mass 1.8e-10 summed to 0; pot: the same column summed to 0.99999966
+    "tiny column": (
+        [0.0005641537577406906, 0.9994358462422593],
+        [0.0005641537577406906, 0.9994358462422593],
+        3,
+        "iid",
+        None,
+    ),
+    # highs_full: a column of mass 1e-12 summed to 0
+    "1e-12 draft": (
+        [0.17275125138779882, 0.4522832131175784, 0.3097431243518213, 0.06522241114280136],
+        [[1e-12, 1 - 3e-12, 1e-12, 1e-12]],
+        1,
+        "independent",
+        3,
+    ),
+    # cvxpy: entries of -2.8e181 in a column of mass 7.7e-200
+    "1e-200 draft": (
+        [3.4e-299, 3.2e-299, 4.2e-299, 1.0],
+        [[1.0e-199, 1.0, 6.1e-200, 7.7e-200]],
+        1,
+        "independent",
+        4,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUZZ_ROUND_1))
+def test_fuzz_round_1_slices_are_distributions(case: str) -> None:
+    p, q, n, scheme, top_k = FUZZ_ROUND_1[case]
+    inst = otlp.Instance(p, q, n, scheme, top_k, renormalize=True)
+    for method in ("highs", "highs-full", "pot", "cvxpy", "maxflow"):
+        plan = otlp.solve(inst, method, strict=True)
+        slices = plan.verification.slices
+        assert slices.max_sum_error <= 1e-12 and slices.min_entry >= 0, method
+        for column in np.flatnonzero(plan.columns.mass > 0):
+            omega = plan.instance.tokens[plan.columns.members[column, :1].repeat(n)]
+            plan.sample(omega, 0)  # never meets an invalid slice
+
+
+def test_spectr_traversal_with_highs_slices() -> None:
+    """SpecTr traversal with highs raised on invalid slices of tiny-mass columns (optimal
+    plans are not unique, so traversals with different exact methods may differ)."""
+    from otlp.multistep import expected_accepted, model_pair
+
+    for seed in range(3):
+        target, draft = model_pair("markov", 3, seed=seed, distance=0.9, sparsity=0.6, depth=4)
+        value = expected_accepted(target, draft, 3, "spectr", paths=2, rule="highs")
+        assert 0.0 <= value <= 3.0
+
+
+def test_mentored_frontier_with_target_mass_below_an_ulp() -> None:
+    """The frontier was empty: with p = q up to a 2e-301 outside row, 1 - R computed as
+    sum relu(q - p) is 0, so every point had KL = inf (lead's reproducer)."""
+    inst = otlp.Instance([0.0, 0.6, 0.4, 2e-301, 0.0], [0.0, 0.6, 0.4, 2e-301, 0.0], 1, top_k=2)
+    rule = otlp.rules.get("mentored")
+    with np.errstate(over="raise", divide="raise", invalid="raise"):
+        frontier = rule.frontier(inst)
+        assert frontier.kl.size > 0 and np.isfinite(frontier.kl).all()
+        assert np.abs(rule.output_distribution(inst) - inst.p).sum() < 1e-15
+
+
+@pytest.mark.parametrize("backend", ["ortools-maxflow", "networkx-maxflow"])
+def test_max_flow_with_a_subnormal_total_capacity(backend: str) -> None:
+    """The integer scale 2^50 / total overflowed to inf below total ~ 1e-293 (flows 0 or NaN
+    casts); capacities are now divided by total first."""
+    from solvers.base import MaxFlowProblem
+    from solvers.registry import get_backend
+
+    tails, heads = np.array([0, 0, 1, 2]), np.array([1, 2, 3, 3])
+    caps = np.array([3e-310, 1e-310, np.inf, 0.5])
+    problem = MaxFlowProblem(4, tails, heads, caps, 0, 3)
+    with np.errstate(over="raise", invalid="raise"):
+        result = get_backend(backend).solve(problem)
+    assert result.objective == pytest.approx(4e-310, rel=1e-6)

@@ -177,7 +177,9 @@ def test_rules_refuse_instances_they_do_not_cover() -> None:
     with pytest.raises(ValueError, match="n: drawing 3 distinct drafts"):
         rules.get("rrs_without_replacement").acceptance(narrow)
     with pytest.raises(ValueError, match="rng"):
-        rules.get("sps").sample(_instance(6), 0, 10)  # type: ignore[arg-type]
+        rules.get("sps").sample(_instance(6), "seed", 10)
+    with pytest.raises(ValueError, match="inst"):
+        rules.get("kseq").acceptance((0.5, 0.5))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="size"):
         rules.get("sps").sample(_instance(6), np.random.default_rng(0), 0)
 

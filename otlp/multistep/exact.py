@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.limits import check_size
+from otlp.limits import check_size, power
 from otlp.multistep import single_path
 from otlp.multistep.gbv import skewed_conditionals
 from otlp.multistep.law import OutputLaw, single_path_law
@@ -144,5 +144,9 @@ def check_method(gamma: int, method: str, paths: int) -> None:
 
 
 def _all_paths(vocab: int, gamma: int) -> NDArray[np.int64]:
-    check_size("draft paths x positions x vocabulary", vocab**gamma * (gamma + 1) * vocab)
+    check_size(
+        "draft paths x positions x vocabulary",
+        power(vocab, gamma) * (gamma + 1) * vocab,
+        advice="lower the draft length or the vocabulary",
+    )
     return prefix_digits(np.arange(vocab**gamma), vocab, gamma)

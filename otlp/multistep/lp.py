@@ -203,7 +203,9 @@ def budget_violation(
 
 def phi(mass: FloatArray | float, paths: int) -> FloatArray | float:
     """phi_K(m) = 1 - (1 - m)^K: P(one of K i.i.d. paths starts in a set of draft mass m)."""
-    return 1.0 - (1.0 - np.clip(mass, 0.0, 1.0)) ** paths
+    # -expm1(K log1p(-m)): exact for tiny m, where 1 - (1 - m)^K loses every digit.
+    with np.errstate(divide="ignore"):
+        return -np.expm1(paths * np.log1p(-np.clip(mass, 0.0, 1.0)))
 
 
 def antichain_violations(

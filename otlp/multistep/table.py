@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.limits import check_size
+from otlp.limits import check_size, power
 from otlp.multistep.models import AutoregressiveModel, Model, prefix_digits, prefix_index
 
 FloatArray = NDArray[np.float64]
@@ -84,7 +84,11 @@ def tabulate(
     ctx = np.asarray(tuple(context), dtype=np.int64)
     first = _law(name, np.zeros((1, 0), dtype=np.int64), model(tuple(ctx.tolist())), None)
     vocab = first.shape[1]
-    check_size(f"{name} prefix table", vocab**depth * vocab)
+    check_size(
+        f"{name} prefix table",
+        power(vocab, depth) * vocab,
+        advice="lower the draft length or the vocabulary",
+    )
     levels = [first]
     for d in range(1, depth):
         tokens = prefix_digits(np.arange(vocab**d), vocab, d)

@@ -14,6 +14,7 @@ Acceptance is the OTLP objective of the coupling the rule induces (seed 000, Eq.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -23,9 +24,10 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.instance import Instance
+from otlp.instance import Instance, require_instance
 from otlp.limits import check_size
 from otlp.rules.joints import DraftJoint
+from otlp.validation import as_generator, positive_int
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -42,7 +44,8 @@ def draft_ext(row: FloatArray) -> FloatArray:
 def ratio_accept(p: FloatArray, q: FloatArray) -> FloatArray:
     """min(1, p / q) elementwise (1 where q = 0: such tokens are never drafted)."""
     safe = np.where(q > 0, q, 1.0)
-    return np.where(q > 0, np.minimum(1.0, p / safe), 1.0)
+    with np.errstate(over="ignore"):  # p / subnormal q overflows to inf: min gives 1
+        return np.where(q > 0, np.minimum(1.0, p / safe), 1.0)
 
 
 def residual(p: FloatArray, q: FloatArray) -> FloatArray:
@@ -150,6 +153,10 @@ class Rule(ABC):
     description: ClassVar[str]
     joint_kind: ClassVar[str]  # see otlp.rules.joints.KINDS; "instance" = the instance's scheme
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _check_instances(cls)
+
     def __init__(self, **options: Any) -> None:
         if options:
             raise ValueError(f"options: rule {self.name!r} takes none, got {sorted(options)}")
@@ -221,23 +228,52 @@ class Rule(ABC):
     ) -> tuple[IntArray, IntArray]:
         """Draft and verify ``size`` times: (drafts as local ids, extended-vocabulary outputs)."""
 
-    def draw(self, inst: Instance, rng: np.random.Generator, size: int) -> RuleDraw:
-        """Draw ``size`` draft tuples from the rule's joint and verify them."""
-        if not isinstance(rng, np.random.Generator):
-            raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
-        size = int(size)
-        if size < 1:
-            raise ValueError(f"size: must be at least 1, got {size}")
+    def draw(self, inst: Instance, rng: object, size: int) -> RuleDraw:
+        """Draw ``size`` draft tuples from the rule's joint and verify them; ``rng`` is an int
+        seed, None or a ``numpy.random.Generator``."""
+        rng = as_generator(rng)
+        size = positive_int("size", size)
         drafts, out = self._draw_local(inst, rng, size)
         accepted = (out[:, None] == drafts).any(axis=1)
         return RuleDraw(inst.tokens[drafts], local_to_tokens(inst, out, rng), accepted)
 
-    def sample(
-        self, inst: Instance, rng: np.random.Generator, size: int
-    ) -> tuple[IntArray, NDArray[np.bool_]]:
+    def sample(self, inst: Instance, rng: object, size: int) -> tuple[IntArray, NDArray[np.bool_]]:
         """``size`` verified tokens (global ids) and whether each is one of its drafts."""
         result = self.draw(inst, rng, size)
         return result.tokens, result.accepted
+
+
+# Public methods whose first argument is the instance: a wrong type gets a ValueError naming
+# ``inst`` instead of an AttributeError deep inside (subclasses' overrides included).
+_INSTANCE_METHODS = (
+    "acceptance",
+    "alpha_star",
+    "conditional",
+    "draft_joint",
+    "draw",
+    "exact_joint",
+    "local_output",
+    "output_distribution",
+    "sample",
+)
+
+
+def _check_instances(cls: type) -> None:
+    for name in _INSTANCE_METHODS:
+        method = cls.__dict__.get(name)
+        if method is not None and not getattr(method, "__isabstractmethod__", False):
+            setattr(cls, name, _checking_instance(method))
+
+
+def _checking_instance(method: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(method)
+    def checked(self: Rule, inst: object, *args: Any, **kwargs: Any) -> T:
+        return method(self, require_instance(inst), *args, **kwargs)
+
+    return checked
+
+
+_check_instances(Rule)
 
 
 class DraftThenVerify(Rule):

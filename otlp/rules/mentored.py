@@ -64,15 +64,20 @@ def kl_divergence(p: FloatArray, pi: FloatArray) -> float:
     support = p > 0
     if np.any(pi[support] <= 0):
         return float("inf")
-    return max(0.0, float(np.sum(p[support] * np.log(p[support] / pi[support]))))
+    # log p - log pi, not log(p / pi): the ratio overflows when pi is subnormal.
+    return max(0.0, float(np.sum(p[support] * (np.log(p[support]) - np.log(pi[support])))))
 
 
 def mentored_solution(p: FloatArray, q: FloatArray, alpha: float) -> MentoredSolution:
     """The seed 003 solution at ``alpha`` in ]0, 1] for target p and draft q."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # subnormal q, alpha
         rho = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
-    accept = np.where(q > 0, np.minimum(rho / alpha, 1.0), 0.0)
-    rejected = float(np.maximum(q - p / alpha, 0.0).sum())  # 1 - R, Eq. (24)
+        accept = np.where(q > 0, np.minimum(rho / alpha, 1.0), 0.0)
+        rejected = float(np.maximum(q - p / alpha, 0.0).sum())  # 1 - R, Eq. (24)
+    if alpha == 1.0:
+        # 1 - R is then TV(p, q), also sum relu(p - q): that side keeps target mass the draft
+        # misses by less than an ulp of q (e.g. a 1e-301 outside row), which q - p loses.
+        rejected = max(rejected, float(np.maximum(p - q, 0.0).sum()))
     beta = _beta_for(p, q, rho, rejected)
     select = np.maximum(p / beta - q, 0.0)  # Eq. (26), up to the factor 1 / rejected
     if not select.sum() > 0:
@@ -98,7 +103,7 @@ def _beta_for(p: FloatArray, q: FloatArray, rho: FloatArray, rejected: float) ->
     cp, cq = np.cumsum(p[order]), np.cumsum(q[order])
     sorted_rho = rho[order]
     finite = np.isfinite(sorted_rho)
-    with np.errstate(divide="ignore"):  # rho = 0 (p = 0): g(0) = inf
+    with np.errstate(divide="ignore", over="ignore"):  # rho = 0 (p = 0): g(0) = inf
         at_breakpoints = np.where(finite, cp / np.where(finite, sorted_rho, 1.0), 0.0) - cq
     m = max(int(np.count_nonzero(at_breakpoints <= rejected)), 1)
     return float(cp[m - 1] / (rejected + cq[m - 1]))
@@ -162,7 +167,8 @@ class MentoredDecoding(DraftThenVerify):
         if budgets is not None:
             points = [solve_budget(p, q, float(b)) for b in np.atleast_1d(budgets)]
         else:
-            rho = p[q > 0] / q[q > 0]
+            with np.errstate(over="ignore"):  # subnormal q: rho = inf is never the minimum
+                rho = p[q > 0] / q[q > 0]
             smallest = float(rho[rho > 0].min()) if np.any(rho > 0) else 1.0
             alphas = np.geomspace(1.0, min(smallest, 1.0), num)
             points = [mentored_solution(p, q, float(a)) for a in alphas]
