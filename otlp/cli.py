@@ -13,6 +13,7 @@ COMMANDS = (
     "otlp.commands.solve",
     "otlp.commands.suites",
     "otlp.commands.bench",
+    "otlp.commands.validate",
 )
 
 
