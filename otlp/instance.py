@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp import greedy
 from otlp.columns import DraftColumns, build_columns
 from otlp.validation import DEFAULT_SUM_TOL, positive_int, probability_vector
 
-SCHEMES = ("iid", "independent", "without_replacement")
+SCHEMES = ("iid", "independent", "without_replacement", "greedy")
 FloatArray = NDArray[np.float64]
 
 
@@ -34,7 +35,8 @@ class Instance:
         Number of drafts.
     scheme:
         ``"iid"`` (n i.i.d. draws from q), ``"independent"`` (draw d from ``q[d]``) or
-        ``"without_replacement"`` (n distinct tokens drawn sequentially from q).
+        ``"without_replacement"`` (n distinct tokens drawn sequentially from q) or ``"greedy"``
+        (the top n-1 tokens of q, then one drawn from the rest; [GR] Appendix O).
     top_k:
         Restrict each draft distribution to its top-k tokens (renormalised); None keeps all
         tokens with positive draft probability.
@@ -94,7 +96,7 @@ class Instance:
         for d, (row, kept) in enumerate(zip(rows, keep, strict=True)):
             values = np.where(np.isin(tokens, kept), row[tokens], 0.0)
             restricted[d] = values / values.sum()
-        if self.scheme == "without_replacement" and tokens.shape[0] < self.n:
+        if self.scheme in ("without_replacement", "greedy") and tokens.shape[0] < self.n:
             raise ValueError(
                 f"n: sampling {self.n} tokens without replacement needs at least {self.n} "
                 f"draft tokens, but only {tokens.shape[0]} have positive draft probability"
@@ -154,6 +156,8 @@ class Instance:
             with np.errstate(divide="ignore"):
                 keys = np.log(rows[0]) + rng.gumbel(size=(size, self.k))
             local = np.argsort(-keys, axis=1)[:, : self.n]
+        elif self.scheme == "greedy":
+            local = greedy.sample_local(rows[0], self.n, rng, size)
         else:
             local = np.empty((size, self.n), dtype=np.int64)
             for d in range(self.n):

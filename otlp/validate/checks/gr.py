@@ -12,7 +12,7 @@ from otlp.subset import optimal_acceptance, psi, ratio_order
 from otlp.validate.checks._relaxed import Relaxed, subsets
 from otlp.validate.registry import Case, Outcome, at_most, check, equality
 
-SCHEMES = ("iid", "without_replacement", "independent")
+SCHEMES = ("iid", "without_replacement", "independent", "greedy")
 
 
 def psi_all(inst: otlp.Instance) -> tuple[np.ndarray, np.ndarray]:
@@ -509,3 +509,42 @@ def _lemma66(case: Case) -> Outcome:
     draft = float(np.abs(plan.draft_marginal() - plan.columns.mass).sum())
     margin = min(15 * tau - l1, 10 * tau - gap, 1e-9 - draft, plan.min_entry() + 1e-12)
     return Outcome(margin / tau, {"l1_over_tau": l1 / tau, "gap_over_tau": gap / tau})
+
+
+# ----- Appendix O: the greedy draft scheme -----------------------------------------------------
+@check(
+    "gr.appO.greedy_alpha_closed_form",
+    "GR",
+    "§5 / App. O (greedy drafts)",
+    "greedy drafts (top n-1 fixed, last from the rest): the closed-form alpha* equals brute "
+    "force over all H and the min cut of the relaxed network",
+)
+def _greedy_alpha(case: Case) -> Outcome:
+    inst = case.instance(("greedy",), max_vocab=8, min_n=2, max_n=4)
+    closed = optimal_acceptance(inst).alpha_star
+    cut = optimal_acceptance(inst, "maxflow").alpha_star
+    brute = 1 + psi_all(inst)[1].min()
+    return Outcome(1e-10 - max(abs(closed - brute), abs(cut - brute)))
+
+
+@check(
+    "gr.appO.greedy_ot_every_backend",
+    "GR",
+    "§5 / App. O (greedy drafts)",
+    "greedy drafts: every exact backend (HiGHS relaxed and full, OR-Tools and networkx max-flow, "
+    "max-flow + complementary slackness, POT) returns a verified plan at alpha*, and the ot "
+    "rule's output law is p",
+    cost=0.25,
+)
+def _greedy_ot(case: Case) -> Outcome:
+    from otlp import rules
+
+    inst = case.instance(("greedy",), max_vocab=7, min_n=2, max_n=3)
+    alpha = optimal_acceptance(inst).alpha_star
+    margin = np.inf
+    for method in ("highs", "highs-full", "maxflow", "networkx", "maxflow-cs", "pot"):
+        plan = otlp.solve(inst, method)
+        report = plan.info["verification"]
+        margin = min(margin, 1e-7 - abs(plan.acceptance - alpha) if report.ok else -1.0)
+    out = rules.get("ot").output_distribution(inst)
+    return Outcome(float(min(margin, 1e-9 - np.abs(out - inst.p).sum())))
