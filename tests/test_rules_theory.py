@@ -62,3 +62,14 @@ def test_mentored_limits() -> None:
     greedy = rules.get("mentored", kl_budget=kl_divergence(p, q))
     assert greedy.acceptance(inst) == 1.0
     assert greedy.output_distribution(inst) == pytest.approx(q)
+
+
+def test_spechub_is_lossless_when_the_hub_holds_almost_all_draft_mass() -> None:
+    """Found by `otlp validate` (rules.lossless_output_is_p, 200 instances): 1 - q(a) cancelled
+    when q(a) = 1 - 2e-12 and the output law was off by 2.2e-5 in L1."""
+    p = np.array([1 / 3, 1 / 12, 1 / 4, 1 / 3])
+    q = np.array([2e-12, 0.0, 1 - 2e-12, 0.0])
+    inst = otlp.Instance(p, q, 2)
+    hub = rules.get("spechub")
+    assert np.abs(hub.output_distribution(inst) - inst.p).sum() < 1e-14
+    assert hub.acceptance(inst) == pytest.approx(hub.lp_optimum(inst), abs=1e-12)

@@ -93,7 +93,8 @@ class DraftJoint:
         members = np.vstack(
             [np.column_stack([others, hub]), np.column_stack([hub, others])]
         ).astype(np.int64)
-        mass = np.concatenate([q[others], q[a] * q[others] / (1.0 - q[a])])
+        # 1 - q(a) as the sum of the other tokens: the subtraction cancels when q(a) ~ 1.
+        mass = np.concatenate([q[others], q[a] * q[others] / q[others].sum()])
         return members, mass
 
     # ----- sampling ------------------------------------------------------------------------

@@ -57,7 +57,8 @@ def hub_verification(p: FloatArray, q: FloatArray, hub: int) -> HubVerification:
     others = np.ones(p.shape[0], dtype=bool)
     others[hub] = False
     q_xa = np.where(others, q, 0.0)  # Q(x, a)
-    q_ax = np.where(others, q[hub] * q / (1.0 - q[hub]), 0.0)  # Q(a, x)
+    rest = q[others].sum()  # 1 - q(a) summed, not subtracted: q(a) ~ 1 would cancel
+    q_ax = np.where(others, q[hub] * q / rest, 0.0) if rest > 0 else np.zeros_like(q)  # Q(a, x)
     first = ratio_accept(p, q_xa)
     p1 = np.where(others, np.maximum(p - q_xa, 0.0), p)
     left_xa = np.maximum(q_xa - p, 0.0) * others  # Q'(x, a)

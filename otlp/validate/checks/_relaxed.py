@@ -18,6 +18,9 @@ from otlp.columns import DraftColumns
 from otlp.instance import Instance
 
 FloatArray = NDArray[np.float64]
+# Margins that rest on a reference LP solution cannot be finer than HiGHS's primal feasibility
+# tolerance (1e-7): equalities against such solutions are checked to twice that.
+LP_TOL = 2e-7
 BoolArray = NDArray[np.bool_]
 
 
