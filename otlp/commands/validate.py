@@ -89,6 +89,7 @@ def plot(report, path: Path) -> None:
     ax.set_yticks(range(len(rows)), [r.name for r in rows], fontsize=6)
     ax.invert_yaxis()
     ax.set_xscale("symlog", linthresh=1e-12)
+    ax.set_xticks([-1e2, -1, -1e-4, -1e-8, 0, 1e-8, 1e-4, 1, 1e2])
     ax.axvline(0.0, color="black", lw=0.8)
     ax.set_xlabel("worst margin (< 0: violated; orange: printed statements expected to fail)")
     ax.set_title(f"otlp validate: {len(rows)} statements, seed {report.seed}")

@@ -127,6 +127,17 @@ class Relaxed:
 def _solve(c, ub, eq, bounds=(0, None)):
     a_eq, b_eq = eq if eq is not None else (None, None)
     res = linprog(c, A_ub=ub[0], b_ub=ub[1], A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
+    if res.status != 0:  # HiGHS presolve has called degenerate transport problems infeasible
+        res = linprog(
+            c,
+            A_ub=ub[0],
+            b_ub=ub[1],
+            A_eq=a_eq,
+            b_eq=b_eq,
+            bounds=bounds,
+            method="highs",
+            options={"presolve": False},
+        )
     if res.status != 0:
         raise RuntimeError(f"reference LP failed: {res.message}")
     return res

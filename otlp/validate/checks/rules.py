@@ -294,3 +294,61 @@ def _gumbel_ks(g: np.ndarray) -> Outcome:
     grid = np.arange(1, g.size + 1) / g.size
     ks = float(max(np.abs(cdf - grid).max(), np.abs(cdf - grid + 1 / g.size).max()))
     return at_most(ks, 0.035, 0.0)  # 0.035 ~ 1.63 / sqrt(n): a 1e-2 false alarm rate
+
+
+# ----- [SpecHub] Appendix F: the max-flow form of the simplified LP (k = 2) ------------------
+def _pair_joint(case: Case) -> tuple[otlp.Instance, np.ndarray, float]:
+    """Two drafts: an i.i.d. or a hub joint Q (k x k) and its simplified-LP optimum."""
+    inst = _two_drafts(case, max_vocab=6)
+    q = inst.q_local
+    if case.rng.random() < 0.5:
+        return inst, np.outer(q, q), optimal_acceptance(inst).alpha_star
+    hub = rules.get("spechub")
+    members, mass = hub.draft_joint(inst).enumerate()
+    joint = np.zeros((inst.k, inst.k))
+    np.add.at(joint, (members[:, 0], members[:, 1]), mass)
+    return inst, joint, hub.lp_optimum(inst)
+
+
+def _max_flow(edges: list[tuple[object, object, float]]) -> float:
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for u, v, cap in edges:
+        graph.add_edge(u, v, capacity=float(cap))
+    # Edmonds-Karp: networkx's default preflow-push fails on capacities near 1e-23
+    return float(nx.maximum_flow_value(graph, "s", "t", flow_func=nx.flow.edmonds_karp))
+
+
+@check(
+    "spechub.appF.maxflow_equals_lp",
+    "SpecHub",
+    "App. F",
+    "the network s -> v (sum_x Q(v, x)), u -> v (Q(u, v)), v -> t (p(v)) has max flow equal to "
+    "the simplified LP's optimum (i.i.d. and hub joints; paths of several hops never help)",
+)
+def _app_f_printed(case: Case) -> Outcome:
+    inst, joint, optimum = _pair_joint(case)
+    k, p = inst.k, inst.p_local
+    edges = [("s", u, joint[u].sum()) for u in range(k)] + [(v, "t", p[v]) for v in range(k)]
+    edges += [(u, v, joint[u, v]) for u in range(k) for v in range(k) if u != v]
+    return equality(_max_flow(edges), optimum, 1e-9)
+
+
+@check(
+    "spechub.appF.maxflow_two_layers",
+    "SpecHub",
+    "App. F (cross-check)",
+    "with separate first-draft and second-draft layers (s -> u1, u1 -> u*, u1 -> v2 (Q(u, v)), "
+    "v2 -> v*, v* -> t (p(v))), the max flow equals the simplified LP's optimum",
+)
+def _app_f_fixed(case: Case) -> Outcome:
+    inst, joint, optimum = _pair_joint(case)
+    k, p = inst.k, inst.p_local
+    edges = [("s", ("1", u), joint[u].sum()) for u in range(k)]
+    edges += [(("1", u), ("*", u), 2.0) for u in range(k)]  # 2 > total mass: uncapacitated
+    edges += [(("1", u), ("2", v), joint[u, v]) for u in range(k) for v in range(k) if u != v]
+    edges += [(("2", v), ("*", v), 2.0) for v in range(k)] + [
+        (("*", v), "t", p[v]) for v in range(k)
+    ]
+    return equality(_max_flow(edges), optimum, 1e-9)
