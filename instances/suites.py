@@ -90,13 +90,33 @@ def synthetic_suite() -> Suite:
     )
 
 
-@register_suite("spechub-toy", "seed 001 Appendix E toy pairs (V=50), T in {0.1, 0.25, 0.5}")
+@register_suite(
+    "spechub-toy",
+    "[SpecHub] Table 4 toy pairs (V=50, N(0,1) logits): T in {0.1, 0.25, 0.5} x lambda in "
+    "{0.7, 0.5} x 100 pairs",
+)
 def spechub_toy_suite() -> Suite:
     return _temperature_similarity_grid(
         "spechub-toy",
         "spechub-toy",
         "toy-T{t}-l{s}-{seed}",
         lambda t, s, seed: spechub_toy_pair(50, t, s, seed),
+        temperatures=(0.1, 0.25, 0.5),
+        similarities=(0.7, 0.5),
+        seeds=100,
+    )
+
+
+@register_suite(
+    "spechub-toy-uniform",
+    "[SpecHub] Appendix E read literally (V=50, U(0,1) logits), T in {0.1, 0.25, 0.5}",
+)
+def spechub_toy_uniform_suite() -> Suite:
+    return _temperature_similarity_grid(
+        "spechub-toy-uniform",
+        "spechub-toy-uniform",
+        "toy-uniform-T{t}-l{s}-{seed}",
+        lambda t, s, seed: spechub_toy_pair(50, t, s, seed, logits="uniform"),
         temperatures=(0.1, 0.25, 0.5),
         similarities=(0.5, 0.7),
         seeds=3,

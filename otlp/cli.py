@@ -24,6 +24,7 @@ COMMANDS = (
     "otlp.commands.multistep",
     "otlp.commands.bench",
     "otlp.commands.fuzz",
+    "otlp.commands.validate",
     "otlp.commands.suites",
 )
 

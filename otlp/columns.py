@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp import combinatorics as cb
+from otlp import greedy
 from otlp.limits import check_size, check_work, power
 from otlp.reprs import dataclass_repr
 
@@ -111,7 +112,8 @@ def build_columns(form: str, draft_rows: FloatArray, n: int, scheme: str) -> Dra
     if form not in FORMS:
         raise ValueError(f"form: expected one of {FORMS}, got {form!r}")
     k = draft_rows.shape[1]
-    sizes = range(n, n + 1) if scheme == "without_replacement" else range(1, min(n, k) + 1)
+    exact_size = scheme in ("without_replacement", "greedy")
+    sizes = range(n, n + 1) if exact_size else range(1, min(n, k) + 1)
     _, pairs = column_count(form, k, n, sizes)
     check_size(f"draft columns ({form}, k={k}, n={n})", pairs)
     if form == "sets":
@@ -134,6 +136,8 @@ def _set_columns(draft_rows: FloatArray, n: int, scheme: str, sizes: range) -> D
         start += subsets.shape[0]
         if scheme == "without_replacement":
             mass = _without_replacement_mass(draft_rows[0], subsets)
+        elif scheme == "greedy":
+            mass = greedy.set_mass(draft_rows[0], n, subsets)
         else:
             mass = _independent_set_mass(draft_rows, subsets)
         padded = np.full((subsets.shape[0], n), -1, dtype=np.int64)
@@ -278,6 +282,8 @@ def _tuple_columns(draft_rows: FloatArray, n: int, scheme: str) -> DraftColumns:
         distinct = first.all(axis=1)
         mass = np.zeros(tuples.shape[0])
         mass[distinct] = sequence_probability(draft_rows[0], tuples[distinct])
+    elif scheme == "greedy":
+        mass = greedy.tuple_mass(draft_rows[0], n, tuples)
     else:
         mass = np.ones(tuples.shape[0])
         for position in range(n):

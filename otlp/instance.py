@@ -14,6 +14,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp import greedy
 from otlp.columns import DraftColumns, build_columns
 from otlp.limits import check_drafts, check_size
 from otlp.validation import (
@@ -24,7 +25,7 @@ from otlp.validation import (
     probability_vector,
 )
 
-SCHEMES = ("iid", "independent", "without_replacement")
+SCHEMES = ("iid", "independent", "without_replacement", "greedy")
 FloatArray = NDArray[np.float64]
 
 
@@ -41,7 +42,8 @@ class Instance:
         Number of drafts.
     scheme : {"iid", "independent", "without_replacement"}, default "iid"
         ``"iid"`` (n i.i.d. draws from q), ``"independent"`` (draw d from ``q[d]``) or
-        ``"without_replacement"`` (n distinct tokens drawn sequentially from q).
+        ``"without_replacement"`` (n distinct tokens drawn sequentially from q) or ``"greedy"``
+        (the top n-1 tokens of q, then one drawn from the rest; [GR] Appendix O).
     top_k : int, optional
         Restrict each draft distribution to its top-k tokens (renormalised) and slice p
         there without renormalising it ([GR] Appendix N); None keeps all tokens with
@@ -125,7 +127,7 @@ class Instance:
         for d, (row, kept) in enumerate(zip(rows, keep, strict=True)):
             values = np.where(np.isin(tokens, kept), row[tokens], 0.0)
             restricted[d] = values / values.sum()
-        if self.scheme == "without_replacement" and tokens.shape[0] < self.n:
+        if self.scheme in ("without_replacement", "greedy") and tokens.shape[0] < self.n:
             raise ValueError(
                 f"n: sampling {self.n} tokens without replacement needs at least {self.n} "
                 f"draft tokens, but only {tokens.shape[0]} have positive draft probability"
@@ -195,6 +197,8 @@ class Instance:
             with np.errstate(divide="ignore"):
                 keys = np.log(rows[0]) + rng.gumbel(size=(size, self.k))
             local = np.argsort(-keys, axis=1)[:, : self.n]
+        elif self.scheme == "greedy":
+            local = greedy.sample_local(rows[0], self.n, rng, size)
         else:
             local = np.empty((size, self.n), dtype=np.int64)
             for d in range(self.n):

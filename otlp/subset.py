@@ -11,6 +11,7 @@ psi(H) = p(H) - P(all n drafts fall in H). Methods:
 * ``maxflow`` — any scheme: the minimum cut of the relaxed-OTLP flow network (§5.2); the
   tokens whose source arc is cut form H*.
 * ``brute``   — every subset of a tiny draft vocabulary (reference).
+* ``greedy``  — the greedy draft scheme's closed form (otlp.greedy, [GR] Appendix O).
 
 Tokens outside the draft vocabulary never belong to H* (they add p but no draft mass).
 """
@@ -22,11 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp import greedy
 from otlp.instance import Instance, require_instance
 from otlp.limits import check_size
 from otlp.reprs import dataclass_repr
 
-METHODS = ("auto", "prefix", "mincut", "maxflow", "brute")
+METHODS = ("auto", "prefix", "mincut", "maxflow", "brute", "greedy")
 BRUTE_FORCE_MAX_K = 16
 
 
@@ -48,6 +50,8 @@ def draft_mass_in(inst: Instance, mask: NDArray[np.bool_]) -> float:
     if inst.scheme == "without_replacement":
         cols = inst.columns("sets")
         return float(cols.mass[cols.contained_in(mask)].sum())
+    if inst.scheme == "greedy":
+        return greedy.mass_inside(inst.q_local, inst.n, mask)
     return float(np.prod(inst.draft_rows[:, mask].sum(axis=1)))
 
 
@@ -88,7 +92,12 @@ def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     if method == "auto":
         method = _auto_method(inst)
-    if method == "prefix":
+    if method == "greedy" or (method == "prefix" and inst.scheme == "greedy"):
+        if inst.scheme != "greedy":
+            raise ValueError("method: 'greedy' is the closed form of the greedy draft scheme")
+        method = "greedy"
+        mask = greedy.optimal_subset(inst.p_local, inst.q_local, inst.n)
+    elif method == "prefix":
         if inst.scheme == "independent" and inst.n > 1:
             raise ValueError("method: 'prefix' is exact only for i.i.d. or exchangeable drafts")
         mask = _prefix_search(inst)
@@ -105,6 +114,8 @@ def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
 
 
 def _auto_method(inst: Instance) -> str:
+    if inst.scheme == "greedy":
+        return "greedy"
     if inst.scheme != "independent" or inst.n == 1:
         return "prefix"
     return "mincut" if inst.n == 2 else "maxflow"

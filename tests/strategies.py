@@ -41,11 +41,11 @@ def instances(
         q = draw(weight_vectors(vocab))
         if draw(st.integers(0, 5)) == 0:
             q = p.copy()  # p = q
-    if scheme == "without_replacement":
+    if scheme in ("without_replacement", "greedy"):
         support = int(np.count_nonzero(q))
         if support < n:
             n = support
-    smallest = n if scheme == "without_replacement" else 1
+    smallest = n if scheme in ("without_replacement", "greedy") else 1
     top_k = draw(st.one_of(st.none(), st.integers(smallest, vocab)))
     return otlp.Instance(p, q, n, scheme, top_k)
 

@@ -81,7 +81,7 @@ def test_config_rejects_bad_input_naming_the_key() -> None:
     with pytest.raises(ValueError, match=r"\[\[sweep\]\] 'x' k"):
         parse_config({"sweep": [{"name": "x", "k": [0], "n": [2]}]})
     with pytest.raises(ValueError, match="scheme"):
-        parse_config({"run": {"schemes": ["greedy"]}, "sweep": [{"k": [4], "n": [2]}]})
+        parse_config({"run": {"schemes": ["magic"]}, "sweep": [{"k": [4], "n": [2]}]})
     with pytest.raises(ValueError, match="no such file"):
         load_config("/nonexistent/bench.toml")
 

@@ -27,7 +27,7 @@ P = [0.5, 0.3, 0.2]
         ({"n": 2.5}, "n: expected an integer"),
         ({"top_k": 0}, "top_k: must be at least 1"),
         ({"top_k": 4}, "top_k: must be at most 3"),
-        ({"scheme": "greedy"}, "scheme: expected one of"),
+        ({"scheme": "magic"}, "scheme: expected one of"),
         ({"scheme": "independent", "n": 2}, "q: scheme 'independent' needs n=2"),
         ({"scheme": "without_replacement", "n": 3, "q": [0.5, 0.5, 0.0]}, "n: sampling 3"),
     ],

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp import greedy
 from otlp.columns import build_columns, sequence_probability
 from otlp.instance import Instance
 from otlp.subset import optimal_acceptance
 
-KINDS = ("single", "iid", "independent", "without_replacement", "hub")
+KINDS = ("single", "iid", "independent", "without_replacement", "hub", "greedy")
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
@@ -51,7 +52,7 @@ class DraftJoint:
             return cls(kind, base, inst.n)
         if kind == "independent":
             kind = "iid"  # equal rows: the independent joint is the i.i.d. one
-        if kind == "without_replacement" and support < inst.n:
+        if kind in ("without_replacement", "greedy") and support < inst.n:
             raise ValueError(
                 f"n: drawing {inst.n} distinct drafts needs {inst.n} draft tokens with positive "
                 f"probability, the draft has {support}"
@@ -76,6 +77,8 @@ class DraftJoint:
         """All draft tuples of positive probability (local ids, draw order) and their masses."""
         if self.kind == "hub":
             return self._hub_columns()
+        if self.kind == "greedy":
+            return greedy.tuples(self.q, self.n)
         scheme = "without_replacement" if self.kind == "without_replacement" else "independent"
         cols = build_columns("tuples", self.rows, self.n, scheme)
         keep = cols.mass > 0
@@ -105,6 +108,8 @@ class DraftJoint:
         if self.kind == "hub":
             members, mass = self._hub_columns()
             return members[rng.choice(mass.shape[0], size=size, p=mass / mass.sum())]
+        if self.kind == "greedy":
+            return greedy.sample_local(self.q, self.n, rng, size)
         return np.column_stack(
             [rng.choice(k, size=size, p=self.rows[d]) for d in range(self.n)]
         ).astype(np.int64)
@@ -134,6 +139,8 @@ class DraftJoint:
             members, mass = self._hub_columns()
             hit = (members == local[None, :]).all(axis=1)
             return float(mass[hit].sum())
+        if self.kind == "greedy":
+            return float(greedy.tuple_mass(self.q, self.n, local[None, :])[0])
         if self.kind == "without_replacement":
             if np.unique(local).shape[0] != local.shape[0]:
                 return 0.0
