@@ -73,3 +73,29 @@ def test_spechub_is_lossless_when_the_hub_holds_almost_all_draft_mass() -> None:
     hub = rules.get("spechub")
     assert np.abs(hub.output_distribution(inst) - inst.p).sum() < 1e-14
     assert hub.acceptance(inst) == pytest.approx(hub.lp_optimum(inst), abs=1e-12)
+
+
+def test_spechub_toy_suite_reproduces_a_table_4_cell() -> None:
+    """[SpecHub] Table 4, T = 0.25, lambda = 0.7 (RRS, OTM, SpecHub): the shipped suite's 100
+    pairs land within 3 standard errors; Appendix E's literal U(0, 1) logits do not."""
+    import instances
+
+    paper = np.array([0.7354, 0.7846, 0.8113])
+    items = [it for it in instances.load("spechub-toy") if it.name.startswith("toy-T0.25-l0.7-")]
+    assert len(items) == 100
+
+    def rates(p: np.ndarray, q: np.ndarray) -> list[float]:
+        inst = otlp.Instance(p, q, 2)
+        return [
+            rules.get("rrs").acceptance(inst),
+            otlp.optimal_acceptance(inst).alpha_star,
+            rules.get("spechub").acceptance(inst),
+        ]
+
+    normal = np.array([rates(it.p, it.q) for it in items])
+    se = normal.std(axis=0, ddof=1) / 10
+    assert np.all(np.abs(normal.mean(axis=0) - paper) < 3 * se)
+    uniform = np.array(
+        [rates(*spechub_toy_pair(50, 0.25, 0.7, s, logits="uniform")) for s in range(100)]
+    )
+    assert np.abs(uniform.mean(axis=0) - paper).mean() > 0.1  # the N(0, 1) pairs: 0.035
