@@ -23,7 +23,9 @@ randomness is one vectorised call; with ``copies=None`` estimates are plain floa
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -102,7 +104,7 @@ class CountSketch(_Sketcher):
         arr = _vector("a", a, self.dim)
         flat = (self.buckets + self.m * np.arange(self._count)[:, None]).ravel()
         sums = np.bincount(flat, (self.signs * arr).ravel(), self._count * self.m)
-        return sums.reshape(self._count, self.m)
+        return sums.reshape(self._count, self.m).astype(np.float64)
 
     def estimate(self, sketch_a: FloatArray, sketch_b: FloatArray) -> FloatArray | float:
         return self._out(np.einsum("cm,cm->c", sketch_a, sketch_b))
@@ -210,7 +212,7 @@ class PrioritySampling(_Sampling):
         return SampleSketch(kept, values, tau)
 
 
-METHODS = {
+METHODS: dict[str, Callable[..., Any]] = {
     "jl_gaussian": lambda m, d, rng, copies: JL(m, d, rng, copies, "gaussian"),
     "jl_sign": lambda m, d, rng, copies: JL(m, d, rng, copies, "sign"),
     "countsketch": CountSketch,
@@ -230,5 +232,7 @@ def estimate_inner_products(
     a_arr = np.asarray(a, dtype=np.float64)
     sketcher = METHODS[name](m, a_arr.shape[0], rng, copies)
     if isinstance(sketcher, QJL):
-        return sketcher.estimate(sketcher.sketch(a_arr), sketcher.sketch_query(b))
-    return sketcher.estimate(sketcher.sketch(a_arr), sketcher.sketch(b))
+        estimates = sketcher.estimate(sketcher.sketch(a_arr), sketcher.sketch_query(b))
+    else:
+        estimates = sketcher.estimate(sketcher.sketch(a_arr), sketcher.sketch(b))
+    return np.atleast_1d(np.asarray(estimates, dtype=np.float64))

@@ -67,6 +67,7 @@ def test_cli_runs_in_parallel_and_rejects_bad_input(tmp_path: Path, capsys) -> N
         "scheme:iid",
         "scheme:independent",
         "scheme:without_replacement",
+        "scheme:greedy",
         "rule:sps",
     }
     assert main(["fuzz", "--cases", "0"]) == 2

@@ -6,93 +6,126 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from otlp.commands.common import console
+from rich.markup import escape
 
-DEFAULT_OUT = Path("otlp-results") / "validate"
+from otlp.commands.common import (
+    RESULTS_ROOT,
+    CommaList,
+    add_command,
+    add_output_arguments,
+    add_progress_argument,
+    console,
+    output_path,
+    print_json,
+    progress,
+    progress_enabled,
+)
+from otlp.plotting.style import add_format_argument
+
+DEFAULT_OUT = RESULTS_ROOT / "validate"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "validate", help="check the papers' theorems numerically and report the margins"
+    parser = add_command(
+        subparsers,
+        "validate",
+        summary="check the papers' theorems numerically and report the margins",
+        description="Run every registered statement of [GR], [SpecHub], [GBV], [Mentored] and "
+        "[Musco] (and the printed errors the errata list, expected to fail) on --count seeded "
+        "random instances each, or on the pairs of an instance --suite. Writes OUT/validate.md, "
+        ".json and a figure of the worst margins (< 0: violated); exit status 1 if any "
+        "statement does not behave as expected.",
+        example="otlp validate --quick --checks gr.,musco.qjl",
     )
     parser.add_argument(
         "--checks",
-        default=None,
-        help="comma-separated check names or prefixes (gr., spechub., ...)",
+        action=CommaList,
+        default=[],
+        metavar="LIST",
+        help="check names or prefixes (gr., spechub., ...); default: all",
     )
     parser.add_argument(
         "--count",
         type=int,
         default=None,
+        metavar="N",
         help="instances per statement (default 200; 6 with --quick)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the instance stream")
     parser.add_argument("--suite", default=None, help="draw (p, q) from an instance suite")
     parser.add_argument("--quick", action="store_true", help="CI-sized run")
     parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})"
+        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="output folder"
     )
-    parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    parser.add_argument("--no-plot", action="store_true", help="skip the figure")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
+    add_format_argument(parser)
+    add_output_arguments(parser)
+    add_progress_argument(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import otlp.validate as validate
 
+    selected = validate.select(args.checks or None)
     if args.list:
-        for check in validate.checks().values():
-            flag = " (expect_fail)" if check.expect_fail else ""
-            print(f"{check.name:52s} [{check.paper}] {check.section}{flag}")
+        rows = [
+            {
+                "name": c.name,
+                "paper": c.paper,
+                "section": c.section,
+                "statement": c.statement,
+                "expect_fail": c.expect_fail,
+            }
+            for c in selected
+        ]
+        if args.json:
+            print_json(rows)
+        else:
+            for row in rows:
+                flag = " (expect_fail)" if row["expect_fail"] else ""
+                print(f"{row['name']:52s} [{row['paper']}] {row['section']}{flag}")
         return 0
-    names = None if args.checks is None else [c.strip() for c in args.checks.split(",") if c]
-    out = console()
-    report = validate.run(
-        names,
-        count=args.count,
-        seed=args.seed,
-        suite=args.suite,
-        quick=args.quick,
-        progress=lambda r: out.print(f"{r.status:18s} {r.name} ({r.tried}, {r.seconds:.1f} s)"),
-    )
+    output_path("--out", args.out, folder=True, mkdir=args.mkdir)
+    with progress(
+        "otlp validate", len(selected), len(selected), "statements", enabled=progress_enabled(args)
+    ) as bar:
+        report = validate.run(
+            [c.name for c in selected],
+            count=args.count,
+            seed=args.seed,
+            suite=args.suite,
+            quick=args.quick,
+            progress=lambda r: bar.advance(description=f"otlp validate: {r.name}"),
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "validate" if args.suite is None else f"validate-{args.suite}"
     (args.out / f"{stem}.md").write_text(report.to_markdown())
     (args.out / f"{stem}.json").write_text(report.to_json())
+    figure = None
     if not args.no_plot:
-        plot(report, args.out / f"{stem}.png")
+        from otlp.plotting.validate import plot
+
+        figure = plot(report, args.out / f"{stem}.png", args.format)
     failed = report.failures()
+    if args.json:
+        print_json(
+            {
+                **report.to_dict(),
+                "markdown": str(args.out / f"{stem}.md"),
+                "figure": str(figure or ""),
+            }
+        )
+        return 1 if failed else 0
+    out = console()
     out.print(
         f"{len(report.results) - len(failed)}/{len(report.results)} statements as expected "
         f"in {report.seconds:.1f} s; report in {args.out}/{stem}.md"
     )
     for r in failed:
         out.print(
-            f"[red]{r.status}[/red] {r.name}: worst margin {r.worst_margin:.3g} "
-            f"(instance {r.worst_index}) {r.first_error}"
+            f"[red]{r.status}[/red] {escape(r.name)}: worst margin {r.worst_margin:.3g} "
+            f"(instance {r.worst_index}) {escape(r.first_error)}"
         )
     return 1 if failed else 0
-
-
-def plot(report, path: Path) -> None:
-    """Worst margin per statement on a symmetric log scale (< 0: violated)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = report.results
-    fig, ax = plt.subplots(figsize=(8, 0.22 * len(rows) + 1.2))
-    colors = ["tab:orange" if r.expect_fail else ("tab:green" if r.ok else "tab:red") for r in rows]
-    margins = [r.worst_margin if r.worst_margin != float("inf") else 0.0 for r in rows]
-    ax.barh(range(len(rows)), margins, color=colors)
-    ax.set_yticks(range(len(rows)), [r.name for r in rows], fontsize=6)
-    ax.invert_yaxis()
-    ax.set_xscale("symlog", linthresh=1e-12)
-    ax.set_xticks([-1e2, -1, -1e-4, -1e-8, 0, 1e-8, 1e-4, 1, 1e2])
-    ax.axvline(0.0, color="black", lw=0.8)
-    ax.set_xlabel("worst margin (< 0: violated; orange: printed statements expected to fail)")
-    ax.set_title(f"otlp validate: {len(rows)} statements, seed {report.seed}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)

@@ -417,7 +417,7 @@ def _inner_stop(case: Case) -> dict[str, float] | None:
     mass = np.prod(q[H][tuples], axis=1)
     member = np.zeros((tuples.shape[0], H.size), dtype=bool)
     member[np.arange(tuples.shape[0])[:, None], tuples] = True
-    in_T = ~member[:, size:].any(axis=1)
+    in_T = np.asarray(~member[:, size:].any(axis=1))
 
     def receipts(alpha: np.ndarray, rows: np.ndarray) -> np.ndarray:
         top = max(0.0, float(alpha.max()))

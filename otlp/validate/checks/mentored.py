@@ -11,7 +11,7 @@ import numpy as np
 
 import otlp
 from otlp import rules
-from otlp.rules.mentored import kl_divergence, mentored_solution, solve_budget
+from otlp.rules.mentored import MentoredDecoding, kl_divergence, mentored_solution, solve_budget
 from otlp.validate.registry import Case, Outcome, check
 
 
@@ -32,7 +32,7 @@ def _budget(case: Case, max_vocab: int = 8) -> tuple[np.ndarray, np.ndarray, flo
 def _saturated(case: Case) -> Outcome:
     p, q, budget = _budget(case)
     inst = otlp.Instance(p, q, 1)
-    sol = rules.get("mentored", kl_budget=budget).solution(inst)
+    sol = MentoredDecoding(kl_budget=budget).solution(inst)
     margin = min(
         1e-9 + 1e-7 * budget - abs(sol.kl - budget),
         float(sol.accept.min()) + 1e-15,
@@ -95,7 +95,7 @@ def _optimal(case: Case) -> Outcome:
 def _frontier(case: Case) -> Outcome:
     p, q = case.pair(7)
     inst = otlp.Instance(p, q, 1)
-    family = rules.get("mentored").frontier(inst)
+    family = MentoredDecoding().frontier(inst)
     margin = min(
         float(np.diff(family.kl).min(initial=0)) + 1e-12,
         float(np.diff(family.acceptance).min(initial=0)) + 1e-12,

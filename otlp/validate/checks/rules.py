@@ -8,6 +8,8 @@ import numpy as np
 import otlp
 from otlp import rules
 from otlp.rules.couplings import communication_free_bound, gumbel_joint, minhash_joint
+from otlp.rules.kseq import KSeq
+from otlp.rules.spechub import SpecHub
 from otlp.subset import optimal_acceptance
 from otlp.validate.checks._relaxed import LP_TOL, Relaxed
 from otlp.validate.registry import Case, Outcome, at_most, check, equality
@@ -18,8 +20,8 @@ LOSSLESS = [name for name in rules.names() if rules.get(name).lossless]
 def _skip(name: str, inst: otlp.Instance) -> bool:
     """SpecHub is defined for two drafts; RRS without replacement needs n draft tokens."""
     if name == "spechub":
-        return inst.n != 2 or np.count_nonzero(inst.q_local) < 2
-    return "without" in name and np.count_nonzero(inst.q_local) < inst.n
+        return bool(inst.n != 2 or np.count_nonzero(inst.q_local) < 2)
+    return bool("without" in name and np.count_nonzero(inst.q_local) < inst.n)
 
 
 def _two_drafts(case: Case, max_vocab: int = 8) -> otlp.Instance:
@@ -46,7 +48,7 @@ def _heavy_hub(case: Case, low: float, high: float) -> otlp.Instance:
 )
 def _thm1(case: Case) -> Outcome:
     inst = _two_drafts(case)
-    hub = rules.get("spechub")
+    hub = SpecHub()
     return equality(hub.acceptance(inst), hub.lp_optimum(inst), LP_TOL)
 
 
@@ -58,7 +60,7 @@ def _thm1(case: Case) -> Outcome:
 )
 def _thm2(case: Case) -> Outcome:
     inst = _two_drafts(case)
-    out = rules.get("spechub").output_distribution(inst)
+    out = SpecHub().output_distribution(inst)
     return at_most(float(np.abs(out - inst.p).sum()), 0.0, 1e-10)
 
 
@@ -70,7 +72,7 @@ def _thm2(case: Case) -> Outcome:
 )
 def _cor1(case: Case) -> Outcome:
     inst = _two_drafts(case)
-    ver = rules.get("spechub").verification(inst)
+    ver = SpecHub().verification(inst)
     return equality(ver.accepted[ver.hub], inst.p_local[ver.hub], 1e-12)
 
 
@@ -86,7 +88,7 @@ def _thm3(case: Case) -> Outcome:
     alpha = float(np.minimum(inst.p_local, inst.q_local).sum())
     if not q_a / (1 - q_a) > 1 - alpha:
         return Outcome(1.0, {"condition": 0.0})
-    hub, rrs = rules.get("spechub").acceptance(inst), rules.get("rrs").acceptance(inst)
+    hub, rrs = SpecHub().acceptance(inst), rules.get("rrs").acceptance(inst)
     return at_most(rrs, hub, 1e-12, condition=1.0)
 
 
@@ -98,7 +100,7 @@ def _thm3(case: Case) -> Outcome:
 )
 def _thm4(case: Case) -> Outcome:
     inst = _heavy_hub(case, 0.51, 0.95)
-    hub = rules.get("spechub").acceptance(inst)
+    hub = SpecHub().acceptance(inst)
     return at_most(optimal_acceptance(inst).alpha_star, hub, 1e-12)
 
 
@@ -189,7 +191,7 @@ def _own_optimum(case: Case) -> Outcome:
 )
 def _kseq(case: Case) -> Outcome:
     inst = case.instance(("iid",), max_vocab=7, max_n=5)
-    kseq = rules.get("kseq")
+    kseq = KSeq()
     par = kseq.parameters(inst)
     q = np.append(inst.q_local, 0.0)
     valid = float(np.min(inst.target_rows - par.c * q * par.accept))
@@ -303,7 +305,7 @@ def _pair_joint(case: Case) -> tuple[otlp.Instance, np.ndarray, float]:
     q = inst.q_local
     if case.rng.random() < 0.5:
         return inst, np.outer(q, q), optimal_acceptance(inst).alpha_star
-    hub = rules.get("spechub")
+    hub = SpecHub()
     members, mass = hub.draft_joint(inst).enumerate()
     joint = np.zeros((inst.k, inst.k))
     np.add.at(joint, (members[:, 0], members[:, 1]), mass)
@@ -330,7 +332,8 @@ def _max_flow(edges: list[tuple[object, object, float]]) -> float:
 def _app_f_printed(case: Case) -> Outcome:
     inst, joint, optimum = _pair_joint(case)
     k, p = inst.k, inst.p_local
-    edges = [("s", u, joint[u].sum()) for u in range(k)] + [(v, "t", p[v]) for v in range(k)]
+    edges: list[tuple[object, object, float]] = [("s", u, joint[u].sum()) for u in range(k)]
+    edges += [(v, "t", p[v]) for v in range(k)]
     edges += [(u, v, joint[u, v]) for u in range(k) for v in range(k) if u != v]
     return equality(_max_flow(edges), optimum, 1e-9)
 
@@ -345,7 +348,7 @@ def _app_f_printed(case: Case) -> Outcome:
 def _app_f_fixed(case: Case) -> Outcome:
     inst, joint, optimum = _pair_joint(case)
     k, p = inst.k, inst.p_local
-    edges = [("s", ("1", u), joint[u].sum()) for u in range(k)]
+    edges: list[tuple[object, object, float]] = [("s", ("1", u), joint[u].sum()) for u in range(k)]
     edges += [(("1", u), ("*", u), 2.0) for u in range(k)]  # 2 > total mass: uncapacitated
     edges += [(("1", u), ("2", v), joint[u, v]) for u in range(k) for v in range(k) if u != v]
     edges += [(("2", v), ("*", v), 2.0) for v in range(k)] + [

@@ -177,7 +177,7 @@ def _priority(case: Case) -> Outcome:
     sk = sketch.PrioritySampling(m, a.shape[0], case.rng, COPIES)
     sa, sb = sk.sketch(a), sk.sketch(b)
     sizes_ok = np.all(sa.size == min(m, np.count_nonzero(a)))
-    est = sk.estimate(sa, sb)
+    est = np.atleast_1d(sk.estimate(sa, sb))
     bound = _sampling_bound(a, b, m - 1)
     # no exact variance here: the mean's standard error uses the bound under test
     mc = _unbiased_and_bounded(est, float(a @ b), bound, exact_var=bound)
