@@ -42,9 +42,11 @@ from numpy.typing import ArrayLike, NDArray
 from otlp.builders import BipartiteSystem, inner_system, outer_system
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
+from otlp.limits import check_size
 from otlp.methods import register_method
 from otlp.plan import TransportPlan
 from otlp.subset import SubsetSelection, optimal_acceptance, ratio_order
+from otlp.validation import canonical_name, positive_int, real_number
 from otlp.verify import Tolerances
 from solvers.global_resolution import (
     ALPHA_LIMIT,
@@ -66,6 +68,32 @@ BUDGET_FACTOR = 5.0  # each system may deviate by 5 tau (Lemma 6.6: 15 tau and 1
 INNER, OUTER = "inner", "outer"
 Unit = tuple[str, int | None]
 PSI_TIE = 1e-13  # min psi above -PSI_TIE counts as alpha* = 1
+# Below TAU_MIN the Newton certificate (quadrature error ~1e-8 relative) can never be met, so
+# every unit would fall back, and the verifier's 15 tau approaches floating-point rounding.
+TAU_MIN = 1e-10
+GUARD_NODES = 64  # quadrature nodes assumed by the size guard (20-60 in practice)
+
+
+def check_tau(tau: object) -> float:
+    """tau as a float in [TAU_MIN, 1), or a ValueError naming it."""
+    value = real_number("tau", tau, minimum=TAU_MIN)
+    if not value < 1.0:
+        raise ValueError(f"tau: must lie in [{TAU_MIN:g}, 1), got {value:g}")
+    return value
+
+
+def check_unit_size(k: int, n: int) -> None:
+    """Refuse a draft vocabulary whose one Newton evaluation would exceed ``otlp.limits``.
+
+    An evaluation holds the Hessian's low-rank factor: (n - 1) rows per quadrature node
+    (20-60 nodes in practice) over the k draft tokens ([GR] Appendix L), and costs O(k n^2) per
+    node; without top-k on a large vocabulary that is seconds and gigabytes per token.
+    """
+    check_size(
+        f"global resolution over k = {k:,} draft tokens with n = {n} (pass top_k, e.g. "
+        "top_k=1000, to restrict the draft): one Newton evaluation's Hessian factor",
+        GUARD_NODES * max(n - 1, 1) * k,
+    )
 
 
 @dataclass(frozen=True)
@@ -156,14 +184,19 @@ class GlobalResolution:
             raise ValueError(
                 f"inst: global resolution needs i.i.d. drafts (scheme='iid'), got {inst.scheme!r}"
             )
-        if not 0.0 < float(tau) < 1.0:
-            raise ValueError(f"tau: must lie in (0, 1), got {tau}")
+        tau = check_tau(tau)
+        minimizer = canonical_name(minimizer, "minimizer")
         if minimizer not in MINIMIZERS:
             raise ValueError(f"minimizer: expected one of {MINIMIZERS}, got {minimizer!r}")
-        if max_iter is not None and max_iter < 0:
-            raise ValueError(f"max_iter: must be nonnegative, got {max_iter}")
-        if time_budget is not None and not time_budget > 0:
-            raise ValueError(f"time_budget: must be positive, got {time_budget}")
+        if max_iter is not None:
+            max_iter = positive_int("max_iter", max_iter, minimum=0)
+        if time_budget is not None:
+            time_budget = real_number(
+                "time_budget", time_budget, minimum=0.0, exclusive_minimum=True
+            )
+        if not isinstance(fallback, bool):
+            raise ValueError(f"fallback: expected True or False, got {fallback!r}")
+        check_unit_size(inst.k, inst.n)
         self.instance = inst
         self.tau = float(tau)
         self.minimizer = minimizer
