@@ -132,7 +132,7 @@ def _line_search(
     root approached by Illinois regula falsi until phi'(t) lies in [phi'(0) / 2, 0]: far
     from the solution receipts grow like e^alpha and Newton overshoots by orders of
     magnitude, where plain backtracking would take tiny steps. Returns (found, the trial's
-    evaluation, its residual, evaluations used).
+    evaluation — receipts only, no Hessian parts —, its residual, evaluations used).
     """
     # Coordinates that Newton would move by more than MAX_STEP are clipped one by one (they
     # are tokens heading for saturation); scaling the whole step down instead stalls them all.
@@ -147,10 +147,10 @@ def _line_search(
     merit = residual @ residual
     lo, slope_lo, hi, slope_hi = 0.0, slope0, full, 0.0
     step, kept = full, 0
-    trial = evaluate_kernel(alpha, q_pow, base_pow, slack, True)
+    trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0)
     trial_residual = residual
     for used in range(1, MAX_TRIALS + 1):
-        trial = evaluate_kernel(alpha + step * direction, q_pow, base_pow, slack, True)
+        trial = evaluate_kernel(alpha + step * direction, q_pow, base_pow, slack, False)
         trial_residual = trial[1] - targets
         slope = direction @ trial_residual
         if step == full and (
@@ -195,6 +195,7 @@ def newton_kernel(
     else:
         free = np.arange(m)
     ev = evaluate_kernel(alpha0, q_pow, base_pow, slack, True)
+    has_hessian = True
     residual = ev[1] - targets
     evaluations, iterations, status = 1, 0, ITERATION_LIMIT
     grad_norm = deviation = np.inf
@@ -206,6 +207,10 @@ def newton_kernel(
             break
         if iterations >= max_iter:
             break
+        if not has_hessian:  # line-search trials carry receipts only
+            ev = evaluate_kernel(ev[0], q_pow, base_pow, slack, True)
+            evaluations += 1
+            has_hessian = True
         direction = _direction(residual, ev[2], ev[3], ev[4], free)
         found, trial, trial_residual, used = _line_search(
             ev[0], direction, residual, targets, q_pow, base_pow, slack
@@ -215,7 +220,7 @@ def newton_kernel(
         if not found:
             status = LINE_SEARCH_FAILED
             break
-        ev, residual = trial, trial_residual
+        ev, residual, has_hessian = trial, trial_residual, False
     return ev[0], iterations, evaluations, grad_norm, deviation, status
 
 
