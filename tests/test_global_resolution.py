@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import otlp
+import otlp.errors
 import otlp.global_resolution as gr
 from instances import dirichlet_pair, zipf_llm_pair
 from solvers.global_resolution import (
@@ -20,7 +22,13 @@ from solvers.global_resolution import (
     newton,
     outer_targets,
 )
-from solvers.global_resolution.expsum import HESSIAN_REL_ERROR, KERNEL_REL_ERROR, quadrature
+from solvers.global_resolution.expsum import (
+    HESSIAN_REL_ERRORS,
+    KERNEL_REL_ERRORS,
+    STEPS,
+    coarsest_level,
+    quadrature,
+)
 from tests.strategies import instances
 
 TAUS = (1e-3, 1e-4)
@@ -38,13 +46,25 @@ def _dirichlet(seed: int, n: int, vocab: int = 12, top_k: int | None = None) -> 
 
 
 # ----- kernels --------------------------------------------------------------------------------
+@pytest.mark.parametrize("level", range(len(STEPS)))
 @pytest.mark.parametrize("ratio", [1.0, 3.0, 1e3, 1e6, 1e9, 1e15])
-def test_exponential_sums_meet_their_stated_relative_error(ratio: float) -> None:
-    t, w1, w2 = quadrature(2.0, 2.0 * ratio)
+def test_exponential_sums_meet_their_stated_relative_error(ratio: float, level: int) -> None:
+    t, w1, w2 = quadrature(2.0, 2.0 * ratio, level)
     x = 2.0 * np.exp(np.linspace(0.0, np.log(ratio), 4001))
     terms = np.exp(-np.outer(x, t))
-    assert np.abs(terms @ w1 * x - 1).max() < KERNEL_REL_ERROR
-    assert np.abs(terms @ w2 * x * x - 1).max() < HESSIAN_REL_ERROR
+    assert np.abs(terms @ w1 * x - 1).max() < KERNEL_REL_ERRORS[level]
+    assert np.abs(terms @ w2 * x * x - 1).max() < HESSIAN_REL_ERRORS[level]
+    coarser = quadrature(2.0, 2.0 * ratio, level - 1)[0] if level else t
+    assert t.shape[0] <= coarser.shape[0]
+
+
+def test_solvers_use_the_coarsest_quadrature_their_certificate_allows() -> None:
+    assert coarsest_level(5e-3) == len(STEPS) - 1
+    assert coarsest_level(1e-6) == 0
+    assert all(
+        1.01 * KERNEL_REL_ERRORS[coarsest_level(tol)] <= 0.05 * tol or coarsest_level(tol) == 0
+        for tol in (1e-2, 1e-4, 5e-5, 1e-5)
+    )
 
 
 def _brute_set_masses(q: np.ndarray, base: float, n: int) -> dict[tuple[int, ...], float]:
@@ -342,3 +362,37 @@ def test_non_iid_drafts_are_rejected() -> None:
     inst = otlp.Instance(p, q, 2, scheme="without_replacement")
     with pytest.raises(ValueError, match="inst"):
         otlp.solve(inst, "global_resolution")
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"tau": None}, "tau: expected a real number"),
+        ({"tau": 1e-300}, "tau: must be at least"),
+        ({"tau": 1.0}, "tau: must lie in"),
+        ({"tau": "0.001"}, "tau: expected a real number"),
+        ({"max_iter": "5"}, "max_iter: expected an integer"),
+        ({"max_iter": 2.5}, "max_iter: expected an integer"),
+        ({"max_iter": -1}, "max_iter: must be at least 0"),
+        ({"time_budget": "1"}, "time_budget: expected a real number"),
+        ({"time_budget": 0}, "time_budget: must be greater than 0"),
+        ({"minimizer": "bfgs"}, "minimizer: expected one of"),
+        ({"fallback": "yes"}, "fallback: expected True or False"),
+    ],
+)
+def test_bad_options_name_the_argument(options: dict, match: str) -> None:
+    inst = _dirichlet(0, 2, vocab=6)
+    with pytest.raises(ValueError, match=match):
+        otlp.solve(inst, "global_resolution", check=False, **options)
+
+
+def test_large_vocabulary_without_top_k_is_refused_before_work() -> None:
+    """[GR] without top-k at V = 10^6, n = 5: refused at once, naming top_k."""
+    vocab = 10**6
+    p = np.full(vocab, 1.0 / vocab)
+    inst = otlp.Instance(p, p, 5)
+    start = time.perf_counter()
+    with pytest.raises(otlp.errors.ProblemTooLarge, match="pass top_k"):
+        otlp.solve(inst, "global_resolution", check=False)
+    assert time.perf_counter() - start < 1.0
+    otlp.solve(otlp.Instance(p, p, 5, top_k=100), "global_resolution", check=False)
