@@ -9,7 +9,7 @@ Global L1 errors alone are not enough: a column of mass 1e-12 turns an absolute 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -32,6 +32,10 @@ class Tolerances:
     acceptance: float = 1e-7
     slice_sum: float = 1e-9
     slice_negative: float = 1e-9
+
+    def __post_init__(self) -> None:
+        for item in fields(self):  # NaN would make every comparison pass
+            real_number(item.name, getattr(self, item.name))
 
     @classmethod
     def global_resolution(cls, tau: float) -> Tolerances:

@@ -34,6 +34,7 @@ PLAN = otlp.solve(INST, "maxflow")
         (lambda: otlp.solve(INST, "pot", foo=1), "valid: max_iterations"),
         (lambda: otlp.solve(INST, "highs", time_limit=-1), "time_limit"),
         (lambda: otlp.limits.configure(max_variables=-1), "max_variables"),
+        (lambda: otlp.Tolerances(target_l1=float("nan")), "target_l1"),
     ],
 )
 def test_bad_arguments_get_a_value_error_naming_them(call, name: str) -> None:
