@@ -80,6 +80,9 @@ def check_tau(tau: object) -> float:
     return value
 
 
+MAX_DRAFTS = 170  # 170! is the largest factorial below float64's maximum
+
+
 def check_unit_size(k: int, n: int) -> None:
     """Refuse a draft vocabulary whose one Newton evaluation would exceed ``otlp.limits``.
 
@@ -87,6 +90,12 @@ def check_unit_size(k: int, n: int) -> None:
     (20-60 nodes in practice) over the k draft tokens ([GR] Appendix L), and costs O(k n^2) per
     node; without top-k on a large vocabulary that is seconds and gigabytes per token.
     """
+    if n > MAX_DRAFTS:
+        raise ValueError(
+            f"n: global resolution handles at most {MAX_DRAFTS} drafts (its exponential sums "
+            f"divide by n!, which overflows float64 beyond that), got {n}; use "
+            "method='maxflow_cs' for the exact OT"
+        )
     check_size(
         f"global resolution over k = {k:,} draft tokens with n = {n} (pass top_k, e.g. "
         "top_k=1000, to restrict the draft): one Newton evaluation's Hessian factor",

@@ -396,3 +396,11 @@ def test_large_vocabulary_without_top_k_is_refused_before_work() -> None:
         otlp.solve(inst, "global_resolution", check=False)
     assert time.perf_counter() - start < 1.0
     otlp.solve(otlp.Instance(p, p, 5, top_k=100), "global_resolution", check=False)
+
+
+def test_global_resolution_refuses_more_drafts_than_float64_factorials_allow() -> None:
+    """n = 171 used to fail deep inside with a LinAlgError (171! overflows float64)."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(10)), rng.dirichlet(np.ones(10))
+    with pytest.raises(ValueError, match="n: global resolution handles at most 170"):
+        otlp.solve(otlp.Instance(p, q, 171), "global_resolution", check=False)
