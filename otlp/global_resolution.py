@@ -139,6 +139,8 @@ class GlobalResolution:
     b of the outer system, ``("outer", b)``.
     """
 
+    SCHEMES: tuple[str, ...] = ("iid",)  # other schemes: otlp.global_resolution_schemes
+
     def __init__(
         self,
         inst: Instance,
@@ -152,9 +154,9 @@ class GlobalResolution:
     ) -> None:
         if not isinstance(inst, Instance):
             raise ValueError(f"inst: expected an otlp.Instance, got {type(inst).__name__}")
-        if inst.scheme != "iid":
+        if inst.scheme not in self.SCHEMES:
             raise ValueError(
-                f"inst: global resolution needs i.i.d. drafts (scheme='iid'), got {inst.scheme!r}"
+                f"inst: {type(self).__name__} handles schemes {self.SCHEMES}, got {inst.scheme!r}"
             )
         if not 0.0 < float(tau) < 1.0:
             raise ValueError(f"tau: must lie in (0, 1), got {tau}")
@@ -186,10 +188,10 @@ class GlobalResolution:
         used: with H* nonempty the inner system would have no slack and Eq. (18) no residual
         rows to put its (approximation) residual on.
         """
-        selection = optimal_acceptance(self.instance, "prefix")
+        selection = optimal_acceptance(self.instance)
         if selection.H_mask.any() and selection.psi_min > -PSI_TIE:
             empty = np.zeros_like(selection.H_mask)
-            return SubsetSelection(1.0, empty, self.instance.tokens[empty], 0.0, "prefix")
+            return SubsetSelection(1.0, empty, self.instance.tokens[empty], 0.0, selection.method)
         return selection
 
     @cached_property
@@ -582,7 +584,8 @@ class GlobalResolutionPlan(TransportPlan):
 
 @register_method(
     "global_resolution",
-    "i.i.d. drafts: polymatroid targets + convex solvers (§6), per-token slices, exact fallback",
+    "polymatroid targets + convex solvers (§6; i.i.d., without replacement, 2 independent), "
+    "per-token slices, exact fallback",
 )
 def solve_global_resolution(
     inst: Instance,
@@ -595,7 +598,13 @@ def solve_global_resolution(
     fallback: bool = True,
 ) -> GlobalResolutionPlan:
     """A lazy global-resolution plan (nothing is solved until a slice or entry is needed)."""
-    engine = GlobalResolution(
+    if isinstance(inst, Instance) and inst.scheme != "iid":
+        from otlp.global_resolution_schemes import scheme_engine
+
+        engine_class: Any = scheme_engine
+    else:
+        engine_class = GlobalResolution
+    engine = engine_class(
         inst,
         tau,
         minimizer=minimizer,

@@ -110,6 +110,13 @@ def _direction(
     return out
 
 
+def _evaluate(system: SoftmaxSystem, alpha: FloatArray) -> Evaluation:
+    """Receipts and Hessian parts; a system with its own ``evaluate`` (other draft schemes,
+    [GR] Appendix S) supplies them itself."""
+    own = getattr(system, "evaluate", None)
+    return own(alpha, hessian=True) if own is not None else evaluate(system, alpha, hessian=True)
+
+
 def _line_search(
     system: SoftmaxSystem, alpha: FloatArray, direction: FloatArray, residual: FloatArray
 ) -> tuple[Evaluation | None, FloatArray, int]:
@@ -136,7 +143,7 @@ def _line_search(
     lo, slope_lo, hi, slope_hi = 0.0, slope0, full, 0.0
     step, kept = full, 0
     for used in range(1, MAX_TRIALS + 1):
-        trial = evaluate(system, system.clip(alpha + step * direction), hessian=True)
+        trial = _evaluate(system, system.clip(alpha + step * direction))
         trial_residual = trial.receipts - system.targets
         slope = float(direction @ trial_residual)
         if step == full and (
@@ -173,7 +180,7 @@ def newton(
     free = np.arange(system.size, dtype=np.int64)
     if system.gauge_free:
         free = np.delete(free, int(np.argmax(system.targets)))
-    ev = evaluate(system, alpha, hessian=True)
+    ev = _evaluate(system, alpha)
     evaluations, iterations, message = 1, 0, "iteration limit"
     residual = ev.receipts - system.targets
     while True:
