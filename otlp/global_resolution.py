@@ -188,11 +188,15 @@ class GlobalResolution:
         used: with H* nonempty the inner system would have no slack and Eq. (18) no residual
         rows to put its (approximation) residual on.
         """
-        selection = optimal_acceptance(self.instance)
+        selection = self._optimal_acceptance()
         if selection.H_mask.any() and selection.psi_min > -PSI_TIE:
             empty = np.zeros_like(selection.H_mask)
             return SubsetSelection(1.0, empty, self.instance.tokens[empty], 0.0, selection.method)
         return selection
+
+    def _optimal_acceptance(self) -> SubsetSelection:
+        """Subset selection for this scheme (a subclass may reuse work it shares)."""
+        return optimal_acceptance(self.instance)
 
     @cached_property
     def outer(self) -> OuterTargets:

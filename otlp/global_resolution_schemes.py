@@ -46,7 +46,7 @@ from otlp.global_resolution import (
     _Exact,
 )
 from otlp.instance import Instance
-from otlp.subset import ratio_order
+from otlp.subset import SubsetSelection, ratio_order
 from otlp.subset_wor import prefix_psi_without_replacement
 from solvers.global_resolution import OuterTargets, SoftmaxSystem
 from solvers.global_resolution.explicit_system import ExplicitSystem
@@ -109,18 +109,36 @@ class SchemeGlobalResolution(GlobalResolution):
         q = inst.q_local
         return q / np.maximum(others_sum(q), np.finfo(float).tiny), q, np.zeros_like(q)
 
-    # ----- outer targets -------------------------------------------------------------------
+    # ----- H* and the outer targets -------------------------------------------------------
+    @cached_property
+    def _prefix_psi(self) -> tuple[IntArray, FloatArray]:
+        """The q/p order and psi of all its prefixes (one quadrature for H* and targets)."""
+        inst = self.instance
+        order = ratio_order(inst)
+        psi = prefix_psi_without_replacement(
+            inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
+        )
+        return order, psi
+
+    def _optimal_acceptance(self) -> SubsetSelection:
+        inst = self.instance
+        if inst.scheme != "without_replacement":
+            return super()._optimal_acceptance()
+        order, psi = self._prefix_psi
+        best = int(np.argmin(psi))
+        mask = np.zeros(inst.k, dtype=bool)
+        mask[order[:best]] = True
+        value = float(psi[best])
+        return SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, "prefix")
+
     @cached_property
     def outer(self) -> OuterTargets:
         inst, inside = self.instance, self.selection.H_mask
         if inst.scheme == "independent":
             return self._exact_outer()
-        order = ratio_order(inst)
+        order, psi = self._prefix_psi
         if inside.any():  # H* is the prefix of the order that subset selection chose
             assert inside[order[: int(inside.sum())]].all()
-        psi = prefix_psi_without_replacement(
-            inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
-        )
         outside = order[int(inside.sum()) :][::-1].astype(np.int64)  # increasing q/p
         return chain_targets(outside, inst.p_local[outside], psi[::-1][: outside.size + 1], inst.k)
 
