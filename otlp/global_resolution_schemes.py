@@ -13,9 +13,13 @@ scheme-dependent steps replaced:
   records of the cumulative minimum are again tight sets that split the outer system into
   independent blocks. Convex systems: for n = 2 the pair masses q_i q_j (1/(1 - q_i) +
   1/(1 - q_j)) are sums of two products, so receipts and a rank-2-per-node Hessian cost
-  O(R m) (:class:`~solvers.global_resolution.pair_system.PairSystem`); for n >= 3 the groups
-  of exact set masses are summed explicitly
-  (:class:`~solvers.global_resolution.explicit_system.ExplicitSystem`, O(C(k, n))).
+  O(R m) (:class:`~solvers.global_resolution.pair_system.PairSystem`); for n >= 3 a double
+  quadrature (exponential clocks for the set masses, the exponential sum for the softmax)
+  costs O(R_t R_u m n) per evaluation
+  (:class:`~solvers.global_resolution.wor_system.WithoutReplacementSystem`). The exact
+  groups of set masses (:class:`~solvers.global_resolution.explicit_system.ExplicitSystem`,
+  O(C(k, n))) serve as the reference (``explicit_sets=True``) and for a unit whose largest
+  set holds all the draft mass (k = n).
 * ``scheme="independent"``, n = 2. H* by the QPBO min cut ([GR] Appendix D). The pair masses
   q1_i q2_j + q1_j q2_i and singletons q1_i q2_i again give a
   :class:`~solvers.global_resolution.pair_system.PairSystem` for the inner system. The outer
@@ -51,6 +55,7 @@ from otlp.subset_wor import prefix_psi_without_replacement
 from solvers.global_resolution import OuterTargets, SoftmaxSystem
 from solvers.global_resolution.explicit_system import ExplicitSystem
 from solvers.global_resolution.pair_system import PairSystem, others_sum
+from solvers.global_resolution.wor_system import WithoutReplacementSystem
 from solvers.registry import get_backend
 
 FloatArray = NDArray[np.float64]
@@ -85,7 +90,9 @@ class SchemeGlobalResolution(GlobalResolution):
 
     SCHEMES = SCHEMES
 
-    def __init__(self, inst: Instance, tau: float = 1e-3, **options: Any) -> None:
+    def __init__(
+        self, inst: Instance, tau: float = 1e-3, *, explicit_sets: bool = False, **options: Any
+    ) -> None:
         if options.get("minimizer", "newton") != "newton":
             raise ValueError(
                 f"minimizer: the seed's truncated L-BFGS-B is defined for i.i.d. drafts only; "
@@ -97,6 +104,7 @@ class SchemeGlobalResolution(GlobalResolution):
                 f"H* is a general submodular minimisation for n >= 3), got n = {inst.n}"
             )
         super().__init__(inst, tau, **options)
+        self.explicit_sets = explicit_sets  # n >= 3: sum exact set masses instead (reference)
 
     # ----- pair masses ---------------------------------------------------------------------
     @cached_property
@@ -199,12 +207,34 @@ class SchemeGlobalResolution(GlobalResolution):
                 float(a[base].sum()),
                 float(b[base].sum()),
             )
-        else:
+        elif (
+            self.explicit_sets
+            or (not self._excluded(unit).any()
+            and base.sum() + tokens.size <= inst.n)
+        ):
             members, weights = self._groups(unit, tokens)
             system = ExplicitSystem(
                 q, targets, float(inst.q_local[base].sum()), slack, inst.n, members, weights
             )
+        else:
+            system = WithoutReplacementSystem(
+                q,
+                targets,
+                float(inst.q_local[base].sum()),
+                slack,
+                inst.n,
+                inst.q_local[base],
+                float(inst.q_local[self._excluded(unit)].sum()),
+            )
         return tokens, system
+
+    def _excluded(self, unit: Unit) -> NDArray[np.bool_]:
+        """Tokens that no set of the unit contains: earlier blocks, or everything outside H*."""
+        name, block = unit
+        if name == OUTER:
+            assert block is not None
+            return (self.outer.block_of >= 0) & (self.outer.block_of < block)
+        return ~self.selection.H_mask
 
     def _groups(self, unit: Unit, tokens: IntArray) -> tuple[IntArray, FloatArray]:
         """The unit's draft sets grouped by their variable tokens, with summed exact masses."""

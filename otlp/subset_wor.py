@@ -65,12 +65,12 @@ def discretisation_bound(n: int, h: float) -> float:
 
 
 @lru_cache(maxsize=64)
-def step(n: int) -> float:
-    """The largest step h (to 1e-3) whose discretisation bound is at most ``REL_ERROR``."""
+def step(n: int, target: float = REL_ERROR) -> float:
+    """The largest step h (to 1e-3) whose discretisation bound is at most ``target``."""
     lo, hi = 0.01, 1.0
     while hi - lo > 1e-3:
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if discretisation_bound(n, mid) <= REL_ERROR else (lo, mid)
+        lo, hi = (mid, hi) if discretisation_bound(n, mid) <= target else (lo, mid)
     return lo
 
 
