@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.builders import outer_system
 from otlp.global_resolution import (
     OUTER,
     GlobalResolution,
@@ -155,7 +156,7 @@ class SchemeGlobalResolution(GlobalResolution):
         start = time.perf_counter()
         inst, inside = self.instance, self.selection.H_mask
         outside = np.flatnonzero(~inside).astype(np.int64)
-        network = self._networks[OUTER]
+        network = outer_system(inst, inside)  # the inner network is built only if needed
         values = np.zeros(network.num_arcs)
         if network.num_arcs:
             result = get_backend("ortools-maxflow").solve(network.to_maxflow())
@@ -207,10 +208,8 @@ class SchemeGlobalResolution(GlobalResolution):
                 float(a[base].sum()),
                 float(b[base].sum()),
             )
-        elif (
-            self.explicit_sets
-            or (not self._excluded(unit).any()
-            and base.sum() + tokens.size <= inst.n)
+        elif self.explicit_sets or (
+            not self._excluded(unit).any() and base.sum() + tokens.size <= inst.n
         ):
             members, weights = self._groups(unit, tokens)
             system = ExplicitSystem(

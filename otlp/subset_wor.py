@@ -110,11 +110,14 @@ def _prefix_sums(q: FloatArray, rate: FloatArray, n: int, nodes: FloatArray) -> 
             for m in range(n - 1, 0, -1):
                 poly[m] = poly[m] * b + poly[m - 1] * a
             poly[0] *= b
+            exponent = rate[j + 1] * t
             if decay > 1e-200 and b > 1e-100:
                 decay /= b
+            elif exponent > 745.0:  # e^{-rate t} underflows: skip the exp
+                decay = 0.0
             else:
-                decay = math.exp(-rate[j + 1] * t)
-            if j + 1 >= n and rate[j + 1] > 0.0:
+                decay = math.exp(-exponent)
+            if j + 1 >= n and rate[j + 1] > 0.0 and decay > 0.0:
                 below = 0.0
                 for m in range(n):
                     below += poly[m]
