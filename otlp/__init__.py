@@ -6,6 +6,7 @@ into verification rules a decoder can sample from, and verify every answer.
 
 from otlp import global_resolution, limits  # global_resolution registers its method
 from otlp.api import VerificationError, solve
+from otlp.decode import DraftVerification, verify_drafts
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.methods import describe_methods, method_names
@@ -15,6 +16,7 @@ from otlp.verify import Tolerances, VerificationReport, verify
 
 __all__ = [
     "SCHEMES",
+    "DraftVerification",
     "Instance",
     "ProblemTooLarge",
     "SubsetSelection",
@@ -30,5 +32,6 @@ __all__ = [
     "psi",
     "solve",
     "verify",
+    "verify_drafts",
 ]
 __version__ = "0.1.0"

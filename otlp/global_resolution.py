@@ -42,9 +42,11 @@ from numpy.typing import ArrayLike, NDArray
 from otlp.builders import BipartiteSystem, inner_system, outer_system
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
+from otlp.limits import check_size
 from otlp.methods import register_method
 from otlp.plan import TransportPlan
-from otlp.subset import SubsetSelection, optimal_acceptance, ratio_order
+from otlp.subset import SubsetSelection
+from otlp.validation import canonical_name, positive_int, real_number
 from otlp.verify import Tolerances
 from solvers.global_resolution import (
     ALPHA_LIMIT,
@@ -53,8 +55,8 @@ from solvers.global_resolution import (
     SoftmaxSystem,
     lbfgs,
     newton,
-    outer_targets,
 )
+from solvers.global_resolution.token import BUDGET_FACTOR, analyse, budget_share
 from solvers.registry import get_backend
 
 FloatArray = NDArray[np.float64]
@@ -62,10 +64,34 @@ IntArray = NDArray[np.int64]
 
 MINIMIZERS = ("newton", "seed")
 SEED_T_LIMITS = {2: 50, 3: 20, 4: 10, 5: 10}  # seed 000, Appendix K (10 beyond n = 5)
-BUDGET_FACTOR = 5.0  # each system may deviate by 5 tau (Lemma 6.6: 15 tau and 10 tau overall)
 INNER, OUTER = "inner", "outer"
 Unit = tuple[str, int | None]
-PSI_TIE = 1e-13  # min psi above -PSI_TIE counts as alpha* = 1
+# Below TAU_MIN the Newton certificate (quadrature error ~1e-8 relative) can never be met, so
+# every unit would fall back, and the verifier's 15 tau approaches floating-point rounding.
+TAU_MIN = 1e-10
+GUARD_NODES = 64  # quadrature nodes assumed by the size guard (20-60 in practice)
+
+
+def check_tau(tau: object) -> float:
+    """tau as a float in [TAU_MIN, 1), or a ValueError naming it."""
+    value = real_number("tau", tau, minimum=TAU_MIN)
+    if not value < 1.0:
+        raise ValueError(f"tau: must lie in [{TAU_MIN:g}, 1), got {value:g}")
+    return value
+
+
+def check_unit_size(k: int, n: int) -> None:
+    """Refuse a draft vocabulary whose one Newton evaluation would exceed ``otlp.limits``.
+
+    An evaluation holds the Hessian's low-rank factor: (n - 1) rows per quadrature node
+    (20-60 nodes in practice) over the k draft tokens ([GR] Appendix L), and costs O(k n^2) per
+    node; without top-k on a large vocabulary that is seconds and gigabytes per token.
+    """
+    check_size(
+        f"global resolution over k = {k:,} draft tokens with n = {n} (pass top_k, e.g. "
+        "top_k=1000, to restrict the draft): one Newton evaluation's Hessian factor",
+        GUARD_NODES * max(n - 1, 1) * k,
+    )
 
 
 @dataclass(frozen=True)
@@ -158,14 +184,19 @@ class GlobalResolution:
             raise ValueError(
                 f"inst: {type(self).__name__} handles schemes {self.SCHEMES}, got {inst.scheme!r}"
             )
-        if not 0.0 < float(tau) < 1.0:
-            raise ValueError(f"tau: must lie in (0, 1), got {tau}")
+        tau = check_tau(tau)
+        minimizer = canonical_name(minimizer, "minimizer")
         if minimizer not in MINIMIZERS:
             raise ValueError(f"minimizer: expected one of {MINIMIZERS}, got {minimizer!r}")
-        if max_iter is not None and max_iter < 0:
-            raise ValueError(f"max_iter: must be nonnegative, got {max_iter}")
-        if time_budget is not None and not time_budget > 0:
-            raise ValueError(f"time_budget: must be positive, got {time_budget}")
+        if max_iter is not None:
+            max_iter = positive_int("max_iter", max_iter, minimum=0)
+        if time_budget is not None:
+            time_budget = real_number(
+                "time_budget", time_budget, minimum=0.0, exclusive_minimum=True
+            )
+        if not isinstance(fallback, bool):
+            raise ValueError(f"fallback: expected True or False, got {fallback!r}")
+        check_unit_size(inst.k, inst.n)
         self.instance = inst
         self.tau = float(tau)
         self.minimizer = minimizer
@@ -181,31 +212,33 @@ class GlobalResolution:
 
     # ----- shared per-(p, q) quantities ---------------------------------------------------
     @cached_property
+    def _analysis(self) -> tuple[Any, ...]:
+        """H* and the outer system by the fused path's kernel (one sort by q/p)."""
+        inst = self.instance
+        return analyse(
+            np.ascontiguousarray(inst.p_local), np.ascontiguousarray(inst.q_local), inst.n
+        )
+
+    @cached_property
     def selection(self) -> SubsetSelection:
-        """alpha* and H* (seed 000, Theorem 3.1, prefix rule for i.i.d. drafts).
+        """alpha* and H* ([GR] Theorem 3.1, prefix rule for i.i.d. drafts).
 
         When min psi is 0 up to rounding (alpha* = 1), the empty set is optimal too and is
         used: with H* nonempty the inner system would have no slack and Eq. (18) no residual
         rows to put its (approximation) residual on.
         """
-        selection = self._optimal_acceptance()
-        if selection.H_mask.any() and selection.psi_min > -PSI_TIE:
-            empty = np.zeros_like(selection.H_mask)
-            return SubsetSelection(1.0, empty, self.instance.tokens[empty], 0.0, selection.method)
-        return selection
-
-    def _optimal_acceptance(self) -> SubsetSelection:
-        """Subset selection for this scheme (a subclass may reuse work it shares)."""
-        return optimal_acceptance(self.instance)
+        order, size, psi_min = self._analysis[:3]
+        mask = np.zeros(self.instance.k, dtype=bool)
+        mask[order[:size]] = True
+        return SubsetSelection(1.0 + psi_min, mask, self.instance.tokens[mask], psi_min, "prefix")
 
     @cached_property
     def outer(self) -> OuterTargets:
         """Theorem 6.2 targets; one block for the seed's minimiser, tight-set blocks else."""
-        inst = self.instance
-        targets = outer_targets(
-            inst.p_local, inst.q_local, self.selection.H_mask, ratio_order(inst), inst.n
-        )
-        return targets if self.minimizer == "newton" else targets.merged()
+        order, size, _, targets, starts, ends, bases, block_of = self._analysis
+        outside = order[size:][::-1].copy()
+        outer = OuterTargets(outside, targets, starts, ends, bases, block_of)
+        return outer if self.minimizer == "newton" else outer.merged()
 
     @cached_property
     def row_residual(self) -> FloatArray:
@@ -267,19 +300,10 @@ class GlobalResolution:
             return lbfgs(system, stop, max_iter=self.max_iter)
         return newton(system, stop, max_iter=self.max_iter, time_budget=self.time_budget)
 
-    @cached_property
-    def _blocks_to_solve(self) -> int:
-        return int((self.outer.ends - self.outer.starts > 1).sum())
-
-    def _budget_share(self, system: SoftmaxSystem) -> float:
-        """The part of the outer system's 5 tau a block may use; the shares sum to one.
-
-        Half in proportion to the block's mass, half split evenly between the blocks that
-        need solving — so a tiny block is not asked for an accuracy below rounding.
-        """
-        total = float(self.outer.targets.sum())
-        mass = float(system.targets.sum()) / total if total > 0 else 1.0
-        return 0.5 * (mass + 1.0 / max(self._blocks_to_solve, 1))
+    def _budget_share(self, block: int) -> float:
+        """The part of the outer system's 5 tau block ``block`` may use (see budget_share)."""
+        outer = self.outer
+        return float(budget_share(outer.targets, outer.starts, outer.ends, block))
 
     def _seed_truncation(self, system: SoftmaxSystem, inner: bool) -> tuple[IntArray, float]:
         """The seed's T: fewest variables (by decreasing q) with gamma_T or eps_T <= tau.
@@ -302,7 +326,7 @@ class GlobalResolution:
         """alpha over the unit's variables and its report (a fallback is flagged, not run)."""
         start = time.perf_counter()
         name, block = unit
-        share = self._budget_share(system) if name == OUTER else 1.0
+        share = self._budget_share(block) if block is not None else 1.0
         budget = BUDGET_FACTOR * self.tau * share
         alpha = np.zeros(system.size)
         if system.size == 0 or (system.size == 1 and system.gauge_free):

@@ -51,17 +51,19 @@ from otlp.global_resolution import (
     _Exact,
 )
 from otlp.instance import Instance
-from otlp.subset import SubsetSelection, ratio_order
+from otlp.subset import SubsetSelection, optimal_acceptance, ratio_order
 from otlp.subset_wor import prefix_psi_without_replacement
-from solvers.global_resolution import OuterTargets, SoftmaxSystem
+from solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
 from solvers.global_resolution.explicit_system import ExplicitSystem
 from solvers.global_resolution.pair_system import PairSystem, others_sum
+from solvers.global_resolution.system_newton import system_newton
 from solvers.global_resolution.wor_system import WithoutReplacementSystem
 from solvers.registry import get_backend
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 SCHEMES = ("without_replacement", "independent")
+PSI_TIE = 1e-13  # min psi above -PSI_TIE counts as alpha* = 1
 
 
 def chain_targets(
@@ -129,16 +131,33 @@ class SchemeGlobalResolution(GlobalResolution):
         )
         return order, psi
 
-    def _optimal_acceptance(self) -> SubsetSelection:
+    @cached_property
+    def selection(self) -> SubsetSelection:
+        """alpha* and H*: the q/p prefix rule without replacement, the QPBO min cut for two
+        independent drafts. When min psi is 0 up to rounding (alpha* = 1) the empty set is
+        used, as for i.i.d. drafts: Eq. (18) then has residual rows for the inner system."""
         inst = self.instance
-        if inst.scheme != "without_replacement":
-            return super()._optimal_acceptance()
-        order, psi = self._prefix_psi
-        best = int(np.argmin(psi))
-        mask = np.zeros(inst.k, dtype=bool)
-        mask[order[:best]] = True
-        value = float(psi[best])
-        return SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, "prefix")
+        if inst.scheme == "without_replacement":
+            order, psi = self._prefix_psi
+            best = int(np.argmin(psi))
+            mask = np.zeros(inst.k, dtype=bool)
+            mask[order[:best]] = True
+            value = float(psi[best])
+            selection = SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, "prefix")
+        else:
+            selection = optimal_acceptance(inst)
+        if selection.H_mask.any() and selection.psi_min > -PSI_TIE:
+            empty = np.zeros_like(selection.H_mask)
+            return SubsetSelection(1.0, empty, inst.tokens[empty], 0.0, selection.method)
+        return selection
+
+    def _minimize(self, system: SoftmaxSystem, stop: float) -> MinimizeResult:
+        return system_newton(
+            system,  # type: ignore[arg-type]  # every system here evaluates itself
+            stop,
+            max_iter=self.max_iter,
+            time_budget=self.time_budget,
+        )
 
     @cached_property
     def outer(self) -> OuterTargets:

@@ -185,7 +185,19 @@ def _exact_unit(arr: FloatArray) -> FloatArray:
 
 
 def _top_tokens(row: FloatArray, top_k: int | None) -> NDArray[np.int64]:
-    """Positive-probability tokens of ``row``, the top_k largest (ties by token id)."""
-    positive = np.flatnonzero(row > 0)
-    order = positive[np.lexsort((positive, -row[positive]))]
-    return order if top_k is None else order[:top_k]
+    """Positive-probability tokens of ``row``, the top_k largest (ties by token id).
+
+    O(V): a selection finds the k-th largest value, then only the k survivors are sorted
+    (by decreasing probability, ties by increasing token id).
+    """
+    if top_k is None or top_k >= row.shape[0]:
+        chosen = np.flatnonzero(row > 0)
+    else:
+        kth = float(np.partition(row, row.shape[0] - top_k)[row.shape[0] - top_k])
+        if kth > 0:
+            above = np.flatnonzero(row > kth)
+            ties = np.flatnonzero(row == kth)[: top_k - above.shape[0]]
+            chosen = np.concatenate([above, ties])
+        else:  # fewer than top_k positive tokens
+            chosen = np.flatnonzero(row > 0)
+    return chosen[np.lexsort((chosen, -row[chosen]))]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import otlp
+import otlp.errors
 import otlp.global_resolution as gr
 from instances import dirichlet_pair, zipf_llm_pair
 from solvers.global_resolution import (
@@ -343,3 +345,37 @@ def test_three_independent_drafts_are_rejected() -> None:
     inst = otlp.Instance(p, [q, p, q], 3, scheme="independent")
     with pytest.raises(ValueError, match="inst"):
         otlp.solve(inst, "global_resolution")
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"tau": None}, "tau: expected a real number"),
+        ({"tau": 1e-300}, "tau: must be at least"),
+        ({"tau": 1.0}, "tau: must lie in"),
+        ({"tau": "0.001"}, "tau: expected a real number"),
+        ({"max_iter": "5"}, "max_iter: expected an integer"),
+        ({"max_iter": 2.5}, "max_iter: expected an integer"),
+        ({"max_iter": -1}, "max_iter: must be at least 0"),
+        ({"time_budget": "1"}, "time_budget: expected a real number"),
+        ({"time_budget": 0}, "time_budget: must be greater than 0"),
+        ({"minimizer": "bfgs"}, "minimizer: expected one of"),
+        ({"fallback": "yes"}, "fallback: expected True or False"),
+    ],
+)
+def test_bad_options_name_the_argument(options: dict, match: str) -> None:
+    inst = _dirichlet(0, 2, vocab=6)
+    with pytest.raises(ValueError, match=match):
+        otlp.solve(inst, "global_resolution", check=False, **options)
+
+
+def test_large_vocabulary_without_top_k_is_refused_before_work() -> None:
+    """[GR] without top-k at V = 10^6, n = 5: refused at once, naming top_k."""
+    vocab = 10**6
+    p = np.full(vocab, 1.0 / vocab)
+    inst = otlp.Instance(p, p, 5)
+    start = time.perf_counter()
+    with pytest.raises(otlp.errors.ProblemTooLarge, match="pass top_k"):
+        otlp.solve(inst, "global_resolution", check=False)
+    assert time.perf_counter() - start < 1.0
+    otlp.solve(otlp.Instance(p, p, 5, top_k=100), "global_resolution", check=False)

@@ -6,8 +6,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import otlp
+from otlp.instance import _top_tokens
 
 P = [0.5, 0.3, 0.2]
 
@@ -83,3 +86,17 @@ def test_large_vocabulary_with_top_k_scales_with_k() -> None:
     sliced = plan.slice(inst.sample_drafts(rng, 1)[0])
     assert sliced.shape == (vocab,)
     assert sliced.sum() == pytest.approx(1.0)
+
+
+@given(
+    row=st.lists(st.sampled_from([0.0, 1e-300, 0.1, 0.25, 0.5, 1.0, 3.0]), min_size=1, max_size=40),
+    top_k=st.integers(1, 45),
+)
+def test_top_tokens_match_the_full_sort(row: list[float], top_k: int) -> None:
+    """The O(V) selection keeps the list of a full sort (ties by token id), zeros excluded."""
+    values = np.array(row)
+    positive = np.flatnonzero(values > 0)
+    reference = positive[np.lexsort((positive, -values[positive]))][:top_k]
+    np.testing.assert_array_equal(_top_tokens(values, top_k), reference)
+    full = positive[np.lexsort((positive, -values[positive]))]
+    np.testing.assert_array_equal(_top_tokens(values, None), full)

@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, evaluate
+from solvers.global_resolution.softmax_system import SoftmaxSystem, evaluate_kernel, power_table
 
 FloatArray = NDArray[np.float64]
 
 RIDGE = 1e-13  # relative diagonal shift against exactly singular Hessians
 MAX_STEP = 10.0  # largest change of any alpha in one step (each coordinate is clipped)
 MAX_TRIALS = 40  # line-search evaluations per step
+CONVERGED, ITERATION_LIMIT, LINE_SEARCH_FAILED = 0, 1, 2
+MESSAGES = ("converged", "iteration limit", "line search failed")
 
 
 @dataclass(frozen=True)
@@ -110,16 +113,16 @@ def _direction(
     return out
 
 
-def _evaluate(system: SoftmaxSystem, alpha: FloatArray) -> Evaluation:
-    """Receipts and Hessian parts; a system with its own ``evaluate`` (other draft schemes,
-    [GR] Appendix S) supplies them itself."""
-    own = getattr(system, "evaluate", None)
-    return own(alpha, hessian=True) if own is not None else evaluate(system, alpha, hessian=True)
-
-
+@nb.njit(cache=True)
 def _line_search(
-    system: SoftmaxSystem, alpha: FloatArray, direction: FloatArray, residual: FloatArray
-) -> tuple[Evaluation | None, FloatArray, int]:
+    alpha: FloatArray,
+    direction: FloatArray,
+    residual: FloatArray,
+    targets: FloatArray,
+    q_pow: FloatArray,
+    base_pow: FloatArray,
+    slack: float,
+) -> tuple[bool, Any, FloatArray, int]:
     """A step along ``direction`` that decreases the convex F, from receipts only.
 
     phi(t) = F(alpha + t d) is convex, so phi'(t) = d . (g - x) is nondecreasing and a
@@ -128,30 +131,34 @@ def _line_search(
     |phi'| <= |phi'(0)| / 4 (the quadratic regime). Otherwise phi' is bracketed and its
     root approached by Illinois regula falsi until phi'(t) lies in [phi'(0) / 2, 0]: far
     from the solution receipts grow like e^alpha and Newton overshoots by orders of
-    magnitude, where plain backtracking would take tiny steps.
+    magnitude, where plain backtracking would take tiny steps. Returns (found, the trial's
+    evaluation — receipts only, no Hessian parts —, its residual, evaluations used).
     """
     # Coordinates that Newton would move by more than MAX_STEP are clipped one by one (they
     # are tokens heading for saturation); scaling the whole step down instead stalls them all.
     direction = np.minimum(np.maximum(direction, -MAX_STEP), MAX_STEP)
-    slope0 = float(direction @ residual)
+    slope0 = direction @ residual
     if not slope0 < 0:  # not a descent direction (inexact Hessian): steepest descent
-        direction, slope0 = -residual, -float(residual @ residual)
-        biggest = float(np.abs(direction).max())
-        direction *= min(1.0, MAX_STEP / biggest) if biggest > 0 else 1.0
+        direction, slope0 = -residual, -(residual @ residual)
+        biggest = np.abs(direction).max()
+        if biggest > 0:
+            direction = direction * min(1.0, MAX_STEP / biggest)
     full = 1.0
-    merit = float(residual @ residual)
+    merit = residual @ residual
     lo, slope_lo, hi, slope_hi = 0.0, slope0, full, 0.0
     step, kept = full, 0
+    trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0)
+    trial_residual = residual
     for used in range(1, MAX_TRIALS + 1):
-        trial = _evaluate(system, system.clip(alpha + step * direction))
-        trial_residual = trial.receipts - system.targets
-        slope = float(direction @ trial_residual)
+        trial = evaluate_kernel(alpha + step * direction, q_pow, base_pow, slack, False)
+        trial_residual = trial[1] - targets
+        slope = direction @ trial_residual
         if step == full and (
             slope <= 0 or (abs(slope) <= -0.25 * slope0 and trial_residual @ trial_residual < merit)
         ):
-            return trial, trial_residual, used
+            return True, trial, trial_residual, used
         if 0.5 * slope0 <= slope <= 0:
-            return trial, trial_residual, used
+            return True, trial, trial_residual, used
         if slope < 0:
             lo, slope_lo = step, slope
             kept = kept + 1 if kept > 0 else 1  # the upper end was kept
@@ -163,7 +170,58 @@ def _line_search(
             if kept < -1:
                 slope_lo *= 0.5
         step = lo + (hi - lo) * slope_lo / (slope_lo - slope_hi)
-    return None, residual, MAX_TRIALS
+    return False, trial, trial_residual, MAX_TRIALS
+
+
+@nb.njit(cache=True)
+def newton_kernel(
+    q: FloatArray,
+    targets: FloatArray,
+    base: float,
+    slack: float,
+    n: int,
+    tol: float,
+    alpha0: FloatArray,
+    max_iter: int,
+) -> tuple[FloatArray, int, int, float, float, int]:
+    """Damped Newton from ``alpha0``: (alpha, iterations, evaluations, ||grad||_1, certified
+    deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT`` or ``LINE_SEARCH_FAILED``.
+    """
+    q_pow, base_pow = power_table(q, base, n)
+    m = q.shape[0]
+    if slack == 0.0:  # pin one variable (the largest target) to fix the gauge
+        pinned = np.argmax(targets)
+        free = np.concatenate((np.arange(pinned), np.arange(pinned + 1, m)))
+    else:
+        free = np.arange(m)
+    ev = evaluate_kernel(alpha0, q_pow, base_pow, slack, True)
+    has_hessian = True
+    residual = ev[1] - targets
+    evaluations, iterations, status = 1, 0, ITERATION_LIMIT
+    grad_norm = deviation = np.inf
+    while True:
+        grad_norm = np.abs(residual).sum()
+        deviation = grad_norm + ev[5]
+        if deviation <= tol:
+            status = CONVERGED
+            break
+        if iterations >= max_iter:
+            break
+        if not has_hessian:  # line-search trials carry receipts only
+            ev = evaluate_kernel(ev[0], q_pow, base_pow, slack, True)
+            evaluations += 1
+            has_hessian = True
+        direction = _direction(residual, ev[2], ev[3], ev[4], free)
+        found, trial, trial_residual, used = _line_search(
+            ev[0], direction, residual, targets, q_pow, base_pow, slack
+        )
+        evaluations += used
+        iterations += 1
+        if not found:
+            status = LINE_SEARCH_FAILED
+            break
+        ev, residual, has_hessian = trial, trial_residual, False
+    return ev[0], iterations, evaluations, grad_norm, deviation, status
 
 
 def newton(
@@ -174,42 +232,42 @@ def newton(
     max_iter: int = 50,
     time_budget: float | None = None,
 ) -> MinimizeResult:
-    """Minimise F until the certified deviation is at most ``tol``."""
+    """Minimise F until the certified deviation is at most ``tol`` (:func:`newton_kernel`).
+
+    With a ``time_budget`` the kernel runs one iteration per call and the clock is checked
+    between calls.
+    """
     start = time.perf_counter()
     alpha = system.initial_alpha() if alpha0 is None else np.array(alpha0, dtype=np.float64)
-    free = np.arange(system.size, dtype=np.int64)
-    if system.gauge_free:
-        free = np.delete(free, int(np.argmax(system.targets)))
-    ev = _evaluate(system, alpha)
-    evaluations, iterations, message = 1, 0, "iteration limit"
-    residual = ev.receipts - system.targets
-    while True:
-        grad_norm = float(np.abs(residual).sum())
-        deviation = grad_norm + ev.quad_error
-        if deviation <= tol:
-            message = "converged"
-            break
-        if iterations >= max_iter:
-            break
-        if time_budget is not None and time.perf_counter() - start > time_budget:
-            message = "time budget exhausted"
-            break
-        assert ev.row_sums is not None and ev.low_rank is not None and ev.blocks is not None
-        direction = _direction(residual, ev.row_sums, ev.low_rank, ev.blocks, free)
-        trial, trial_residual, used = _line_search(system, alpha, direction, residual)
-        evaluations += used
-        iterations += 1
-        if trial is None:
-            message = "line search failed"
-            break
-        alpha, ev, residual = trial.alpha, trial, trial_residual
+    args = (system.q, system.targets, float(system.base), float(system.slack), system.n, tol)
+    if time_budget is None:
+        alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
+            *args, alpha, max_iter
+        )
+        message = MESSAGES[status]
+    else:
+        iterations = evaluations = 0
+        while True:
+            out_of_time = time.perf_counter() - start > time_budget
+            chunk = 0 if out_of_time or iterations >= max_iter else 1
+            alpha, used_iter, used_eval, grad_norm, deviation, status = newton_kernel(
+                *args, alpha, chunk
+            )
+            iterations, evaluations = iterations + used_iter, evaluations + used_eval
+            if status != ITERATION_LIMIT or chunk == 0:
+                break
+        message = (
+            "time budget exhausted"
+            if status == ITERATION_LIMIT and out_of_time
+            else (MESSAGES[status])
+        )
     return MinimizeResult(
         alpha,
-        iterations,
-        evaluations,
-        grad_norm,
-        deviation,
-        deviation <= tol,
+        int(iterations),
+        int(evaluations),
+        float(grad_norm),
+        float(deviation),
+        bool(deviation <= tol),
         message,
         time.perf_counter() - start,
     )

@@ -93,6 +93,32 @@ class OuterTargets:
         )
 
 
+@nb.njit(cache=True)
+def target_blocks(
+    p: FloatArray, q: FloatArray, outside: IntArray, p_inside: float, q_inside: float, n: int
+) -> tuple[FloatArray, IntArray, IntArray, FloatArray, IntArray]:
+    """Targets of the ``outside`` tokens (increasing q/p) and the tight-set blocks:
+    (targets, starts, ends, bases, block_of) as in :class:`OuterTargets`."""
+    count = outside.shape[0]
+    targets, block_end, base_after = _greedy_targets(p[outside], q[outside], p_inside, q_inside, n)
+    if count:
+        block_end[count - 1] = True  # A itself is always tight (Theorem 6.1)
+    blocks = 0
+    for i in range(count):
+        blocks += block_end[i]
+    starts = np.empty(blocks, dtype=np.int64)
+    ends = np.empty(blocks, dtype=np.int64)
+    bases = np.empty(blocks)
+    block_of = np.full(p.shape[0], -1, dtype=np.int64)
+    b, begin = 0, 0
+    for i in range(count):
+        block_of[outside[i]] = b
+        if block_end[i]:
+            starts[b], ends[b], bases[b] = begin, i + 1, base_after[i]
+            b, begin = b + 1, i + 1
+    return targets, starts, ends, bases, block_of
+
+
 def outer_targets(
     p: FloatArray, q: FloatArray, inside: NDArray[np.bool_], ratio_order: IntArray, n: int
 ) -> OuterTargets:
@@ -102,14 +128,7 @@ def outer_targets(
     selection returns it); ``q`` sums to one over the draft vocabulary.
     """
     outside = ratio_order[~inside[ratio_order]][::-1].astype(np.int64)
-    targets, block_end, base_after = _greedy_targets(
-        p[outside], q[outside], float(p[inside].sum()), float(q[inside].sum()), n
+    targets, starts, ends, bases, block_of = target_blocks(
+        p, q, outside, float(p[inside].sum()), float(q[inside].sum()), n
     )
-    ends = np.flatnonzero(block_end) + 1
-    if outside.shape[0] and (ends.shape[0] == 0 or ends[-1] != outside.shape[0]):
-        ends = np.append(ends, outside.shape[0])  # A itself is always tight (Theorem 6.1)
-    starts = np.concatenate([[0], ends[:-1]])[: ends.shape[0]].astype(np.int64)
-    block_of = np.full(p.shape[0], -1, dtype=np.int64)
-    block_of[outside] = np.repeat(np.arange(ends.shape[0]), ends - starts)
-    bases = base_after[ends - 1] if ends.shape[0] else np.zeros(0)
-    return OuterTargets(outside, targets, starts, ends.astype(np.int64), bases, block_of)
+    return OuterTargets(outside, targets, starts, ends, bases, block_of)

@@ -70,14 +70,8 @@ class SoftmaxSystem:
 
     @cached_property
     def reachable(self) -> FloatArray:
-        """Mass of the columns containing each token: Q^n - (Q - q_i)^n, Q = base + Σ q.
-
-        Summed as q_i Σ_j Q^j (Q - q_i)^(n-1-j), which does not cancel for tiny q_i.
-        """
-        total = self.base + float(self.q.sum())
-        rest = np.maximum(total - self.q, 0.0)
-        powers = np.arange(self.n)
-        return self.q * (total ** powers[:, None] * rest ** (self.n - 1 - powers)[:, None]).sum(0)
+        """Mass of the columns containing each token: Q^n - (Q - q_i)^n, Q = base + Σ q."""
+        return reachable_mass(self.q, self.base, self.n)
 
     def clip(self, alpha: FloatArray) -> FloatArray:
         """Keep alpha in a box where exp is finite and the kernel range stays moderate.
@@ -85,26 +79,76 @@ class SoftmaxSystem:
         With slack (inner), c_i = e^100 already takes all but e^-100 of every set; without
         slack (outer), only differences matter and are kept within ``ALPHA_SPAN``.
         """
-        if self.gauge_free:
-            top = float(alpha.max())
-            return np.maximum(alpha, top - ALPHA_SPAN)
-        return np.minimum(np.maximum(alpha, -ALPHA_LIMIT), ALPHA_SPAN)
+        return clip_alpha(np.asarray(alpha, dtype=np.float64), self.gauge_free)
 
     @cached_property
     def _powers(self) -> tuple[FloatArray, FloatArray]:
-        exponents = np.arange(self.n + 1)
-        factorials = np.array([math.factorial(a) for a in exponents], dtype=np.float64)
-        q_pow = self.q[None, :] ** exponents[:, None] / factorials[:, None]
-        q_pow[0] = 0.0
-        base_pow = self.base**exponents / factorials
-        return q_pow, base_pow
+        return power_table(self.q, self.base, self.n)
 
     def initial_alpha(self) -> FloatArray:
         """Each token alone with its columns: c_i / (1 + c_i) W_i = x_i (a good Newton start)."""
-        room = np.maximum(self.reachable - self.targets, 1e-12 * self.reachable)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(room > 0, self.targets / room, 1.0)
-        return self.clip(np.log(np.minimum(np.maximum(ratio, 1e-300), 1e300)))
+        return initial_alpha(self.q, self.targets, self.base, self.n, self.gauge_free)
+
+
+@nb.njit(cache=True)
+def reachable_mass(q: FloatArray, base: float, n: int) -> FloatArray:
+    """Q^n - (Q - q_i)^n per token, Q = base + Σ q, summed as q_i Σ_j Q^j (Q - q_i)^(n-1-j).
+
+    The sum form does not cancel for tiny q_i.
+    """
+    total = base + q.sum()
+    out = np.empty(q.shape[0])
+    for i in range(q.shape[0]):
+        rest = max(total - q[i], 0.0)
+        acc = 0.0
+        for j in range(n):
+            acc += total**j * rest ** (n - 1 - j)
+        out[i] = q[i] * acc
+    return out
+
+
+@nb.njit(cache=True)
+def clip_alpha(alpha: FloatArray, gauge_free: bool) -> FloatArray:
+    """See :meth:`SoftmaxSystem.clip`."""
+    out = np.empty(alpha.shape[0])
+    if gauge_free:
+        low = alpha.max() - ALPHA_SPAN if alpha.shape[0] else 0.0
+        for i in range(alpha.shape[0]):
+            out[i] = max(alpha[i], low)
+    else:
+        for i in range(alpha.shape[0]):
+            out[i] = min(max(alpha[i], -ALPHA_LIMIT), ALPHA_SPAN)
+    return out
+
+
+@nb.njit(cache=True)
+def power_table(q: FloatArray, base: float, n: int) -> tuple[FloatArray, FloatArray]:
+    """q_i^a / a! (row 0 zero) and base^a / a! for a = 0..n: the series coefficients."""
+    m = q.shape[0]
+    q_pow = np.zeros((n + 1, m))
+    base_pow = np.empty(n + 1)
+    base_pow[0] = 1.0
+    factorial = 1.0
+    for a in range(1, n + 1):
+        factorial *= a
+        base_pow[a] = base**a / factorial
+        for j in range(m):
+            q_pow[a, j] = q[j] ** a / factorial
+    return q_pow, base_pow
+
+
+@nb.njit(cache=True)
+def initial_alpha(
+    q: FloatArray, targets: FloatArray, base: float, n: int, gauge_free: bool
+) -> FloatArray:
+    """See :meth:`SoftmaxSystem.initial_alpha`."""
+    reach = reachable_mass(q, base, n)
+    alpha = np.empty(q.shape[0])
+    for i in range(q.shape[0]):
+        room = max(reach[i] - targets[i], 1e-12 * reach[i])
+        ratio = targets[i] / room if room > 0 else 1.0
+        alpha[i] = math.log(min(max(ratio, 1e-300), 1e300))
+    return clip_alpha(alpha, gauge_free)
 
 
 @dataclass(frozen=True)
@@ -159,18 +203,41 @@ def _kernel_nodes(c: FloatArray, slack: float, n: int) -> tuple[FloatArray, Floa
 
 def evaluate(system: SoftmaxSystem, alpha: FloatArray, hessian: bool = False) -> Evaluation:
     """Receipts of every variable (and the Hessian parts) at ``alpha``."""
-    alpha = system.clip(alpha)
-    c = np.exp(alpha - alpha.max() if system.gauge_free else alpha)  # outer: shift-invariant
-    t, w1, w2 = _kernel_nodes(c, system.slack, system.n)
     q_pow, base_pow = system._powers
-    y = np.exp(np.multiply.outer(-t, c))
-    receipts, row_sums, low_rank, blocks = _accumulate(
-        y, c, q_pow, base_pow, w1, w2, system.slack, hessian
+    alpha, receipts, row_sums, low_rank, blocks, quad_error = evaluate_kernel(
+        np.asarray(alpha, dtype=np.float64), q_pow, base_pow, system.slack, hessian
     )
-    quad_error = 1.01 * KERNEL_REL_ERROR * float(receipts.sum())
     if not hessian:
         return Evaluation(alpha, receipts, None, None, None, quad_error)
     return Evaluation(alpha, receipts, row_sums, low_rank, blocks, quad_error)
+
+
+@nb.njit(cache=True)
+def evaluate_kernel(
+    alpha: FloatArray,
+    q_pow: FloatArray,
+    base_pow: FloatArray,
+    slack: float,
+    hessian: bool,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """:func:`evaluate` on the :func:`power_table` of a system: (clipped alpha, receipts,
+    row sums, U^T, Λ blocks, quadrature error bound); the Hessian parts are empty unless
+    ``hessian``. Without slack (outer) c is shifted by max alpha (F is shift-invariant)."""
+    n = base_pow.shape[0] - 1
+    gauge_free = slack == 0.0
+    alpha = clip_alpha(alpha, gauge_free)
+    shift = alpha.max() if gauge_free else 0.0
+    c = np.exp(alpha - shift)
+    t, w1, w2 = _kernel_nodes(c, slack, n)
+    y = np.empty((t.shape[0], c.shape[0]))
+    for r in range(t.shape[0]):
+        for i in range(c.shape[0]):
+            y[r, i] = math.exp(-t[r] * c[i])
+    receipts, row_sums, low_rank, blocks = _accumulate(
+        y, c, q_pow, base_pow, w1, w2, slack, hessian
+    )
+    quad_error = 1.01 * KERNEL_REL_ERROR * receipts.sum()
+    return alpha, receipts, row_sums, low_rank, blocks, quad_error
 
 
 @nb.njit(cache=True)

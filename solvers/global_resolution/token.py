@@ -1,0 +1,484 @@
+"""Global resolution per token, fused: full-vocabulary (p, q, omega) to pi(.|omega) and a token.
+
+[GR] §6, Algorithm 1, for n i.i.d. drafts, in compiled calls that reuse the kernels of this
+package: one pass over the vocabulary checks p and q and selects the draft's top k
+(a bounded heap, O(V)), one sort of the k survivors, one sort by q/p for H* (the prefix rule,
+[GR] Theorem 3.1 and Lemma 6.3) and the polymatroid targets with their tight-set blocks
+(:func:`~solvers.global_resolution.polymatroid.target_blocks`, Theorem 6.2), then only the unit
+omega needs (the earliest outer block it meets, else the inner system) by
+:func:`~solvers.global_resolution.newton.newton_kernel`, and the slice of Eq. (18).
+
+A unit that misses its 5 tau budget is reported (``FALLBACK``) and never used: the caller
+solves that token exactly (:mod:`otlp.global_resolution`). :class:`otlp.global_resolution`'s
+object API uses :func:`analyse` and the same Newton kernel, so both paths agree to rounding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+from numpy.typing import NDArray
+
+from solvers.global_resolution.newton import newton_kernel
+from solvers.global_resolution.polymatroid import target_blocks
+from solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+PSI_TIE = 1e-13  # min psi above -PSI_TIE counts as alpha* = 1 (H* = empty set)
+BUDGET_FACTOR = 5.0  # each system may deviate by 5 tau ([GR] Lemma 6.6: 15 tau, 10 tau overall)
+# Row status codes of :func:`token_row` / :func:`batch`.
+OK, FALLBACK, BAD_P, BAD_Q, SUM_P, SUM_Q, BAD_DRAFT = 0, 1, 2, 3, 4, 5, 6
+OUTER, INNER = 0, 1  # the ``system`` field of a row report
+
+
+@nb.njit(cache=True, fastmath={"reassoc"})
+def scan(p: NDArray, q: NDArray, atol: float) -> tuple[int, float, float]:
+    """(status, sum p, sum q): entries finite and >= 0, sums within ``atol`` of 1.
+
+    A NaN or infinity makes its sum non-finite; reassociating the sums lets them vectorise.
+    """
+    p_sum, q_sum = 0.0, 0.0
+    p_min, q_min = np.inf, np.inf
+    for i in range(p.shape[0]):
+        pi, qi = float(p[i]), float(q[i])
+        p_sum += pi
+        q_sum += qi
+        p_min = min(p_min, pi)
+        q_min = min(q_min, qi)
+    if not (p_min >= 0.0 and np.isfinite(p_sum)):
+        return BAD_P, p_sum, q_sum
+    if not (q_min >= 0.0 and np.isfinite(q_sum)):
+        return BAD_Q, p_sum, q_sum
+    if not abs(p_sum - 1.0) <= atol:
+        return SUM_P, p_sum, q_sum
+    if not abs(q_sum - 1.0) <= atol:
+        return SUM_Q, p_sum, q_sum
+    return OK, p_sum, q_sum
+
+
+@nb.njit(cache=True)
+def _worse(value_a: float, id_a: int, value_b: float, id_b: int) -> bool:
+    return value_a < value_b or (value_a == value_b and id_a > id_b)
+
+
+@nb.njit(cache=True)
+def top_tokens(q: NDArray, top_k: int) -> IntArray:
+    """The positive tokens of q, its ``top_k`` largest (all if top_k <= 0), by decreasing q,
+    ties by increasing id — the list of ``otlp.instance._top_tokens``.
+
+    A min-heap of the k best seen so far: scanning ids upwards, a token enters only when it
+    beats the heap's worst strictly (a tie loses to the smaller id), so most of V costs one
+    comparison.
+    """
+    size_v = q.shape[0]
+    keep = size_v if top_k <= 0 else min(top_k, size_v)
+    values = np.empty(keep)
+    ids = np.empty(keep, dtype=np.int64)
+    size = 0
+    for i in range(size_v):
+        v = float(q[i])
+        if not v > 0.0:
+            continue
+        if size < keep:  # sift up
+            pos = size
+            size += 1
+            while pos > 0:
+                parent = (pos - 1) // 2
+                if not _worse(v, i, values[parent], ids[parent]):
+                    break
+                values[pos], ids[pos] = values[parent], ids[parent]
+                pos = parent
+            values[pos], ids[pos] = v, i
+        elif v > values[0]:  # replace the worst, sift down
+            pos = 0
+            while True:
+                child = 2 * pos + 1
+                if child >= size:
+                    break
+                if child + 1 < size and _worse(
+                    values[child + 1], ids[child + 1], values[child], ids[child]
+                ):
+                    child += 1
+                if not _worse(values[child], ids[child], v, i):
+                    break
+                values[pos], ids[pos] = values[child], ids[child]
+                pos = child
+            values[pos], ids[pos] = v, i
+    by_id = np.sort(ids[:size])
+    keys = np.empty(size)
+    for j in range(size):
+        keys[j] = -float(q[by_id[j]])
+    return by_id[np.argsort(keys, kind="mergesort")]
+
+
+@nb.njit(cache=True)
+def restrict(
+    p: NDArray, q: NDArray, tokens: IntArray, p_sum: float, q_sum: float
+) -> tuple[FloatArray, FloatArray, float]:
+    """p over the draft vocabulary (not renormalised), q renormalised on it, and the target
+    mass outside it ([GR] Appendix N)."""
+    k = tokens.shape[0]
+    p_local = np.empty(k)
+    q_local = np.empty(k)
+    for j in range(k):
+        p_local[j] = float(p[tokens[j]]) / p_sum
+        q_local[j] = float(q[tokens[j]]) / q_sum
+    q_local /= q_local.sum()
+    # The complement of the kept mass; summed over the outside tokens themselves when it is
+    # tiny, so that it is exactly 0 when nothing is outside.
+    outside = max(1.0 - p_local.sum(), 0.0)
+    if outside < 1e-12:
+        outside = 0.0
+        kept = np.sort(tokens)
+        pos = 0
+        for i in range(p.shape[0]):
+            if pos < k and kept[pos] == i:
+                pos += 1
+            else:
+                outside += float(p[i]) / p_sum
+    return p_local, q_local, outside
+
+
+@nb.njit(cache=True)
+def analyse(
+    p_local: FloatArray, q_local: FloatArray, n: int
+) -> tuple[IntArray, int, float, FloatArray, IntArray, IntArray, FloatArray, IntArray]:
+    """H* and the outer system of (p, q) over the draft vocabulary, with one sort by q/p.
+
+    Returns (ratio order, |H*|, psi(H*), outer targets, block starts, block ends, block
+    bases, block of each token): H* = ``order[:size]``; the tokens outside H* by increasing
+    q/p are ``order[size:][::-1]`` (see :class:`~solvers.global_resolution.OuterTargets`).
+    When min psi is 0 up to rounding (alpha* = 1) the empty set is used: with H* nonempty the
+    inner system would have no slack and Eq. (18) no residual rows.
+    """
+    k = p_local.shape[0]
+    keys = np.empty(k)
+    for j in range(k):
+        keys[j] = -q_local[j] / p_local[j] if p_local[j] > 0 else -np.inf
+    order = np.argsort(keys, kind="mergesort")  # decreasing q/p, p = 0 first, ties by position
+    best, psi_min = 0, 0.0
+    p_prefix = 0.0
+    q_prefix = 0.0
+    for j in range(k):
+        p_prefix += p_local[order[j]]
+        q_prefix += q_local[order[j]]
+        value = p_prefix - q_prefix**n
+        if value < psi_min:
+            best, psi_min = j + 1, value
+    if best > 0 and psi_min > -PSI_TIE:
+        best, psi_min = 0, 0.0
+    p_inside = 0.0
+    q_inside = 0.0
+    for j in range(best):
+        p_inside += p_local[order[j]]
+        q_inside += q_local[order[j]]
+    outside = order[best:][::-1].copy()
+    targets, starts, ends, bases, block_of = target_blocks(
+        p_local, q_local, outside, p_inside, q_inside, n
+    )
+    return order, best, psi_min, targets, starts, ends, bases, block_of
+
+
+@nb.njit(cache=True)
+def unit_of(block_of: IntArray, drafts: IntArray) -> int:
+    """The earliest outer block the drafted local ids meet, or -1 (the inner system)."""
+    unit = -1
+    for d in drafts:
+        b = block_of[d]
+        if b >= 0 and (unit < 0 or b < unit):
+            unit = b
+    return unit
+
+
+@nb.njit(cache=True)
+def inner_variables(
+    p_local: FloatArray, q_local: FloatArray, order: IntArray, size: int
+) -> tuple[IntArray, float]:
+    """The inner system's variables (H* tokens with p > 0, by position) and its base mass."""
+    inside = np.zeros(p_local.shape[0], dtype=np.bool_)
+    for j in range(size):
+        inside[order[j]] = True
+    count = 0
+    base = 0.0
+    for j in range(p_local.shape[0]):
+        if inside[j]:
+            if p_local[j] > 0:
+                count += 1
+            else:
+                base += q_local[j]
+    tokens = np.empty(count, dtype=np.int64)
+    count = 0
+    for j in range(p_local.shape[0]):
+        if inside[j] and p_local[j] > 0:
+            tokens[count] = j
+            count += 1
+    return tokens, base
+
+
+@nb.njit(cache=True)
+def budget_share(targets: FloatArray, starts: IntArray, ends: IntArray, block: int) -> float:
+    """The part of the outer system's 5 tau block ``block`` may use; the shares sum to one.
+
+    Half in proportion to the block's mass, half split evenly between the blocks that need
+    solving — so a tiny block is not asked for an accuracy below rounding.
+    """
+    total = targets.sum()
+    mass = targets[starts[block] : ends[block]].sum() / total if total > 0 else 1.0
+    solving = 0
+    for b in range(starts.shape[0]):
+        if ends[b] - starts[b] > 1:
+            solving += 1
+    return 0.5 * (mass + 1.0 / max(solving, 1))
+
+
+@nb.njit(cache=True)
+def solve_system(
+    q: FloatArray,
+    targets: FloatArray,
+    base: float,
+    slack: float,
+    n: int,
+    budget: float,
+    max_iter: int,
+) -> tuple[FloatArray, int, float, float, bool]:
+    """(alpha, iterations, ||grad||_1, certified deviation, fallback) for one unit; a unit of
+    no variable, or an outer one of one variable, is exact."""
+    m = q.shape[0]
+    if m == 0 or (m == 1 and slack == 0.0):
+        return np.zeros(m), 0, 0.0, 0.0, False
+    start = initial_alpha(q, targets, base, n, slack == 0.0)
+    alpha, iterations, _, grad_norm, deviation, _ = newton_kernel(
+        q, targets, base, slack, n, budget, start, max_iter
+    )
+    return alpha, iterations, grad_norm, deviation, not deviation <= budget
+
+
+@nb.njit(cache=True)
+def token_slice(
+    p_local: FloatArray,
+    q_local: FloatArray,
+    p_outside: float,
+    n: int,
+    drafts: IntArray,
+    tau: float,
+    max_iter: int,
+) -> tuple[FloatArray, int, int, int, int, float, float, bool]:
+    """pi(.|omega) over the draft vocabulary plus the outside row ([GR] Eq. 18) for drafted
+    local ids, and (system, block, variables, iterations, deviation, budget, fallback)."""
+    k = p_local.shape[0]
+    order, size, _, targets, starts, ends, bases, block_of = analyse(p_local, q_local, n)
+    out = np.zeros(k + 1)
+    block = unit_of(block_of, drafts)
+    if block >= 0:  # outer block: a softmax over the drafted members of the block
+        lo, hi = starts[block], ends[block]
+        variables = order[size:][::-1][lo:hi].copy()
+        budget = BUDGET_FACTOR * tau * budget_share(targets, starts, ends, block)
+        alpha, iterations, _, deviation, fallback = solve_system(
+            q_local[variables], targets[lo:hi], bases[block], 0.0, n, budget, max_iter
+        )
+        shifted = np.full(k, -np.inf)
+        top = alpha.max()
+        for j in range(variables.shape[0]):
+            shifted[variables[j]] = alpha[j] - top
+        best = -np.inf
+        for d in drafts:
+            if block_of[d] == block:
+                best = max(best, shifted[d])
+        total = 0.0
+        for d in drafts:
+            if block_of[d] == block and out[d] == 0.0:
+                out[d] = math.exp(shifted[d] - best)
+                total += out[d]
+        out /= total
+        return out, OUTER, block, variables.shape[0], iterations, deviation, budget, fallback
+    variables, base = inner_variables(p_local, q_local, order, size)
+    budget = BUDGET_FACTOR * tau
+    alpha, iterations, _, deviation, fallback = solve_system(
+        q_local[variables], p_local[variables], base, 1.0, n, budget, max_iter
+    )
+    weights = np.zeros(k)
+    for j in range(variables.shape[0]):
+        weights[variables[j]] = math.exp(min(alpha[j], ALPHA_LIMIT))
+    denominator = 1.0
+    for d in drafts:
+        if out[d] == 0.0 and weights[d] > 0.0:
+            out[d] = weights[d]
+            denominator += weights[d]
+    out /= denominator
+    # Eq. (18) residual rows: p(i) - p_i outside H*, the outside-V0 mass last
+    residual = np.zeros(k + 1)
+    outside = order[size:][::-1]
+    for j in range(outside.shape[0]):
+        residual[outside[j]] = max(p_local[outside[j]] - targets[j], 0.0)
+    residual[k] = p_outside
+    total = residual.sum()
+    if total > 0:
+        out += residual / total / denominator
+    return out, INNER, -1, variables.shape[0], iterations, deviation, budget, fallback
+
+
+@nb.njit(cache=True)
+def local_drafts(tokens: IntArray, drafts: NDArray) -> IntArray:
+    """Draft-vocabulary positions of drafted token ids; -1 for a token outside it."""
+    by_id = np.argsort(tokens)
+    ids = tokens[by_id]
+    out = np.empty(drafts.shape[0], dtype=np.int64)
+    for d in range(drafts.shape[0]):
+        pos = np.searchsorted(ids, drafts[d])
+        out[d] = by_id[pos] if pos < ids.shape[0] and ids[pos] == drafts[d] else -1
+    return out
+
+
+@nb.njit(cache=True)
+def draw(probs: FloatArray, p: NDArray, tokens: IntArray, u: float, u_out: float) -> int:
+    """A token from a slice over the draft vocabulary plus the outside row; the outside row
+    is spread over the outside tokens in proportion to p (two uniforms)."""
+    k = tokens.shape[0]
+    total = probs.sum()
+    target = u * total
+    acc = 0.0
+    pick = -1
+    for j in range(k + 1):
+        if probs[j] > 0:
+            pick = j
+            acc += probs[j]
+            if acc > target:
+                break
+    if pick < k:
+        return tokens[pick]
+    kept = np.sort(tokens)
+    outside_total = 0.0
+    pos = 0
+    for i in range(p.shape[0]):
+        if pos < k and kept[pos] == i:
+            pos += 1
+        else:
+            outside_total += float(p[i])
+    target = u_out * outside_total
+    acc = 0.0
+    last = -1
+    pos = 0
+    for i in range(p.shape[0]):
+        if pos < k and kept[pos] == i:
+            pos += 1
+            continue
+        if p[i] > 0:
+            last = i
+            acc += float(p[i])
+            if acc > target:
+                return i
+    return last
+
+
+@nb.njit(cache=True)
+def token_row(
+    p: NDArray,
+    q: NDArray,
+    drafts: NDArray,
+    top_k: int,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    u: float,
+    u_out: float,
+    report: FloatArray,
+) -> int:
+    """One decoder step: the output token for drafted ids (-1 unless the status is OK).
+
+    ``report`` receives (status, system, block, variables, iterations, deviation, budget).
+    """
+    n = drafts.shape[0]
+    status, p_sum, q_sum = scan(p, q, atol)
+    report[0] = status
+    if status != OK:
+        return -1
+    tokens = top_tokens(q, top_k)
+    local = local_drafts(tokens, drafts)
+    for d in range(n):
+        if local[d] < 0:
+            report[0] = BAD_DRAFT
+            report[1] = d
+            return -1
+    p_local, q_local, p_outside = restrict(p, q, tokens, p_sum, q_sum)
+    probs, system, block, variables, iterations, deviation, budget, fallback = token_slice(
+        p_local, q_local, p_outside, n, local, tau, max_iter
+    )
+    report[1], report[2], report[3] = system, block, variables
+    report[4], report[5], report[6] = iterations, deviation, budget
+    if fallback:
+        report[0] = FALLBACK
+        return -1
+    return draw(probs, p, tokens, u, u_out)
+
+
+REPORT_FIELDS = ("status", "system", "block", "variables", "iterations", "deviation", "budget")
+
+
+@nb.njit(cache=True)
+def batch(
+    p: NDArray,
+    q: NDArray,
+    drafts: NDArray,
+    top_k: int,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    uniforms: FloatArray,
+) -> tuple[IntArray, FloatArray]:
+    """:func:`token_row` for each row of ``drafts`` ((B, n)); p and q are (1, V) or (B, V)."""
+    rows = drafts.shape[0]
+    out = np.empty(rows, dtype=np.int64)
+    reports = np.zeros((rows, len(REPORT_FIELDS)))
+    for b in range(rows):
+        pb = p[0] if p.shape[0] == 1 else p[b]
+        qb = q[0] if q.shape[0] == 1 else q[b]
+        out[b] = token_row(
+            pb,
+            qb,
+            drafts[b],
+            top_k,
+            tau,
+            max_iter,
+            atol,
+            uniforms[b, 0],
+            uniforms[b, 1],
+            reports[b],
+        )
+    return out, reports
+
+
+@nb.njit(cache=True, parallel=True)
+def batch_parallel(
+    p: NDArray,
+    q: NDArray,
+    drafts: NDArray,
+    top_k: int,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    uniforms: FloatArray,
+) -> tuple[IntArray, FloatArray]:
+    """:func:`batch` with the rows spread over numba's threads (``prange``)."""
+    rows = drafts.shape[0]
+    out = np.empty(rows, dtype=np.int64)
+    reports = np.zeros((rows, len(REPORT_FIELDS)))
+    for b in nb.prange(rows):
+        pb = p[0] if p.shape[0] == 1 else p[b]
+        qb = q[0] if q.shape[0] == 1 else q[b]
+        out[b] = token_row(
+            pb,
+            qb,
+            drafts[b],
+            top_k,
+            tau,
+            max_iter,
+            atol,
+            uniforms[b, 0],
+            uniforms[b, 1],
+            reports[b],
+        )
+    return out, reports

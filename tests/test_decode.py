@@ -1,0 +1,181 @@
+"""The fused per-token path of global resolution and the batched decoder API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+import otlp
+import otlp.rules
+from instances import dirichlet_pair, zipf_llm_pair
+from otlp.instance import _top_tokens
+from solvers.global_resolution import token
+
+
+@settings(deadline=None)
+@given(
+    row=st.lists(st.sampled_from([0.0, 1e-300, 0.1, 0.25, 0.5, 1.0]), min_size=1, max_size=40),
+    top_k=st.integers(0, 45),
+)
+def test_compiled_top_k_matches_the_instance(row: list[float], top_k: int) -> None:
+    values = np.array(row)
+    expected = _top_tokens(values, top_k if 0 < top_k < values.size else None)
+    np.testing.assert_array_equal(token.top_tokens(values, top_k), expected)
+
+
+def _fused_slice(inst: otlp.Instance, p: np.ndarray, q: np.ndarray, omega: np.ndarray):
+    tokens = token.top_tokens(q, inst.top_k or 0)
+    np.testing.assert_array_equal(tokens, inst.tokens)
+    status, p_sum, q_sum = token.scan(p, q, 1e-6)
+    assert status == token.OK
+    p_local, q_local, outside = token.restrict(p, q, tokens, p_sum, q_sum)
+    local = token.local_drafts(tokens, omega)
+    return token.token_slice(p_local, q_local, outside, inst.n, local, 1e-3, 50)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    n=st.integers(1, 4),
+    vocab=st.sampled_from([5, 12, 60]),
+    top_k=st.sampled_from([None, 3, 8]),
+    zipf=st.booleans(),
+)
+def test_fused_slice_agrees_with_the_object_api(
+    seed: int, n: int, vocab: int, top_k: int | None, zipf: bool
+) -> None:
+    pair = (
+        zipf_llm_pair(vocab, similarity=0.6, seed=seed)
+        if zipf
+        else dirichlet_pair(vocab, seed=seed)
+    )
+    p, q = (np.asarray(a, dtype=np.float64) for a in pair)
+    inst = otlp.Instance(p, q, n, top_k=None if top_k is None else min(top_k, vocab))
+    plan = otlp.solve(inst, "global_resolution", tau=1e-3, check=False)
+    rng = np.random.default_rng(seed)
+    for omega in inst.sample_drafts(rng, 4):
+        fused, system, _, variables, iterations, _, _, fallback = _fused_slice(inst, p, q, omega)
+        expected, report = plan.token_report(omega)
+        assert fallback == report.fallback
+        if fallback:
+            continue
+        assert (system == token.INNER) == (report.system == "inner")
+        assert variables == report.variables and iterations == report.iterations
+        np.testing.assert_allclose(fused, expected, rtol=0, atol=1e-12)
+        assert fused.min() >= 0 and abs(fused.sum() - 1) <= 1e-12
+
+
+def _law_test(counts: np.ndarray, law: np.ndarray) -> float:
+    """Chi-square p-value of ``counts`` against ``law`` (cells of tiny expectation pooled)."""
+    assert counts[law <= 0].sum() == 0
+    expected = law * counts.sum()
+    big = expected >= 5
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    keep = exp > 0
+    return float(stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue)
+
+
+@pytest.mark.parametrize("method", ["global_resolution", "sps", "rrs", "kseq", "maxflow_cs"])
+def test_batched_tokens_follow_the_exact_law(method: str) -> None:
+    n = 1 if method == "sps" else 2
+    p, q = dirichlet_pair(9, seed=3)
+    inst = otlp.Instance(p, q, n, top_k=6)
+    omega = inst.sample_drafts(np.random.default_rng(1), 1)[0]
+    rows = 6000
+    result = otlp.verify_drafts(p, q, np.tile(omega, (rows, 1)), method=method, top_k=6, rng=7)
+    if method == "global_resolution":
+        law = otlp.solve(inst, "global_resolution", check=False).slice(omega)
+    elif method == "maxflow_cs":
+        law = otlp.solve(inst, "maxflow-cs").slice(omega)
+    else:
+        law = otlp.rules.get(method).conditional(inst, omega)
+    counts = np.bincount(result.tokens, minlength=p.size)
+    assert _law_test(counts, law) > 1e-4
+    np.testing.assert_array_equal(result.accepted, np.isin(result.tokens, omega))
+
+
+def test_batch_rows_match_the_single_token_path_and_parallel_run() -> None:
+    rows = []
+    for seed in range(6):
+        p, q = zipf_llm_pair(400, similarity=0.7, seed=seed)
+        rows.append((p, q))
+    p = np.array([r[0] for r in rows])
+    q = np.array([r[1] for r in rows])
+    drafts = np.array(
+        [
+            otlp.Instance(p[b], q[b], 3, top_k=30).sample_drafts(np.random.default_rng(b), 1)[0]
+            for b in range(6)
+        ]
+    )
+    serial = otlp.verify_drafts(p, q, drafts, top_k=30, rng=5)
+    parallel = otlp.verify_drafts(p, q, drafts, top_k=30, rng=5, parallel=True)
+    np.testing.assert_array_equal(serial.tokens, parallel.tokens)
+    single32 = otlp.verify_drafts(
+        p.astype(np.float32), q.astype(np.float32), drafts, top_k=30, rng=5
+    )
+    assert single32.tokens.shape == (6,)
+    for b in range(6):
+        assert serial.reports[b].deviation <= serial.reports[b].budget
+        one = otlp.verify_drafts(
+            p[b], q[b], drafts[b : b + 1], top_k=30, rng=np.random.default_rng(0)
+        )
+        assert one.tokens.shape == (1,)
+
+
+def test_fallback_rows_are_exact_and_reported() -> None:
+    p, q = dirichlet_pair(12, seed=4)
+    inst = otlp.Instance(p, q, 2)
+    drafts = inst.sample_drafts(np.random.default_rng(0), 200)
+    result = otlp.verify_drafts(p, q, drafts, tau=1e-9, max_iter=0, rng=1)
+    solved = [r for r in result.reports if r.variables > 1 or r.system == "inner"]
+    assert solved and all(r.fallback for r in solved)
+    assert result.fallbacks == len(solved)
+    assert all("max-flow" in r.message for r in solved)
+    assert np.all(p[result.tokens] > 0)
+
+
+P3 = np.array([0.5, 0.3, 0.2])
+Q3 = np.array([0.2, 0.3, 0.5])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"p": P3.astype(np.int64)}, "p: expected a float32 or float64"),
+        ({"p": np.ones((2, 2, 3)) / 3}, r"p: expected shape \(V,\) or \(B, V\)"),
+        ({"q": np.array([0.5, 0.5])}, "q: vocabulary size 2"),
+        ({"drafts": np.array([[0.0, 1.0]])}, "drafts: expected integer"),
+        ({"drafts": np.array([0, 1])}, r"drafts: expected shape \(B, n\)"),
+        ({"drafts": np.array([[0, 3]])}, r"drafts\[0, 1\]: token id 3 outside"),
+        ({"q": np.array([0.5, 0.5, 0.0])}, r"drafts\[0, 1\]: token 2 cannot be drafted"),
+        ({"top_k": 1}, r"drafts\[0, 0\]: token 1 cannot be drafted"),
+        ({"p": np.array([0.5, np.nan, 0.5])}, r"p\[0\]: has a negative, NaN"),
+        ({"q": np.array([0.5, 0.6, 0.2])}, r"q\[0\]: does not sum to 1"),
+        ({"method": "spechub"}, "method: expected one of"),
+        ({"method": "sps"}, "method: 'sps' verifies one draft"),
+        ({"tau": None}, "tau: expected a real number"),
+        ({"tau": 1e-300}, "tau: must be at least"),
+        ({"top_k": 0}, "top_k: must be at least 1"),
+        ({"rng": "x"}, "rng: expected an int seed"),
+        ({"parallel": 1}, "parallel: expected True or False"),
+        ({"max_iter": 2.5}, "max_iter: expected an integer"),
+        ({"p": np.tile(P3, (3, 1))}, "p: 3 rows for 1 rows of drafts"),
+    ],
+)
+def test_bad_arguments_name_themselves(kwargs: dict, match: str) -> None:
+    args = {"p": P3, "q": Q3, "drafts": np.array([[1, 2]])} | kwargs
+    with pytest.raises(ValueError, match=match):
+        otlp.verify_drafts(args.pop("p"), args.pop("q"), args.pop("drafts"), **args)
+
+
+@pytest.mark.parametrize("method", ["rrs", "kseq", "maxflow_cs"])
+def test_rules_name_bad_rows(method: str) -> None:
+    q = np.array([[0.2, 0.3, 0.5], [0.2, 0.3, 0.6]])
+    with pytest.raises(ValueError, match=r"q\[1\]: sums to"):
+        otlp.verify_drafts(P3, q, np.array([[1, 2], [0, 1]]), method=method)
+    with pytest.raises(ValueError, match=r"drafts\[0\]"):
+        otlp.verify_drafts(P3, Q3, np.array([[1, 2]]), method=method, top_k=1)
