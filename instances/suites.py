@@ -85,6 +85,29 @@ def synthetic_suite() -> Suite:
     )
 
 
+def _decoder_vocabulary_suite(name: str, vocab: int) -> Suite:
+    """LLM-sized vocabularies for end-to-end decoder timing: 3 similarities x 4 seeds, T = 1."""
+    items = tuple(
+        SuiteItem(
+            f"zipf{vocab}-s{s}-{seed}",
+            *zipf_llm_pair(vocab, similarity=s, seed=seed),
+            {"vocab": vocab, "similarity": s, "seed": seed},
+        )
+        for seed, s in itertools.product(range(4), (0.5, 0.7, 0.9))
+    )
+    return Suite(name, f"LLM-like Zipf pairs at V={vocab:,} (decoder timing)", items)
+
+
+@register_suite("zipf-32k", "LLM-like Zipf pairs, V=32,000 (Llama-2/Mistral vocabulary), 12 pairs")
+def zipf_32k_suite() -> Suite:
+    return _decoder_vocabulary_suite("zipf-32k", 32_000)
+
+
+@register_suite("zipf-128k", "LLM-like Zipf pairs, V=128,256 (Llama-3 vocabulary), 12 pairs")
+def zipf_128k_suite() -> Suite:
+    return _decoder_vocabulary_suite("zipf-128k", 128_256)
+
+
 @register_suite("spechub-toy", "seed 001 Appendix E toy pairs (V=50), T in {0.1, 0.25, 0.5}")
 def spechub_toy_suite() -> Suite:
     return _temperature_similarity_grid(

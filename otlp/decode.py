@@ -138,7 +138,7 @@ def verify_drafts(
     reports = []
     for b in range(rows):
         status, system, block, variables, iterations, deviation, budget = table[b]
-        fallback = status == 1
+        fallback = bool(status == 1)
         message = "converged"
         if fallback:
             tokens[b], message = _exact_fallback(
@@ -289,7 +289,7 @@ def _exact_rule(
     for b in range(rows):
         if b == 0 or not shared:
             inst, local = _row_instance(p, q, drafts, b, top_k, atol)
-            plan = otlp.solve(inst, "maxflow-cs") if rule is None else None
+            plan = otlp.solve(inst, "maxflow-cs", check=False) if rule is None else None
         else:
             local = _row_instance_drafts(inst, drafts, b)
         if plan is not None:

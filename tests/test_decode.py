@@ -179,3 +179,51 @@ def test_rules_name_bad_rows(method: str) -> None:
         otlp.verify_drafts(P3, q, np.array([[1, 2], [0, 1]]), method=method)
     with pytest.raises(ValueError, match=r"drafts\[0\]"):
         otlp.verify_drafts(P3, Q3, np.array([[1, 2]]), method=method, top_k=1)
+
+
+def test_bench_decoder_cells_time_end_to_end() -> None:
+    """`otlp bench` decoder cells: floors, the fused path, a batch and the object API."""
+    from otlp.bench.cells import Catalog, plan_grid
+    from otlp.bench.config import parse_config
+    from otlp.bench.decode import DECODE, decode_tables
+    from otlp.bench.tables import Slice
+    from otlp.bench.worker import OK, run_group
+
+    config = parse_config(
+        {
+            "run": {"suites": ["dirichlet"], "items": 2},
+            "sweep": [
+                {
+                    "decoders": [
+                        "argpartition",
+                        "sps_numpy",
+                        "global_resolution",
+                        "global_resolution@4",
+                        "maxflow_cs",
+                        "highs",
+                        "nonsense",
+                    ],
+                    "kn": [[6, 2]],
+                }
+            ],
+        }
+    )
+    grid = plan_grid(config, Catalog.current())
+    decoders = [cell for cell in grid.cells if cell.kind == DECODE]
+    assert {cell.name for cell in decoders} == {
+        "argpartition",
+        "sps_numpy",
+        "global_resolution",
+        "global_resolution@4",
+        "maxflow_cs",
+        "highs",
+    }
+    assert any("nonsense" in note for note in grid.notes)
+    records = run_group([c for c in grid.cells if c.kind == DECODE or c.kind == "alpha"])
+    from otlp.bench.aggregate import summarize_all
+
+    rows = summarize_all(records)
+    for record in records:
+        assert all(t["status"] == OK and t["time_s"] > 0 for t in record["tokens"])
+    text = "\n".join(decode_tables(Slice("dirichlet", "", "iid", tuple(rows))))
+    assert "global_resolution@4" in text and "[1×]" in text

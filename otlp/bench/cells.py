@@ -20,6 +20,7 @@ import numpy as np
 
 from instances.suites import suite_names
 from otlp.bench.config import BenchConfig, MethodSettings, Selection, Sweep, resolve_suite
+from otlp.bench.decode import DECODE, known_decoders, takes_tau
 from otlp.columns import column_count
 from otlp.methods import get_method, method_names
 
@@ -176,6 +177,7 @@ def _sweep_cells(
 ) -> Iterable[Cell]:
     entries = [(METHOD, name) for name in _known_methods(sweep, catalog, notes)]
     entries += [(RULE, name) for name in _known_rules(sweep, catalog, notes)]
+    entries += [(DECODE, name) for name in known_decoders(sweep.decoders, notes)]
     for select, scheme, (k, n) in product(
         sweep.select.get(suite, ((),)), sweep.schemes, sweep.points
     ):
@@ -222,7 +224,7 @@ def _taus(
 ) -> tuple[float | None, ...]:
     if not settings.tau:
         return (None,)
-    if kind == METHOD and name in catalog.tau_methods:
+    if (kind == METHOD and name in catalog.tau_methods) or (kind == DECODE and takes_tau(name)):
         return settings.tau
     notes[f"{name!r} takes no tau; its tau grid is ignored"] = None
     return (None,)

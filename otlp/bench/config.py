@@ -17,6 +17,7 @@ Layout (every key optional except at least one ``[[sweep]]`` with a grid)::
     name = "solve time"
     methods = ["highs", "maxflow"]     # otlp.solve methods
     rules = []                         # otlp.rules names, or "all"
+    decoders = []                      # end to end from full-vocabulary arrays (bench.decode)
     kn = [[10, 2], [100, 2]]           # explicit (k, n) points, or k = [...] and n = [...]
 
     [methods.highs]          # per method (or rule): size cap, tau grid, solver options
@@ -55,6 +56,7 @@ _SWEEP_KEYS = {
     "select",
     "schemes",
     "repeats",
+    "decoders",
 }
 _METHOD_KEYS = {"max_columns", "tau", "options"}
 
@@ -84,6 +86,7 @@ class Sweep:
     items: int
     select: Mapping[str, tuple[Selection, ...]]  # suite -> its selections (one slice each)
     repeats: int
+    decoders: tuple[str, ...] = ()  # end-to-end decoder cells (otlp.bench.decode)
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ def _sweep(index: int, raw: Any, defaults: Mapping[str, Any]) -> Sweep:
         items=_positive(f"{where} items", raw.get("items", defaults["items"])),
         select=_select(f"{where} select", raw["select"]) if "select" in raw else defaults["select"],
         repeats=_positive(f"{where} repeats", raw.get("repeats", defaults["repeats"])),
+        decoders=_names(f"{where} decoders", raw.get("decoders", []), allow_empty=True),
     )
 
 

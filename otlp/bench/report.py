@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otlp.bench.cells import METHOD, RULE
+from otlp.bench.decode import DECODE, decode_tables
 from otlp.bench.machine import describe_machine
 from otlp.bench.tables import Row, Slice, best_under_limit, measured
 
@@ -80,6 +81,8 @@ def _slice_section(
     lines += ["", *alpha_table(piece)]
     if piece.of_kind(RULE):
         lines += ["", *rules_table(piece)]
+    if piece.of_kind(DECODE):
+        lines += ["", *decode_tables(piece)]
     if piece.of_kind(METHOD):
         lines += ["", *verification_table(piece)]
     for caption, path in figures:

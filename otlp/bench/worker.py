@@ -29,6 +29,7 @@ import numpy as np
 from instances.suites import Suite, SuiteItem, load
 from otlp.api import solve
 from otlp.bench.cells import ALPHA, METHOD, Cell, suite_indices
+from otlp.bench.decode import DECODE, measure_decode
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.subset import optimal_acceptance
@@ -103,6 +104,8 @@ def measure(cell: Cell, token: Token) -> dict[str, Any]:
         )
     if cell.kind == METHOD:
         return _measure_method(cell, token)
+    if cell.kind == DECODE:
+        return measure_decode(cell, token)
     return _measure_rule(cell, token)
 
 

@@ -1,0 +1,213 @@
+"""End-to-end decoder cells for ``otlp bench``: what a decoder pays per token.
+
+A sweep's ``decoders = [...]`` times, for each token ([GR] §7.2: one suite item, omega drawn
+from its top-k draft), the work from the item's full-vocabulary (p, q) arrays and the drafted
+ids to the output token, side by side with the sweep's other cells:
+
+* ``argpartition`` — floor: ``np.argpartition`` over V for the top k, nothing else;
+* ``sps_numpy`` — floor: single-draft speculative sampling over V in numpy;
+* a method of :func:`otlp.verify_drafts` (``global_resolution``, ``sps``, ``rrs``, ``kseq``,
+  ``maxflow_cs``): that call on the token (B = 1), top-k inside the clock;
+* ``NAME@B`` (e.g. ``global_resolution@64``): :func:`otlp.verify_drafts` on B rows (the
+  token's pair repeated, drafts i.i.d. from its draft); the time per token is the batch
+  time over B, shown as tokens/s in the throughput table;
+* any other ``otlp.solve`` method (e.g. ``highs``): ``Instance`` + ``solve`` + ``sample``, all
+  inside the clock (the object API end to end).
+
+``[methods.NAME]`` size caps and tau grids apply to decoder cells of the same NAME.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+DECODE = "decode"
+FLOORS = ("argpartition", "sps_numpy")
+BATCH_SEPARATOR = "@"
+REFERENCE = "global_resolution"  # the ratio table divides by this decoder's median
+
+
+def split_name(name: str) -> tuple[str, int]:
+    """``"global_resolution@64"`` -> ("global_resolution", 64); no suffix -> batch 1."""
+    base, _, batch = name.partition(BATCH_SEPARATOR)
+    if not batch:
+        return base, 1
+    if not batch.isdigit() or int(batch) < 1:
+        raise ValueError(f"decoders: batch size in {name!r} must be a positive integer")
+    return base, int(batch)
+
+
+def _batched_methods() -> tuple[str, ...]:
+    from otlp.decode import METHODS
+
+    return METHODS
+
+
+def known_decoders(names: Iterable[str], notes: dict[str, None]) -> list[str]:
+    """The decoder names this installation can run; the others are noted and skipped."""
+    from otlp.methods import method_names
+
+    known = []
+    for name in names:
+        base, batch = split_name(name)
+        usable = base in _batched_methods() or (
+            batch == 1 and (base in FLOORS or base in method_names())
+        )
+        if usable:
+            known.append(name)
+        else:
+            notes[f"decoder {name!r} is unknown (or cannot be batched); skipped"] = None
+    return known
+
+
+def takes_tau(name: str) -> bool:
+    return split_name(name)[0] == "global_resolution"
+
+
+def _sps_numpy(p: np.ndarray, q: np.ndarray, draft: int, rng: np.random.Generator) -> int:
+    if rng.random() * q[draft] < p[draft]:
+        return draft
+    left = np.maximum(p - q, 0.0)
+    return int(np.searchsorted(np.cumsum(left), rng.random() * left.sum(), side="right"))
+
+
+def _work(cell: Any, p: np.ndarray, q: np.ndarray, omega: np.ndarray) -> Callable[[], Any]:
+    """The timed call for ``cell`` on one token (inputs prepared outside the clock)."""
+    import otlp
+
+    base, batch = split_name(cell.name)
+    rng = np.random.default_rng([cell.seed, int(omega[0])])
+    k, n = cell.k, cell.n
+    tau = {} if cell.tau is None else {"tau": cell.tau}
+    if base == "argpartition":
+        return lambda: np.argpartition(q, -k)[-k:]
+    if base == "sps_numpy":
+        return lambda: _sps_numpy(p, q, int(omega[0]), rng)
+    if base in _batched_methods():
+        if batch == 1:
+            rows_p, rows_q, drafts = p, q, omega[None, :]
+        else:
+            rows_p, rows_q = np.tile(p, (batch, 1)), np.tile(q, (batch, 1))
+            drafts = otlp.Instance(p, q, n, top_k=k).sample_drafts(rng, batch)
+        return lambda: otlp.verify_drafts(
+            rows_p, rows_q, drafts, method=base, top_k=k, rng=rng, **tau, **dict(cell.options)
+        )
+
+    def object_api() -> Any:
+        inst = otlp.Instance(p, q, n, top_k=k)
+        plan = otlp.solve(inst, base, check=False, **tau, **dict(cell.options))
+        return plan.sample(omega, rng)
+
+    return object_api
+
+
+def measure_decode(cell: Any, token: Any) -> dict[str, Any]:
+    """One token's record for a decoder cell: the fastest of ``cell.repeats`` calls, per token."""
+    from otlp.bench.worker import ERROR, OK, TOO_LARGE, _record
+    from otlp.errors import ProblemTooLarge
+
+    batch = split_name(cell.name)[1]
+    p = np.asarray(token.item.p)
+    q = np.asarray(token.item.q)
+    best, result = np.inf, None
+    try:
+        work = _work(cell, p, q, np.asarray(token.omega, dtype=np.int64))
+        for _ in range(cell.repeats):
+            start = time.perf_counter()
+            result = work()
+            best = min(best, time.perf_counter() - start)
+    except ProblemTooLarge as exc:
+        return _record(token.index, token.item, token.omega, TOO_LARGE, message=str(exc))
+    except Exception as exc:  # a crashing decoder is a recorded error, not a dead sweep
+        message = f"{type(exc).__name__}: {exc}"
+        return _record(token.index, token.item, token.omega, ERROR, message=message)
+    fallbacks = getattr(result, "fallbacks", None)
+    return _record(
+        token.index,
+        token.item,
+        token.omega,
+        OK,
+        time_s=float(best) / batch,
+        acceptance=_accepted(result, token.omega),
+        fallback=None if fallbacks is None else bool(fallbacks > 0),
+    )
+
+
+def _accepted(result: Any, omega: list[int]) -> float:
+    """The share of output tokens that were one of their drafts (NaN for the top-k floor)."""
+    accepted = getattr(result, "accepted", None)
+    if accepted is not None:
+        return float(np.mean(accepted))
+    if np.ndim(result) == 0:
+        return float(int(result) in omega)
+    return float("nan")
+
+
+def decode_tables(piece: Any) -> list[str]:
+    """Per-token ms end to end (median, p90) with ratios to global resolution, and the
+    batched decoders' throughput."""
+    rows = piece.lookup(DECODE)
+    labels = piece.labels(DECODE)
+    single = [label for label in labels if BATCH_SEPARATOR not in label]
+    batched = [label for label in labels if BATCH_SEPARATOR in label]
+    tokens = max((row.get("tokens", 0) for row in piece.of_kind(DECODE)), default=0)
+    lines = [
+        f"**End to end per token** from full-vocabulary (p, q) arrays and drafted ids to the "
+        f"output token, ms over {tokens} tokens: median (p90) and, in brackets, the ratio to "
+        "global resolution's median; `argpartition` and `sps_numpy` are floors.",
+        "",
+        _row(["(k, n)", *single]),
+        _row(["---"] * (len(single) + 1)),
+    ]
+    for k, n in piece.points(DECODE):
+        reference = _reference(rows, k, n, single)
+        cells = []
+        for label in single:
+            row = rows.get((k, n, label))
+            cells.append(_time_text(row, reference))
+        lines.append(_row([f"({k}, {n})", *cells]))
+    if batched:
+        lines += [
+            "",
+            "**Batched throughput** (`otlp.verify_drafts` on B rows, tokens/s, median token).",
+            "",
+            _row(["(k, n)", *batched]),
+            _row(["---"] * (len(batched) + 1)),
+        ]
+        for k, n in piece.points(DECODE):
+            texts = []
+            for label in batched:
+                row = rows.get((k, n, label))
+                ms = None if row is None else row.get("time_median_ms")
+                texts.append("—" if not ms else f"{1e3 / ms:,.0f}")
+            lines.append(_row([f"({k}, {n})", *texts]))
+    return lines
+
+
+def _reference(rows: dict, k: int, n: int, labels: list[str]) -> float | None:
+    for label in labels:
+        if label.split(" ")[0] == REFERENCE:
+            row = rows.get((k, n, label))
+            if row is not None and row.get("time_median_ms"):
+                return float(row["time_median_ms"])
+    return None
+
+
+def _time_text(row: dict | None, reference: float | None) -> str:
+    if row is None or row.get("time_median_ms") is None:  # not run, or over its size cap
+        return "—"
+    median, p90 = row["time_median_ms"], row["time_p90_ms"]
+    text = f"{median:.3g} ({p90:.3g})"
+    if row["fallbacks"]:
+        text += f" {row['fallbacks']} fallbacks"
+    if reference:
+        text += f" [{median / reference:.3g}×]"
+    return text
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
