@@ -45,7 +45,9 @@ class SelfEvaluating(Protocol):
 def _step(
     system: SelfEvaluating, alpha: FloatArray, direction: FloatArray, residual: FloatArray
 ) -> tuple[Evaluation | None, int]:
-    """A trial along ``direction`` that decreases F (receipts only), or None."""
+    """A trial along ``direction`` that decreases F, or None. Trials carry the Hessian
+    parts: for these systems they cost little next to the receipts, and the accepted trial
+    is the next iterate."""
     direction = np.clip(direction, -MAX_STEP, MAX_STEP)
     slope0 = float(direction @ residual)
     if not slope0 < 0:  # not a descent direction (approximate Hessian): steepest descent
@@ -56,7 +58,7 @@ def _step(
     merit = float(residual @ residual)
     lo, slope_lo, hi, slope_hi, step, kept = 0.0, slope0, 1.0, 0.0, 1.0, 0
     for used in range(1, MAX_TRIALS + 1):
-        trial = system.evaluate(system.clip(alpha + step * direction))
+        trial = system.evaluate(system.clip(alpha + step * direction), hessian=True)
         trial_residual = trial.receipts - system.targets
         slope = float(direction @ trial_residual)
         quadratic = abs(slope) <= -0.25 * slope0 and trial_residual @ trial_residual < merit
@@ -109,9 +111,6 @@ def system_newton(
         if time_budget is not None and time.perf_counter() - start > time_budget:
             message = "time budget exhausted"
             break
-        if ev.row_sums is None:  # trials carry receipts only
-            ev = system.evaluate(ev.alpha, hessian=True)
-            evaluations += 1
         assert ev.row_sums is not None and ev.low_rank is not None and ev.blocks is not None
         direction = _direction(residual, ev.row_sums, ev.low_rank, ev.blocks, free)
         trial, used = _step(system, ev.alpha, direction, residual)
