@@ -208,6 +208,25 @@ def alpha_gap_table(count: int) -> str:
     return "\n\n".join(out)
 
 
+def alpha_timing(tokens: int = 10, calls: int = 5) -> str:
+    """Median time of alpha* without replacement at (k, n) = (1000, 8), warmed up."""
+    lines = []
+    for suite, make in SUITES.items():
+        times = []
+        for token in make(tokens):
+            inst = instance(token, "without_replacement", 1000, 8)
+            otlp.optimal_acceptance(inst)
+            for _ in range(calls):
+                start = time.perf_counter()
+                otlp.optimal_acceptance(inst)
+                times.append(1e3 * (time.perf_counter() - start))
+        lines.append(
+            f"alpha* without replacement at (1000, 8), {suite}: median {np.median(times):.2f} ms "
+            f"(p90 {np.percentile(times, 90):.2f}) over {len(times)} calls"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokens", type=int, default=30)
@@ -216,7 +235,11 @@ def main() -> None:
     parser.add_argument("--alpha-tokens", type=int, default=30)
     parser.add_argument("--suites", default="zipf,smollm2")
     parser.add_argument("--out", type=Path, default=ROOT / "otlp-results")
+    parser.add_argument("--alpha-timing-only", action="store_true", help="time alpha* only")
     args = parser.parse_args()
+    if args.alpha_timing_only:
+        print(alpha_timing())
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     warm_up()
     start = time.perf_counter()
