@@ -234,7 +234,7 @@ class SchemeGlobalResolution(GlobalResolution):
             system = ExplicitSystem(
                 q, targets, float(inst.q_local[base].sum()), slack, inst.n, members, weights
             )
-        else:
+        else:  # (one draft of an "independent" instance is the same single draw from q)
             system = WithoutReplacementSystem(
                 q,
                 targets,
