@@ -22,7 +22,13 @@ from solvers.global_resolution import (
     newton,
     outer_targets,
 )
-from solvers.global_resolution.expsum import HESSIAN_REL_ERROR, KERNEL_REL_ERROR, quadrature
+from solvers.global_resolution.expsum import (
+    HESSIAN_REL_ERRORS,
+    KERNEL_REL_ERRORS,
+    STEPS,
+    coarsest_level,
+    quadrature,
+)
 from tests.strategies import instances
 
 TAUS = (1e-3, 1e-4)
@@ -40,13 +46,25 @@ def _dirichlet(seed: int, n: int, vocab: int = 12, top_k: int | None = None) -> 
 
 
 # ----- kernels --------------------------------------------------------------------------------
+@pytest.mark.parametrize("level", range(len(STEPS)))
 @pytest.mark.parametrize("ratio", [1.0, 3.0, 1e3, 1e6, 1e9, 1e15])
-def test_exponential_sums_meet_their_stated_relative_error(ratio: float) -> None:
-    t, w1, w2 = quadrature(2.0, 2.0 * ratio)
+def test_exponential_sums_meet_their_stated_relative_error(ratio: float, level: int) -> None:
+    t, w1, w2 = quadrature(2.0, 2.0 * ratio, level)
     x = 2.0 * np.exp(np.linspace(0.0, np.log(ratio), 4001))
     terms = np.exp(-np.outer(x, t))
-    assert np.abs(terms @ w1 * x - 1).max() < KERNEL_REL_ERROR
-    assert np.abs(terms @ w2 * x * x - 1).max() < HESSIAN_REL_ERROR
+    assert np.abs(terms @ w1 * x - 1).max() < KERNEL_REL_ERRORS[level]
+    assert np.abs(terms @ w2 * x * x - 1).max() < HESSIAN_REL_ERRORS[level]
+    coarser = quadrature(2.0, 2.0 * ratio, level - 1)[0] if level else t
+    assert t.shape[0] <= coarser.shape[0]
+
+
+def test_solvers_use_the_coarsest_quadrature_their_certificate_allows() -> None:
+    assert coarsest_level(5e-3) == len(STEPS) - 1
+    assert coarsest_level(1e-6) == 0
+    assert all(
+        1.01 * KERNEL_REL_ERRORS[coarsest_level(tol)] <= 0.05 * tol or coarsest_level(tol) == 0
+        for tol in (1e-2, 1e-4, 5e-5, 1e-5)
+    )
 
 
 def _brute_set_masses(q: np.ndarray, base: float, n: int) -> dict[tuple[int, ...], float]:

@@ -23,6 +23,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from solvers.global_resolution.expsum import coarsest_level
 from solvers.global_resolution.softmax_system import SoftmaxSystem, evaluate_kernel, power_table
 
 FloatArray = NDArray[np.float64]
@@ -122,6 +123,7 @@ def _line_search(
     q_pow: FloatArray,
     base_pow: FloatArray,
     slack: float,
+    level: int,
 ) -> tuple[bool, Any, FloatArray, int]:
     """A step along ``direction`` that decreases the convex F, from receipts only.
 
@@ -150,7 +152,7 @@ def _line_search(
     trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0)
     trial_residual = residual
     for used in range(1, MAX_TRIALS + 1):
-        trial = evaluate_kernel(alpha + step * direction, q_pow, base_pow, slack, False)
+        trial = evaluate_kernel(alpha + step * direction, q_pow, base_pow, slack, False, level)
         trial_residual = trial[1] - targets
         slope = direction @ trial_residual
         if step == full and (
@@ -194,7 +196,8 @@ def newton_kernel(
         free = np.concatenate((np.arange(pinned), np.arange(pinned + 1, m)))
     else:
         free = np.arange(m)
-    ev = evaluate_kernel(alpha0, q_pow, base_pow, slack, True)
+    level = coarsest_level(tol)  # the coarsest quadrature the certificate allows
+    ev = evaluate_kernel(alpha0, q_pow, base_pow, slack, True, level)
     has_hessian = True
     residual = ev[1] - targets
     evaluations, iterations, status = 1, 0, ITERATION_LIMIT
@@ -208,12 +211,12 @@ def newton_kernel(
         if iterations >= max_iter:
             break
         if not has_hessian:  # line-search trials carry receipts only
-            ev = evaluate_kernel(ev[0], q_pow, base_pow, slack, True)
+            ev = evaluate_kernel(ev[0], q_pow, base_pow, slack, True, level)
             evaluations += 1
             has_hessian = True
         direction = _direction(residual, ev[2], ev[3], ev[4], free)
         found, trial, trial_residual, used = _line_search(
-            ev[0], direction, residual, targets, q_pow, base_pow, slack
+            ev[0], direction, residual, targets, q_pow, base_pow, slack, level
         )
         evaluations += used
         iterations += 1

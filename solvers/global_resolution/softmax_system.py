@@ -36,7 +36,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
+from solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
 
 FloatArray = NDArray[np.float64]
 ALPHA_LIMIT = 700.0  # exp stays finite
@@ -176,7 +176,9 @@ class Evaluation:
 
 
 @nb.njit(cache=True)
-def _kernel_nodes(c: FloatArray, slack: float, n: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _kernel_nodes(
+    c: FloatArray, slack: float, n: int, level: int
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Nodes and weights for 1/(slack + c(s)) over the sets with at least one variable.
 
     The weights include n! and exp(-t slack), the factor of the constant term.
@@ -190,7 +192,7 @@ def _kernel_nodes(c: FloatArray, slack: float, n: int) -> tuple[FloatArray, Floa
                 pos -= 1
             top[pos] = value
     lo, hi = slack + c.min(), slack + top.sum()
-    t, w1, w2 = quadrature(lo, hi)
+    t, w1, w2 = quadrature(lo, hi, level)
     factorial = 1.0
     for a in range(2, n + 1):
         factorial *= a
@@ -219,16 +221,18 @@ def evaluate_kernel(
     base_pow: FloatArray,
     slack: float,
     hessian: bool,
+    level: int = 0,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
     """:func:`evaluate` on the :func:`power_table` of a system: (clipped alpha, receipts,
     row sums, U^T, Λ blocks, quadrature error bound); the Hessian parts are empty unless
-    ``hessian``. Without slack (outer) c is shifted by max alpha (F is shift-invariant)."""
+    ``hessian``. Without slack (outer) c is shifted by max alpha (F is shift-invariant).
+    ``level`` picks the quadrature step (:data:`~solvers.global_resolution.expsum.STEPS`)."""
     n = base_pow.shape[0] - 1
     gauge_free = slack == 0.0
     alpha = clip_alpha(alpha, gauge_free)
     shift = alpha.max() if gauge_free else 0.0
     c = np.exp(alpha - shift)
-    t, w1, w2 = _kernel_nodes(c, slack, n)
+    t, w1, w2 = _kernel_nodes(c, slack, n, level)
     y = np.empty((t.shape[0], c.shape[0]))
     for r in range(t.shape[0]):
         for i in range(c.shape[0]):
@@ -236,7 +240,7 @@ def evaluate_kernel(
     receipts, row_sums, low_rank, blocks = _accumulate(
         y, c, q_pow, base_pow, w1, w2, slack, hessian
     )
-    quad_error = 1.01 * KERNEL_REL_ERROR * receipts.sum()
+    quad_error = 1.01 * KERNEL_REL_ERRORS[level] * receipts.sum()
     return alpha, receipts, row_sums, low_rank, blocks, quad_error
 
 
