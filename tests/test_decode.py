@@ -199,9 +199,11 @@ def test_bench_decoder_cells_time_end_to_end() -> None:
                         "sps_numpy",
                         "global_resolution",
                         "global_resolution@4",
+                        "global_resolution@4:parallel",
                         "maxflow_cs",
                         "highs",
                         "nonsense",
+                        "highs@4",
                     ],
                     "kn": [[6, 2]],
                 }
@@ -215,10 +217,12 @@ def test_bench_decoder_cells_time_end_to_end() -> None:
         "sps_numpy",
         "global_resolution",
         "global_resolution@4",
+        "global_resolution@4:parallel",
         "maxflow_cs",
         "highs",
     }
     assert any("nonsense" in note for note in grid.notes)
+    assert any("highs@4" in note for note in grid.notes)
     records = run_group([c for c in grid.cells if c.kind == DECODE or c.kind == "alpha"])
     from otlp.bench.aggregate import summarize_all
 

@@ -10,7 +10,8 @@ ids to the output token, side by side with the sweep's other cells:
   ``maxflow_cs``): that call on the token (B = 1), top-k inside the clock;
 * ``NAME@B`` (e.g. ``global_resolution@64``): :func:`otlp.verify_drafts` on B rows (the
   token's pair repeated, drafts i.i.d. from its draft); the time per token is the batch
-  time over B, shown as tokens/s in the throughput table;
+  time over B, shown as tokens/s in the throughput table; ``NAME@B:parallel`` passes
+  ``parallel=True`` (numba's threads);
 * any other ``otlp.solve`` method (e.g. ``highs``): ``Instance`` + ``solve`` + ``sample``, all
   inside the clock (the object API end to end).
 
@@ -28,17 +29,20 @@ import numpy as np
 DECODE = "decode"
 FLOORS = ("argpartition", "sps_numpy")
 BATCH_SEPARATOR = "@"
+PARALLEL_SUFFIX = ":parallel"
 REFERENCE = "global_resolution"  # the ratio table divides by this decoder's median
 
 
-def split_name(name: str) -> tuple[str, int]:
-    """``"global_resolution@64"`` -> ("global_resolution", 64); no suffix -> batch 1."""
-    base, _, batch = name.partition(BATCH_SEPARATOR)
+def split_name(name: str) -> tuple[str, int, bool]:
+    """``"global_resolution@64:parallel"`` -> ("global_resolution", 64, True); no suffix ->
+    batch 1, serial."""
+    parallel = name.endswith(PARALLEL_SUFFIX)
+    base, _, batch = name.removesuffix(PARALLEL_SUFFIX).partition(BATCH_SEPARATOR)
     if not batch:
-        return base, 1
+        return base, 1, parallel
     if not batch.isdigit() or int(batch) < 1:
         raise ValueError(f"decoders: batch size in {name!r} must be a positive integer")
-    return base, int(batch)
+    return base, int(batch), parallel
 
 
 def _batched_methods() -> tuple[str, ...]:
@@ -53,9 +57,9 @@ def known_decoders(names: Iterable[str], notes: dict[str, None]) -> list[str]:
 
     known = []
     for name in names:
-        base, batch = split_name(name)
-        usable = base in _batched_methods() or (
-            batch == 1 and (base in FLOORS or base in method_names())
+        base, batch, parallel = split_name(name)
+        usable = (base in _batched_methods() and (base == "global_resolution" or not parallel)) or (
+            batch == 1 and not parallel and (base in FLOORS or base in method_names())
         )
         if usable:
             known.append(name)
@@ -79,7 +83,8 @@ def _work(cell: Any, p: np.ndarray, q: np.ndarray, omega: np.ndarray) -> Callabl
     """The timed call for ``cell`` on one token (inputs prepared outside the clock)."""
     import otlp
 
-    base, batch = split_name(cell.name)
+    base, batch, parallel = split_name(cell.name)
+    extra = {"parallel": True} if parallel else {}
     rng = np.random.default_rng([cell.seed, int(omega[0])])
     k, n = cell.k, cell.n
     tau = {} if cell.tau is None else {"tau": cell.tau}
@@ -94,7 +99,7 @@ def _work(cell: Any, p: np.ndarray, q: np.ndarray, omega: np.ndarray) -> Callabl
             rows_p, rows_q = np.tile(p, (batch, 1)), np.tile(q, (batch, 1))
             drafts = otlp.Instance(p, q, n, top_k=k).sample_drafts(rng, batch)
         return lambda: otlp.verify_drafts(
-            rows_p, rows_q, drafts, method=base, top_k=k, rng=rng, **tau, **dict(cell.options)
+            rows_p, rows_q, drafts, method=base, top_k=k, rng=rng, **tau, **extra
         )
 
     def object_api() -> Any:
