@@ -80,8 +80,7 @@ class DraftColumns:
 
     def contained_in(self, mask: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """For each column, whether all its tokens lie in the token mask (set(c) ⊆ H)."""
-        outside = np.zeros(self.count, dtype=np.int64)
-        np.add.at(outside, self.inc_col, ~mask[self.inc_token])
+        outside = np.bincount(self.inc_col, weights=~mask[self.inc_token], minlength=self.count)
         return outside == 0
 
 

@@ -80,6 +80,38 @@ def check_tau(tau: object) -> float:
     return value
 
 
+# Max-flow on int64 capacities (scale 2^50 of the largest) rounds away flows below ~1e-15 of
+# it; an outer column short by at most this much lost its flow to that rounding.
+ROUNDING_SHORTFALL = 1e-12
+
+
+def restore_rounded_outer_flow(
+    network: BipartiteSystem, values: FloatArray, target_rows: FloatArray
+) -> FloatArray:
+    """Put back the flow that integer rounding took from saturated outer columns.
+
+    Every column of the outer system is transported in full ([GR] Theorem 5.1), but a column
+    of tiny mass (1e-300, subnormal) gets no flow from a max-flow on scaled int64 capacities,
+    and its slice pi(.|omega) would sum to 0. A shortfall of at most ``ROUNDING_SHORTFALL`` is
+    spread over the column's own arcs in proportion to their target rows (equally when those
+    are all 0); the marginals move by no more than the rounding already lost.
+    """
+    if values.size == 0:
+        return values
+    cols = network.arc_columns()
+    mass = network.columns.mass
+    short = mass - np.bincount(cols, weights=values, minlength=mass.shape[0])
+    fix = (short > 0) & (short <= ROUNDING_SHORTFALL)
+    if not fix[cols].any():
+        return values
+    weight = target_rows[network.arc_tokens()]
+    total = np.bincount(cols, weights=weight, minlength=mass.shape[0])
+    arcs = np.bincount(cols, minlength=mass.shape[0]).astype(float)
+    share = np.where(total[cols] > 0, weight / np.where(total > 0, total, 1.0)[cols], 0.0)
+    share = np.where(total[cols] > 0, share, 1.0 / np.maximum(arcs[cols], 1.0))
+    return values + np.where(fix[cols], short[cols] * share, 0.0)
+
+
 MAX_DRAFTS = 170  # 170! is the largest factorial below float64's maximum
 
 
@@ -174,6 +206,8 @@ class GlobalResolution:
     b of the outer system, ``("outer", b)``.
     """
 
+    SCHEMES: tuple[str, ...] = ("iid",)  # other schemes: otlp.global_resolution_schemes
+
     def __init__(
         self,
         inst: Instance,
@@ -187,9 +221,9 @@ class GlobalResolution:
     ) -> None:
         if not isinstance(inst, Instance):
             raise ValueError(f"inst: expected an otlp.Instance, got {type(inst).__name__}")
-        if inst.scheme != "iid":
+        if inst.scheme not in self.SCHEMES and not (inst.n == 1 and "iid" in self.SCHEMES):
             raise ValueError(
-                f"inst: global resolution needs i.i.d. drafts (scheme='iid'), got {inst.scheme!r}"
+                f"inst: {type(self).__name__} handles schemes {self.SCHEMES}, got {inst.scheme!r}"
             )
         tau = check_tau(tau)
         minimizer = canonical_name(minimizer, "minimizer")
@@ -440,6 +474,8 @@ class GlobalResolution:
         if network.num_arcs:
             result = get_backend("ortools-maxflow").solve(network.to_maxflow())
             values = network.arc_values_from_flow(result.primal)
+        if unit[0] == OUTER:
+            values = restore_rounded_outer_flow(network, values, self.instance.target_rows)
         self.exact[unit] = _Exact(network, values, arcs)
         seconds = time.perf_counter() - start
         self.seconds += seconds
@@ -616,7 +652,8 @@ class GlobalResolutionPlan(TransportPlan):
 
 @register_method(
     "global_resolution",
-    "i.i.d. drafts: polymatroid targets + convex solvers (§6), per-token slices, exact fallback",
+    "polymatroid targets + convex solvers (§6; i.i.d., without replacement, 2 independent), "
+    "per-token slices, exact fallback",
 )
 def solve_global_resolution(
     inst: Instance,
@@ -629,7 +666,14 @@ def solve_global_resolution(
     fallback: bool = True,
 ) -> GlobalResolutionPlan:
     """A lazy global-resolution plan (nothing is solved until a slice or entry is needed)."""
-    engine = GlobalResolution(
+    # One draft is one draw from q under every scheme: the i.i.d. engine serves it.
+    if isinstance(inst, Instance) and inst.scheme != "iid" and inst.n > 1:
+        from otlp.global_resolution_schemes import scheme_engine
+
+        engine_class: Any = scheme_engine
+    else:
+        engine_class = GlobalResolution
+    engine = engine_class(
         inst,
         tau,
         minimizer=minimizer,

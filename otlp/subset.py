@@ -4,8 +4,9 @@ psi(H) = p(H) - P(all n drafts fall in H). Methods:
 
 * ``prefix``  — sort the draft vocabulary by decreasing q/p and take the best prefix
   (O(k log k), seed 000 §5.1 and Lemma 6.3, for i.i.d. drafts). For sampling without
-  replacement the probability that all drafts fall in H has no product form; it is summed
-  from the exact set masses, and the prefix rule is checked against brute force in the tests.
+  replacement (Hu et al. 2025, Thm 4, cited in [GR] Appendix S) P(all drafts in H) has no
+  product form; all k + 1 prefix values come from one certified quadrature in O(R k n)
+  (:mod:`otlp.subset_wor`), and the prefix rule is checked against brute force in the tests.
 * ``mincut``  — n = 2 independent drafts: psi is a submodular quadratic pseudo-boolean
   function, minimised by one s-t minimum cut (seed 000, Appendix D).
 * ``maxflow`` — any scheme: the minimum cut of the relaxed-OTLP flow network (§5.2); the
@@ -27,6 +28,7 @@ from otlp import greedy
 from otlp.instance import Instance, require_instance
 from otlp.limits import check_size
 from otlp.reprs import dataclass_repr
+from otlp.subset_wor import complement_in, prefix_psi_without_replacement
 
 METHODS = ("auto", "prefix", "mincut", "maxflow", "brute", "greedy")
 BRUTE_FORCE_MAX_K = 16
@@ -48,8 +50,7 @@ class SubsetSelection:
 def draft_mass_in(inst: Instance, mask: NDArray[np.bool_]) -> float:
     """P(all n drafted tokens lie in the masked part of the draft vocabulary)."""
     if inst.scheme == "without_replacement":
-        cols = inst.columns("sets")
-        return float(cols.mass[cols.contained_in(mask)].sum())
+        return 1.0 - complement_in(inst.q_local, mask, inst.n)
     if inst.scheme == "greedy":
         return greedy.mass_inside(inst.q_local, inst.n, mask)
     return float(np.prod(inst.draft_rows[:, mask].sum(axis=1)))
@@ -100,7 +101,8 @@ def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
     elif method == "prefix":
         if inst.scheme == "independent" and inst.n > 1:
             raise ValueError("method: 'prefix' is exact only for i.i.d. or exchangeable drafts")
-        mask = _prefix_search(inst)
+        mask, value = _prefix_search(inst)
+        return SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, method)
     elif method == "mincut":
         if inst.scheme != "independent" or inst.n != 2:
             raise ValueError("method: 'mincut' applies to n = 2 independent drafts")
@@ -129,24 +131,19 @@ def ratio_order(inst: Instance) -> NDArray[np.int64]:
     return np.lexsort((np.arange(inst.k), -ratio)).astype(np.int64)
 
 
-def _prefix_search(inst: Instance) -> NDArray[np.bool_]:
+def _prefix_search(inst: Instance) -> tuple[NDArray[np.bool_], float]:
     order = ratio_order(inst)
-    p_prefix = np.concatenate([[0.0], np.cumsum(inst.p_local[order])])
     if inst.scheme == "without_replacement":
-        cols = inst.columns("sets")
-        position = np.empty(inst.k, dtype=np.int64)
-        position[order] = np.arange(inst.k)
-        last = np.full(cols.count, -1, dtype=np.int64)
-        np.maximum.at(last, cols.inc_col, position[cols.inc_token])
-        q_prefix = np.concatenate(
-            [[0.0], np.cumsum(np.bincount(last, weights=cols.mass, minlength=inst.k))]
+        values = prefix_psi_without_replacement(
+            inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
         )
     else:
-        q_prefix = np.concatenate([[0.0], np.cumsum(inst.q_local[order])]) ** inst.n
-    best = int(np.argmin(p_prefix - q_prefix))
+        p_prefix = np.concatenate([[0.0], np.cumsum(inst.p_local[order])])
+        values = p_prefix - np.concatenate([[0.0], np.cumsum(inst.q_local[order])]) ** inst.n
+    best = int(np.argmin(values))
     mask = np.zeros(inst.k, dtype=bool)
     mask[order[:best]] = True
-    return mask
+    return mask, float(values[best])
 
 
 def _brute_force(inst: Instance) -> NDArray[np.bool_]:

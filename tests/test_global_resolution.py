@@ -357,9 +357,10 @@ def test_bad_options_are_rejected(kwargs: dict[str, object], name: str) -> None:
         otlp.solve(_dirichlet(0, 2), "global_resolution", **kwargs)
 
 
-def test_non_iid_drafts_are_rejected() -> None:
+def test_three_independent_drafts_are_rejected() -> None:
+    """[GR] Appendix S: H* for n >= 3 distinct drafts is a general submodular minimisation."""
     p, q = dirichlet_pair(8, seed=0)
-    inst = otlp.Instance(p, q, 2, scheme="without_replacement")
+    inst = otlp.Instance(p, [q, p, q], 3, scheme="independent")
     with pytest.raises(ValueError, match="inst"):
         otlp.solve(inst, "global_resolution")
 

@@ -1,0 +1,154 @@
+"""Softmax systems for two drafts whose set masses are sums of two products ([GR] App. S).
+
+For n = 2 draws the draft columns are the pairs {i, j} and the singletons {i}. Both
+non-i.i.d. schemes of [GR] Appendix S give pair masses of the form
+
+    w({i, j}) = a_i b_j + b_i a_j,    w({i}) = d_i,
+
+* sampling without replacement: P(i then j) + P(j then i) = q_i q_j / (1 - q_i) + q_j q_i /
+  (1 - q_j), so a = q / (1 - q), b = q, d = 0 (1 - q_i summed over the other tokens);
+* two independent drafts q1, q2: q1_i q2_j + q1_j q2_i, so a = q1, b = q2, d = q1 q2.
+
+Tokens of the ``base`` (draws that leave the system's sets unchanged: H* or later blocks for
+the outer system, the p = 0 tokens of H* for the inner one) enter only through Σ_base a and
+Σ_base b. With c = e^alpha and the exponential sum 1/x ≈ Σ_r w1_r e^{-t_r x} of
+:mod:`~solvers.global_resolution.expsum` applied to x = slack + c_i + c_j only (the one-variable
+columns are exact), token i receives
+
+    g_i = c_i (d_i + a_i B_b + b_i B_a) / (slack + c_i)
+          + c_i Σ_r W_r y_ri (a_i Σ_{j≠i} b_j y_rj + b_i Σ_{j≠i} a_j y_rj),
+
+W_r = w1_r e^{-t_r slack}, y_rj = e^{-t_r c_j}: O(R m) per evaluation, with the sums over
+j ≠ i as prefix plus suffix sums (no subtraction, so a token holding almost all the draft
+mass does not cancel the others). The Hessian's off-diagonal part is
+Σ_r w2_r e^{-t_r slack} (u_a u_b^T + u_b u_a^T) with u_a = c y_r a, u_b = c y_r b: rank 2 per
+node, in the Laplacian form :func:`~solvers.global_resolution.newton.newton` expects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numba as nb
+import numpy as np
+from numpy.typing import NDArray
+
+from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
+from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem
+
+FloatArray = NDArray[np.float64]
+
+
+def others_sum(x: FloatArray) -> FloatArray:
+    """Σ_{j≠i} x_j for every i, as prefix plus suffix sums of nonnegative terms."""
+    prefix = np.concatenate([[0.0], np.cumsum(x)[:-1]])
+    suffix = np.concatenate([np.cumsum(x[::-1])[::-1][1:], [0.0]])
+    return prefix + suffix
+
+
+@dataclass(frozen=True)
+class PairSystem(SoftmaxSystem):
+    """A :class:`SoftmaxSystem` over pair columns with masses a_i b_j + b_i a_j and d_i.
+
+    ``q`` is informative only (the draft probability of each variable token);
+    ``base_a``/``base_b`` are Σ a and Σ b over the base tokens.
+    """
+
+    a: FloatArray
+    b: FloatArray
+    d: FloatArray
+    base_a: float
+    base_b: float
+
+    @cached_property
+    def single(self) -> FloatArray:
+        """Mass of the columns in which token i is the only variable."""
+        return self.d + self.a * self.base_b + self.b * self.base_a
+
+    @cached_property
+    def reachable(self) -> FloatArray:
+        return self.single + self.a * others_sum(self.b) + self.b * others_sum(self.a)
+
+    def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation:
+        """Receipts (and the Hessian parts) at ``alpha``; see the module docstring."""
+        alpha = self.clip(alpha)
+        c = np.exp(alpha - alpha.max() if self.gauge_free else alpha)
+        if c.shape[0] >= 2:
+            top = np.sort(c)[-2:].sum()
+            t, w1, w2 = quadrature(self.slack + c.min(), self.slack + top)
+            scale = np.exp(-t * self.slack)
+            w1, w2 = w1 * scale, w2 * scale
+        else:
+            t, w1, w2 = np.zeros(0), np.zeros(0), np.zeros(0)
+        pair, pair_rows, low_rank, blocks = _pair_terms(
+            t, w1, w2, c, self.a, self.b, self.slack, hessian
+        )
+        exact = c * self.single / (self.slack + c)
+        receipts = exact + pair
+        quad_error = 1.01 * KERNEL_REL_ERROR * float(pair.sum())
+        if not hessian:
+            return Evaluation(alpha, receipts, None, None, None, quad_error)
+        row_sums = self.slack * c * self.single / (self.slack + c) ** 2 + pair_rows
+        return Evaluation(alpha, receipts, row_sums, low_rank, blocks, quad_error)
+
+
+@nb.njit(cache=True)
+def _exclusive(x: FloatArray, out: FloatArray) -> None:
+    """out_i = Σ_{j≠i} x_j by a forward and a backward pass (no subtraction)."""
+    m = x.shape[0]
+    acc = 0.0
+    for i in range(m):
+        out[i] = acc
+        acc += x[i]
+    acc = 0.0
+    for i in range(m - 1, -1, -1):
+        out[i] += acc
+        acc += x[i]
+
+
+@nb.njit(cache=True)
+def _pair_terms(
+    t: FloatArray,
+    w1: FloatArray,
+    w2: FloatArray,
+    c: FloatArray,
+    a: FloatArray,
+    b: FloatArray,
+    slack: float,
+    hessian: bool,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Pair-column receipts, their Hessian row sums, U^T (rows (node, a|b)) and Λ blocks."""
+    nodes, m = t.shape[0], c.shape[0]
+    receipts = np.zeros(m)
+    row_sums = np.zeros(m)
+    rank = 2 if hessian else 0
+    low_rank = np.zeros((nodes * rank, m))
+    blocks = np.zeros((nodes, rank, rank))
+    y = np.empty(m)
+    ya = np.empty(m)
+    yb = np.empty(m)
+    sum_a = np.empty(m)
+    sum_b = np.empty(m)
+    for r in range(nodes):
+        for i in range(m):
+            y[i] = np.exp(-t[r] * c[i])
+            ya[i] = a[i] * y[i]
+            yb[i] = b[i] * y[i]
+        _exclusive(ya, sum_a)
+        _exclusive(yb, sum_b)
+        for i in range(m):
+            term = y[i] * (a[i] * sum_b[i] + b[i] * sum_a[i])
+            receipts[i] += w1[r] * term
+            if hessian and slack > 0:
+                row_sums[i] += slack * w2[r] * term
+        if hessian:
+            for i in range(m):
+                low_rank[2 * r, i] = c[i] * ya[i]
+                low_rank[2 * r + 1, i] = c[i] * yb[i]
+            blocks[r, 0, 1] = w2[r]
+            blocks[r, 1, 0] = w2[r]
+    for i in range(m):
+        receipts[i] *= c[i]
+        row_sums[i] *= c[i]
+    return receipts, row_sums, low_rank, blocks

@@ -1,0 +1,207 @@
+"""Softmax systems for n draws without replacement by a double quadrature ([GR] App. S).
+
+Draws without replacement are the order in which exponential clocks E_j ~ Exp(q_j) ring
+(see :mod:`otlp.subset_wor`), so the mass of a drafted set s of size n is
+
+    w(s) = ∫_0^∞ Σ_{l∉s} q_l e^{-q_l u} Π_{j∉s, j≠l} e^{-q_j u} Π_{j∈s} (1 - e^{-q_j u}) du
+
+(clock l is the (n+1)-th to ring, at u, after all of s): a sum of products over *all*
+tokens of factors in [0, 1], picked out by a marker x (degree 1) for l and z for s. With
+the exponential sum 1/(slack + c(s)) ≈ Σ_r W_r Π_{l∈s∩vars} y_rl (y_rl = e^{-t_r c_l},
+W_r = w1_r e^{-t_r slack},
+:mod:`~solvers.global_resolution.expsum`) every sum over the unit's sets factorises:
+
+    g_i = c_i Σ_r W_r ∫ du a_i y_ri [x z^{n-1}] B_u Π_{j∈vars, j≠i} (b_j + a_j y_rj z + q_j b_j x),
+
+a_j = 1 - e^{-q_j u}, b_j = e^{-q_j u}; B_u = e^{-q_ex u} (1 + q_ex x) Π_base (b + a z + q b x)
+holds the
+base tokens (in the unit's sets but not variables) and the excluded ones (drawn never: the
+unit's sets avoid them). The coefficient excluding i comes from prefix and suffix products,
+so every term is a product of nonnegative numbers: nothing cancels, nothing overflows. One
+evaluation costs O(R_t R_u m n). The u-integral is the trapezoidal rule in log u; as for
+:mod:`otlp.subset_wor` its relative error per set is bounded by
+``discretisation_bound(n + 1, h)`` (the integrand has n factors 1 - e^{-w}) plus the tails,
+u < u_low (relative <= u_low^{n+1} / (n + 1), since w(s) >= Π_{j∈s} q_j) and
+u > u_high (relative <= e^{-30}). Positive terms carry relative errors over to the receipts.
+
+Newton's Hessian is exact on the diagonal side (rho_i = slack c_i Σ_{s∋i} w / (slack +
+c(s))^2 from the same pass with the w2 weights), while its off-diagonal part M is taken from
+the i.i.d. system on the same tokens (:mod:`~solvers.global_resolution.softmax_system`,
+low rank, scaled to the exact total Σ_ij M_ij): an approximate Hessian in Laplacian form
+is still positive semidefinite, so Newton keeps descent directions, and the stopping rule
+uses the certified receipts only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numba as nb
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.subset_wor import discretisation_bound, step
+from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
+from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, evaluate
+
+FloatArray = NDArray[np.float64]
+
+U_REL_ERROR = 1e-9  # target of the u-quadrature's discretisation bound
+U_TAIL = 30.0  # the right tail is below e^-30 relative to every set's mass
+
+
+@dataclass(frozen=True)
+class WithoutReplacementSystem(SoftmaxSystem):
+    """Variables ``q`` with ``targets``; ``base_q`` lists the base tokens' draft
+    probabilities and ``excluded`` is the draft mass of the tokens the unit's sets avoid."""
+
+    base_q: FloatArray
+    excluded: float
+
+    @cached_property
+    def _u_grid(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
+        """Per u-node: weights, a and b of the variables, base polynomials; the bound."""
+        n = self.n
+        everything = np.concatenate([self.q, self.base_q])
+        top = np.sort(everything)[::-1]
+        rest = self.excluded + float(top[n:][::-1].sum())  # smallest 1 - q(s), no cancelling
+        if not rest > 0:
+            raise ValueError("base_q: the unit's largest set holds all the draft mass")
+        q_min = float(everything[everything > 0].min())
+        h = step(n + 1, U_REL_ERROR)
+        u_low = ((n + 1) * U_REL_ERROR) ** (1.0 / (n + 1))
+        u_high = (U_TAIL + n * -math.log(q_min) - math.log(rest)) / rest
+        count = math.ceil((math.log(u_high) - math.log(u_low)) / h) + 1
+        u = np.exp(math.log(u_low) + h * np.arange(count))
+        weights = h * u
+        b = np.exp(-np.multiply.outer(u, self.q))
+        a = -np.expm1(-np.multiply.outer(u, self.q))
+        base = _base_polynomials(u, self.base_q, self.excluded, n)
+        bound = discretisation_bound(n + 1, h) + 2 * U_REL_ERROR + math.exp(-U_TAIL)
+        return weights, a, b, base, bound
+
+    @cached_property
+    def _iid(self) -> SoftmaxSystem:
+        """The i.i.d. system on the same tokens, whose Hessian stands in off the diagonal."""
+        return SoftmaxSystem(self.q, self.targets, float(self.base_q.sum()), self.slack, self.n)
+
+    def _terms(
+        self, c: FloatArray, t: FloatArray, w1: FloatArray, w2: FloatArray, second: bool
+    ) -> tuple[FloatArray, FloatArray]:
+        weights, a, b, base, _ = self._u_grid
+        return _wor_terms(t, w1, w2, c, self.q, a, b, base, weights, second)
+
+    @cached_property
+    def reachable(self) -> FloatArray:
+        ones = np.ones(self.size)
+        return self._terms(ones, np.zeros(1), np.ones(1), np.zeros(1), False)[0]
+
+    def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation:
+        alpha = self.clip(alpha)
+        c = np.exp(alpha - alpha.max() if self.gauge_free else alpha)
+        top = np.sort(c)[::-1][: self.n].sum()
+        t, w1, w2 = quadrature(self.slack + c.min(), self.slack + top)
+        scale = np.exp(-t * self.slack)
+        receipts, second = self._terms(c, t, w1 * scale, w2 * scale, hessian)
+        relative = (1 + KERNEL_REL_ERROR) * (1 + self._u_grid[4]) - 1
+        quad_error = 1.01 * relative * float(receipts.sum())
+        if not hessian:
+            return Evaluation(alpha, receipts, None, None, None, quad_error)
+        rho = self.slack * second
+        spread = np.maximum(receipts - (self.slack + c) * second, 0.0)  # exact (M 1)_i
+        iid = evaluate(self._iid, alpha, hessian=True)
+        assert iid.low_rank is not None and iid.blocks is not None
+        blocks = iid.blocks
+        if iid.low_rank.shape[0]:  # scale M to the exact Σ_{i≠j} M_ij (its diagonal cancels)
+            lam, u = _block_diag(blocks), iid.low_rank
+            rows = u.sum(axis=1)
+            off = float(rows @ lam @ rows) - float(np.einsum("ri,rs,si->", u, lam, u))
+            if off > 0:
+                blocks = blocks * (float(spread.sum()) / off)
+        return Evaluation(alpha, receipts, rho, iid.low_rank, blocks, quad_error)
+
+
+def _block_diag(blocks: FloatArray) -> FloatArray:
+    """The Λ blocks of a low-rank Hessian part as one block-diagonal matrix."""
+    nodes, rank = blocks.shape[0], blocks.shape[1]
+    out = np.zeros((nodes * rank, nodes * rank))
+    for r in range(nodes):
+        out[r * rank : (r + 1) * rank, r * rank : (r + 1) * rank] = blocks[r]
+    return out
+
+
+def _base_polynomials(u: FloatArray, base_q: FloatArray, excluded: float, n: int) -> FloatArray:
+    """[x^e z^d] of e^{-q_ex u} (1 + q_ex x) Π_base (b + a z + q b x), e <= 1, d < n, per node."""
+    out = np.zeros((u.shape[0], 2, n))
+    out[:, 0, 0] = np.exp(-excluded * u)
+    out[:, 1, 0] = excluded * out[:, 0, 0]
+    for q in base_q:
+        b = np.exp(-q * u)
+        a = -np.expm1(-q * u)
+        for d in range(n - 1, -1, -1):
+            lower = out[:, :, d - 1] if d > 0 else np.zeros((u.shape[0], 2))
+            out[:, 1, d] = out[:, 1, d] * b + lower[:, 1] * a + out[:, 0, d] * q * b
+            out[:, 0, d] = out[:, 0, d] * b + lower[:, 0] * a
+    return out
+
+
+@nb.njit(cache=True)
+def _push(src: FloatArray, dst: FloatArray, a: float, b: float, qb: float, n: int) -> None:
+    """dst = src * (b + a z + qb x), both [x^e z^d] with e <= 1, d < n (truncated)."""
+    for d in range(n - 1, -1, -1):
+        low0 = src[0, d - 1] if d > 0 else 0.0
+        low1 = src[1, d - 1] if d > 0 else 0.0
+        dst[1, d] = src[1, d] * b + low1 * a + src[0, d] * qb
+        dst[0, d] = src[0, d] * b + low0 * a
+
+
+@nb.njit(cache=True)
+def _wor_terms(
+    t: FloatArray,
+    w1: FloatArray,
+    w2: FloatArray,
+    c: FloatArray,
+    q: FloatArray,
+    a: FloatArray,
+    b: FloatArray,
+    base: FloatArray,
+    weights: FloatArray,
+    second: bool,
+) -> tuple[FloatArray, FloatArray]:
+    """c_i Σ_{s∋i} w(s) / (slack + c(s)) (w1) and c_i Σ_{s∋i} w(s) / (slack + c(s))^2 (w2).
+
+    w(s) = ∫ Σ_{l∉s} q_l e^{-q_l u} Π_{j∉s, j≠l} e^{-q_j u} Π_{j∈s} (1 - e^{-q_j u}) du (the
+    (n+1)-th clock l rings at u after all of s): the marker x picks l, z counts s.
+    """
+    nodes, m, n = t.shape[0], c.shape[0], base.shape[2]
+    first = np.zeros(m)
+    other = np.zeros(m)
+    y = np.empty(m)
+    pre = np.empty((m + 1, 2, n))
+    suf = np.empty((m + 1, 2, n))
+    for r in range(nodes):
+        for i in range(m):
+            y[i] = math.exp(-t[r] * c[i])
+        for k in range(weights.shape[0]):
+            pre[0] = base[k]
+            for j in range(m):
+                _push(pre[j], pre[j + 1], a[k, j] * y[j], b[k, j], q[j] * b[k, j], n)
+            suf[m] = 0.0
+            suf[m, 0, 0] = 1.0
+            for j in range(m - 1, -1, -1):
+                _push(suf[j + 1], suf[j], a[k, j] * y[j], b[k, j], q[j] * b[k, j], n)
+            for i in range(m):
+                e = 0.0
+                for d in range(n):
+                    e += pre[i, 0, d] * suf[i + 1, 1, n - 1 - d]
+                    e += pre[i, 1, d] * suf[i + 1, 0, n - 1 - d]
+                value = weights[k] * a[k, i] * y[i] * e
+                first[i] += w1[r] * value
+                if second:
+                    other[i] += w2[r] * value
+    for i in range(m):
+        first[i] *= c[i]
+        other[i] *= c[i]
+    return first, other
