@@ -11,7 +11,9 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
 
 from otlp import __version__
 from otlp.commands.common import HelpFormatter
@@ -63,7 +65,14 @@ def configure_logging(verbose: int, quiet: int) -> None:
     log.propagate = False
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM stops a command like Ctrl-C: worker pools are shut down, finished work kept."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -14,6 +14,8 @@ are valid tokens with positive probability.
 from __future__ import annotations
 
 import math
+import resource
+import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +35,8 @@ SLICE_TOL = 1e-9  # per-conditional sign and sum tolerance (exact methods and ru
 LOOSE_TOL = {"cvxpy": 1e-6, "global_resolution": 1e-6}  # interior point; tau-certified
 LOSSLESS_TOL = 1e-9  # L1(output, p) of a lossless rule; multi-step target matching
 SAMPLES = 16
-SLOW_S = 5.0  # a single check slower than this on a V <= 9 instance is a failure
+SLOW_S = 5.0  # a single check slower than this is a failure
+TIMEOUT_S = 30  # a check still running after this is stopped and counted as a failure
 
 
 @dataclass(frozen=True)
@@ -84,19 +87,59 @@ def run_case(case: dict[str, Any], only: frozenset[str] = frozenset()) -> list[O
     return out
 
 
+class CheckTimeout(Exception):
+    """A check ran past :data:`TIMEOUT_S` (raised by the alarm in worker processes)."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise CheckTimeout(f"still running after {TIMEOUT_S} s")
+
+
 def _guarded(name: str, check: Any, *args: Any) -> Outcome:
+    timed = limit_time()
     start = time.perf_counter()
+    error: Exception | None = None
     try:
         problems = check(*args)
-    except ValueError as exc:
-        return Outcome(name, "refused", str(exc), time.perf_counter() - start)
-    except Exception as exc:
-        return Outcome(name, "failed", _describe(exc), time.perf_counter() - start)
+    except Exception as exc:  # incl. MemoryError under the workers' memory cap, CheckTimeout
+        error = exc
+    finally:
+        if timed:
+            try:  # a timeout noticed only when a long C call returns lands here
+                signal.alarm(0)
+            except CheckTimeout as exc:
+                error = exc
     seconds = time.perf_counter() - start
+    if isinstance(error, ValueError):
+        return Outcome(name, "refused", str(error)[:500], seconds)
+    if error is not None:
+        return Outcome(name, "failed", _describe(error)[:500], seconds)
     if seconds > SLOW_S:
         problems = [*problems, f"took {seconds:.1f} s"]
     status = "failed" if problems else "ok"
     return Outcome(name, status, "; ".join(problems), seconds)
+
+
+def limit_time() -> bool:
+    """Arm a :data:`TIMEOUT_S` alarm when running in a fuzz worker (see
+    :func:`limit_worker`); returns whether it did."""
+    if not _LIMITED:
+        return False
+    signal.alarm(TIMEOUT_S)
+    return True
+
+
+_LIMITED: list[bool] = []
+
+
+def limit_worker(memory_bytes: int) -> None:
+    """In a worker process: cap its address space (a runaway allocation becomes a
+    MemoryError, never swapping) and time-limit each check; ignore Ctrl-C (the parent stops
+    the pool)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGALRM, _alarm)
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    _LIMITED.append(True)
 
 
 def _describe(exc: BaseException) -> str:

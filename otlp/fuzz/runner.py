@@ -6,7 +6,6 @@ import json
 import logging
 import multiprocessing
 import re
-import signal
 import time
 import warnings
 from collections import Counter
@@ -16,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from otlp.fuzz.cases import Case, make_case
-from otlp.fuzz.checks import Outcome, run_case
+from otlp.fuzz.checks import Outcome, limit_worker, run_case
 
 log = logging.getLogger("otlp")
 CHUNK = 8  # cases per work unit: small, so progress and Ctrl-C respond within seconds
+WORKER_MEMORY = 3 * 2**30  # address-space cap per worker process (bytes)
 
 
 @dataclass
@@ -103,10 +103,6 @@ class FuzzReport:
         }
 
 
-def _ignore_interrupts() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _run_chunk(task: tuple[list[Case], frozenset[str]]) -> list[tuple[Case, list[Outcome]]]:
     cases, only = task
     with warnings.catch_warnings():
@@ -156,7 +152,7 @@ def _execute(
 
     context = multiprocessing.get_context("spawn")
     with pinned_blas():
-        pool = context.Pool(workers, initializer=_ignore_interrupts)
+        pool = context.Pool(workers, initializer=limit_worker, initargs=(WORKER_MEMORY,))
     try:
         yield from pool.imap_unordered(_run_chunk, tasks)
     finally:
