@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,20 +17,11 @@ from typing import Any
 from otlp.methods import _BACKENDS, describe_methods, method_options
 
 API_MD = Path(__file__).resolve().parent.parent / "docs" / "api.md"
-# Registry descriptions written before the README's citation keys existed say "seed 000" etc.
-SOURCE_KEYS = {
-    "000": "[GR]",
-    "001": "[SpecHub]",
-    "002": "[GBV]",
-    "003": "[Mentored]",
-    "004": "[Musco]",
-}
 
 
-def cite(text: str) -> str:
-    """``text`` on one line, with old source numbers replaced by the README's citation keys."""
-    text = re.sub(r"\bseed[ -](00\d)\b", lambda m: SOURCE_KEYS[m.group(1)], " ".join(text.split()))
-    return text.replace("; DESIGN.md", "; docs/design.md")
+def one_line(text: str) -> str:
+    """``text`` with its whitespace runs collapsed, for a table cell or a docstring line."""
+    return " ".join(text.split())
 
 
 def _bare_signature(func: Callable[..., Any]) -> str:
@@ -60,7 +50,7 @@ def methods_section(indent: str = "    ") -> str:
     lines = []
     for name, description in describe_methods().items():
         opts = ", ".join(_option(p) for p in method_options(name).values()) or "no options"
-        lines += [f"{indent}``{name!r}``", f"{indent}    {cite(description)}. Options: {opts}."]
+        lines += [f"{indent}``{name!r}``", f"{indent}    {one_line(description)}. Options: {opts}."]
     return "\n".join(lines)
 
 
@@ -92,7 +82,7 @@ def render() -> str:
     for name, description in describe_methods().items():
         backend = f"`{_BACKENDS[name]}`" if name in _BACKENDS else "its own"
         opts = _options(method_options(name))
-        out.append(f"| `{name}` | {cite(description)} | {backend} | {opts} |")
+        out.append(f"| `{name}` | {one_line(description)} | {backend} | {opts} |")
     out += [
         "",
         "## Verification rules: `otlp.rules.get(name, **options)`",
@@ -103,7 +93,7 @@ def render() -> str:
     for name, cls in _RULES.items():
         lossless = "yes" if getattr(cls, "lossless", True) else "no"
         opts = _options(_rule_options(cls))
-        out.append(f"| `{name}` | {lossless} | {cite(str(cls.description))} | {opts} |")
+        out.append(f"| `{name}` | {lossless} | {one_line(str(cls.description))} | {opts} |")
     out += [
         "",
         "`ot` and `canonical` pass further keyword options to `otlp.solve`.",

@@ -1,6 +1,6 @@
 """Problem builders: instance -> backend-neutral data. Builders never solve.
 
-* :func:`relaxed_system` — the relaxed OTLP (seed 000, Eq. 2) as a bipartite system, which
+* :func:`relaxed_system` — the relaxed OTLP ([GR] Eq. 2) as a bipartite system, which
   becomes an LP (:meth:`BipartiteSystem.to_lp`) or the max-flow network of §5.2
   (:meth:`BipartiteSystem.to_maxflow`).
 * :func:`outer_system`, :func:`inner_system` — the two independent halves of the
@@ -8,7 +8,7 @@
 * :func:`full_otlp_lp`, :func:`full_otlp_transport` — the OTLP itself (Eq. 1) with the
   target mass outside the draft vocabulary in one aggregated row.
 * :func:`spechub_lp` — SpecHub's simplified LP for a given draft joint over ordered tuples
-  (seed 001 §3.2): one variable per (tuple, draft position).
+  ([SpecHub] §3.2): one variable per (tuple, draft position).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class BipartiteSystem:
 
 
 def relaxed_system(inst: Instance, form: str = "sets") -> BipartiteSystem:
-    """The relaxed OTLP (seed 000, Eq. 2) over the draft vocabulary (Appendix N)."""
+    """The relaxed OTLP ([GR] Eq. 2) over the draft vocabulary (Appendix N)."""
     cols = inst.columns(form)
     return BipartiteSystem(
         cols,
@@ -184,7 +184,7 @@ def full_otlp_lp(inst: Instance, form: str = "sets") -> tuple[LinearProgram, Dra
 def full_otlp_transport(
     inst: Instance, form: str = "sets"
 ) -> tuple[TransportProblem, DraftColumns]:
-    """The OTLP as balanced optimal transport with the 0/1 membership cost (seed 001 §3.1)."""
+    """The OTLP as balanced optimal transport with the 0/1 membership cost ([SpecHub] §3.1)."""
     cols = inst.columns(form)
     check_size(f"full OTLP (k={inst.k}, n={inst.n})", (inst.k + 1) * cols.count)
     cost = 1.0 - np.asarray(incidence_matrix(inst, cols).todense())
@@ -201,7 +201,7 @@ class SpecHubLP:
 
 
 def spechub_lp(p_local: FloatArray, tuples: IntArray, mass: FloatArray) -> SpecHubLP:
-    """Seed 001 §3.2 for a draft joint over ordered tuples of draft-vocabulary tokens.
+    """[SpecHub] §3.2 for a draft joint over ordered tuples of draft-vocabulary tokens.
 
     Variables pi(x, i) for each tuple x and position i; ``sum_i pi(x, i) <= Q(x)`` and, for
     each token y, ``sum_{(x, i): x_i = y} pi(x, i) <= p(y)``; maximise the total.

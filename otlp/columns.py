@@ -1,11 +1,11 @@
 """Draft columns: the right-hand vertices of the OTLP, as sets of distinct tokens or as tuples.
 
-The relaxed OTLP (seed 000, Eq. 2) depends on a drafted n-tuple only through ``set(omega)``,
+The relaxed OTLP ([GR] Eq. 2) depends on a drafted n-tuple only through ``set(omega)``,
 so every draft scheme can be indexed by sets of distinct tokens, with the mass of a set being
 the probability that the drafted tuple has exactly that set. Splitting a set-indexed solution
 in proportion to the tuple masses gives an ordered-tuple solution with the same marginals
 and acceptance; the conditional pi(. | omega) is the same for all tuples with one set. The
-ordered-tuple form (``k**n`` columns) is kept for cross-checks and for seed 001's LP.
+ordered-tuple form (``k**n`` columns) is kept for cross-checks and for [SpecHub]'s LP.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Global resolution (seed 000, §6, Algorithm 1): slices of the OT for i.i.d. drafts.
+"""Global resolution ([GR] §6, Algorithm 1): slices of the OT for i.i.d. drafts.
 
 Per (p, q): H* by subset selection, the outer residual targets by the greedy polymatroid
 algorithm (Theorem 6.2), then for a drafted omega only the system omega needs — the outer
@@ -63,7 +63,7 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 MINIMIZERS = ("newton", "seed")
-SEED_T_LIMITS = {2: 50, 3: 20, 4: 10, 5: 10}  # seed 000, Appendix K (10 beyond n = 5)
+SEED_T_LIMITS = {2: 50, 3: 20, 4: 10, 5: 10}  # [GR] Appendix K (10 beyond n = 5)
 INNER, OUTER = "inner", "outer"
 Unit = tuple[str, int | None]
 # Below TAU_MIN the Newton certificate (quadrature error ~1e-8 relative) can never be met, so
@@ -181,7 +181,7 @@ class TokenReport:
 
 @dataclass
 class _Exact:
-    """A unit solved exactly: arc values on its max-flow network (seed 000, §5.3, App. F).
+    """A unit solved exactly: arc values on its max-flow network ([GR] §5.3, App. F).
 
     ``arcs`` indexes the unit's arcs within the full outer or inner system's arc list.
     """

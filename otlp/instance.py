@@ -1,6 +1,6 @@
 """Problem instances: a target p, a draft scheme (q, n) and an optional top-k restriction.
 
-Top-k follows seed 000, Appendix N: each draft distribution is restricted to its k most likely
+Top-k follows [GR] Appendix N: each draft distribution is restricted to its k most likely
 tokens and renormalised; the target p is sliced to those tokens, not renormalised. The target
 mass outside the draft vocabulary stays in the problem through the residual of Eq. (3), so
 plans still cover the whole vocabulary while all work scales with k, not with V.

@@ -2,7 +2,7 @@
 
 A plan is stored over the draft vocabulary plus one aggregated "outside" row (the target mass
 the draft cannot produce) as explicit sparse entries plus the rank-one residual term of
-seed 000, Eq. (3):
+[GR] Eq. (3):
 
     C[i, c] = explicit[i, c] + row_residual[i] * col_residual[c] / sum(row_residual).
 

@@ -1,14 +1,14 @@
-"""Optimal acceptance by subset selection (seed 000, Theorem 3.1): alpha* = 1 + min_H psi(H).
+"""Optimal acceptance by subset selection ([GR] Theorem 3.1): alpha* = 1 + min_H psi(H).
 
 psi(H) = p(H) - P(all n drafts fall in H). Methods:
 
 * ``prefix``  — sort the draft vocabulary by decreasing q/p and take the best prefix
-  (O(k log k), seed 000 §5.1 and Lemma 6.3, for i.i.d. drafts). For sampling without
+  (O(k log k), [GR] §5.1 and Lemma 6.3, for i.i.d. drafts). For sampling without
   replacement (Hu et al. 2025, Thm 4, cited in [GR] Appendix S) P(all drafts in H) has no
   product form; all k + 1 prefix values come from one certified quadrature in O(R k n)
   (:mod:`otlp.subset_wor`), and the prefix rule is checked against brute force in the tests.
 * ``mincut``  — n = 2 independent drafts: psi is a submodular quadratic pseudo-boolean
-  function, minimised by one s-t minimum cut (seed 000, Appendix D).
+  function, minimised by one s-t minimum cut ([GR] Appendix D).
 * ``maxflow`` — any scheme: the minimum cut of the relaxed-OTLP flow network (§5.2); the
   tokens whose source arc is cut form H*.
 * ``brute``   — every subset of a tiny draft vocabulary (reference).

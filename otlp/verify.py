@@ -39,7 +39,7 @@ class Tolerances:
 
     @classmethod
     def global_resolution(cls, tau: float) -> Tolerances:
-        """Seed 000 §6.3: L1 deviation <= 15 tau from p, acceptance within 10 tau of alpha*."""
+        """[GR] §6.3: L1 deviation <= 15 tau from p, acceptance within 10 tau of alpha*."""
         return cls(target_l1=15 * tau, draft_l1=1e-9, negative=1e-12, acceptance=10 * tau)
 
 

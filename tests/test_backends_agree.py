@@ -76,7 +76,7 @@ def test_unknown_method_is_rejected() -> None:
 @settings(max_examples=30, deadline=None)
 @given(instances(schemes=("iid", "independent"), max_vocab=4, max_n=3))
 def test_spechub_lp_on_the_scheme_joint_reaches_alpha_star(inst: otlp.Instance) -> None:
-    """Seed 001 Theorem 1: the simplified LP has the OTLP's optimal value."""
+    """[SpecHub] Theorem 1: the simplified LP has the OTLP's optimal value."""
     from otlp.builders import spechub_lp
     from solvers import get_backend
 

@@ -1,4 +1,4 @@
-"""Global resolution (seed 000, §6): kernels, targets, guarantees, slices, reports, fallback."""
+"""Global resolution ([GR] §6): kernels, targets, guarantees, slices, reports, fallback."""
 
 from __future__ import annotations
 

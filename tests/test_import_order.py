@@ -1,4 +1,5 @@
-"""highspy, ortools and cvxpy must load together in any order (DESIGN.md pitfall)."""
+"""highspy, ortools and cvxpy must load together in any order (a pitfall found on this machine;
+see docs/design.md)."""
 
 from __future__ import annotations
 

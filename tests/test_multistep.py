@@ -1,6 +1,7 @@
 """Multi-step verification: models, exact laws, target-matching, GBV's skewed draft, Monte Carlo.
 
-The block-verification and GBV formulas were reconstructed (seed 002 lost its equations);
+The block-verification and GBV formulas were reconstructed ([GBV]'s equations did not survive
+its text export);
 the target-matching and brute-force checks here are what confirms them.
 """
 
@@ -93,7 +94,7 @@ def test_tabulate_names_the_model_with_a_bad_law() -> None:
 @settings(max_examples=25, deadline=None)
 @given(model_pairs(), st.integers(1, 3))
 def test_every_lossless_method_is_target_matching(pair: tuple, paths: int) -> None:
-    """Seed 002, Definition 3.1: output + target continuation has the target's law."""
+    """[GBV] Definition 3.1: output + target continuation has the target's law."""
     target, draft, gamma = pair
     expected = target_distribution(target, gamma + 1)
     runs = [("gbv", paths), ("spectr", paths)] + [("token", 1), ("block", 1)] * (paths == 1)

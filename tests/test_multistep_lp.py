@@ -1,4 +1,4 @@
-"""The LPs of seed 002 and the theorems checked with them.
+"""The LPs of [GBV] and the theorems checked with them.
 
 The LP formulas were reconstructed (the seed lost its equations); the definition-level
 coupling LP below is built straight from Definition 4.1 (prefix- and target-matching over
@@ -45,7 +45,7 @@ LP_TOL = 1e-7
 @settings(max_examples=20, deadline=None)
 @given(model_pairs(sparsities=(0.0, 0.4), distances=(0.5,), max_gamma=4))
 def test_block_verification_attains_the_single_path_lp_optimum(pair: tuple) -> None:
-    """Seed 002, Theorem 3.4; BV's node budgets are an optimal LP solution."""
+    """[GBV] Theorem 3.4; BV's node budgets are an optimal LP solution."""
     target, draft, gamma = pair
     lp = single_path_lp(target, draft, gamma)
     law = output_law(target, draft, gamma, "block")
@@ -223,7 +223,7 @@ def test_lp_arguments_are_checked() -> None:
             multi_path_lp(target, draft, 4, 2)
 
 
-# ----- global resolution inside tree traversal: seed 000, Theorem R.1 ----------------------
+# ----- global resolution inside tree traversal: [GR] Theorem R.1 ----------------------
 @pytest.mark.parametrize(("tau", "paths"), [(1e-2, 3), (1e-3, 2)])
 def test_global_resolution_traversal_is_within_15_l_tau(tau: float, paths: int) -> None:
     pytest.importorskip("otlp.global_resolution")  # registers the "global_resolution" method

@@ -3,6 +3,8 @@ acceptance respects alpha* of the rule's own draft joint, and the API rejects ba
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -42,7 +44,7 @@ def test_registry_lists_every_rule_of_the_issue() -> None:
     assert set(rules.names()) == expected
     for name, line in rules.describe().items():
         rule = rules.get(name)
-        assert rule.name == name and "seed" in line
+        assert rule.name == name and re.search(r"\[(GR|SpecHub|GBV|Mentored|Musco)\]", line)
     assert [n for n in rules.names() if not rules.get(n).lossless] == ["mentored"]
 
 
@@ -87,8 +89,8 @@ def test_acceptance_never_exceeds_alpha_star_of_the_own_joint(
 @FAST
 @given(instances(max_vocab=6, max_n=3))
 def test_ot_canonical_and_sps_reach_alpha_star(inst: otlp.Instance) -> None:
-    """OT and the canonical decomposition reach alpha* of the instance (seed 000, Thm 4.1);
-    speculative sampling reaches alpha* of one draft (seed 004)."""
+    """OT and the canonical decomposition reach alpha* of the instance ([GR] Thm 4.1);
+    speculative sampling reaches alpha* of one draft ([Musco])."""
     alpha = otlp.optimal_acceptance(inst).alpha_star
     for name in ("ot", "canonical"):
         assert rules.get(name).acceptance(inst) == pytest.approx(alpha, abs=EXACT)
@@ -111,7 +113,7 @@ def test_plan_rules_work_with_any_solve_method(method: str) -> None:
 @FAST
 @given(weight_vectors(5), weight_vectors(5))
 def test_coupling_joints_have_marginals_q_and_p(p: np.ndarray, q: np.ndarray) -> None:
-    """Drafter-invariant couplings (seed 004): rows sum to the draft, columns to the target."""
+    """Drafter-invariant couplings ([Musco]): rows sum to the draft, columns to the target."""
     for joint in (gumbel_joint(p, q), minhash_joint(p, q)):
         assert np.all(joint >= 0)
         assert joint.sum(axis=1) == pytest.approx(q, abs=EXACT)
@@ -191,7 +193,7 @@ def test_rrs_without_replacement_tree_refuses_oversized_problems() -> None:
 
 
 def test_rrs_matches_seed_001_figure_4_example() -> None:
-    """Seed 001, Figure 4: q = [0.5, 0.3, 0.2], p = [0.1, 0.6, 0.3]; RRSw leaves a transport
+    """[SpecHub] Figure 4: q = [0.5, 0.3, 0.2], p = [0.1, 0.6, 0.3]; RRSw leaves a transport
     cost of 0.06, the optimum (OTMw) none; SpecHub (Figure 5) accepts everything."""
     p, q = [0.1, 0.6, 0.3], [0.5, 0.3, 0.2]
     wr = otlp.Instance(p, q, 2, "without_replacement")

@@ -1,4 +1,4 @@
-"""Subset selection (seed 000, Theorem 3.1) against brute force and against each other."""
+"""Subset selection ([GR] Theorem 3.1) against brute force and against each other."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The benchmark harness behind ``otlp bench``: suites x methods and rules x (k, n, tau) grids
-from a TOML config, measured per token (seed 000 §7, Appendix M), resumable, on a local
+from a TOML config, measured per token ([GR] §7, Appendix M), resumable, on a local
 process pool or a Dask cluster, written as CSV, JSON, a Markdown report and PNG plots."""
 
 from otlp.bench.cells import Catalog, Cell, GridPlan, plan_grid

@@ -2,7 +2,7 @@
 
 Times are over the tokens that produced a result; acceptance is averaged over verified
 tokens only (a failed verification is counted, never averaged in). ``success`` is verified
-without falling back (seed 000 Table 1 reports global resolution's success this way).
+without falling back ([GR] Table 1 reports global resolution's success this way).
 """
 
 from __future__ import annotations

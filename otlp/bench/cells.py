@@ -1,7 +1,7 @@
 """The grid of a benchmark run: cells, the catalog they are checked against, and work groups.
 
 A *cell* is one (suite, scheme, k, n, method or rule, tau) combination measured over the
-same ``items`` suite items ("tokens", seed 000 §7.2: one solve per token with omega drawn from
+same ``items`` suite items ("tokens", [GR] §7.2: one solve per token with omega drawn from
 the draft). Cells sharing (suite, scheme, k, n) form a *group*: one task that measures all
 its methods side by side on each token, so their ratios come from the same moments.
 """

@@ -25,7 +25,7 @@ Layout (every key optional except at least one ``[[sweep]]`` with a grid)::
     [methods.global_resolution]
     tau = [1e-3, 1e-4]
 
-Seed 000 §7 and Appendix M fix the measured quantities; this file fixes the grid.
+[GR] §7 and Appendix M fix the measured quantities; this file fixes the grid.
 """
 
 from __future__ import annotations

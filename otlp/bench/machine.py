@@ -1,4 +1,4 @@
-"""The machine a benchmark ran on, for the report (seed 000 Appendix M names its CPUs)."""
+"""The machine a benchmark ran on, for the report ([GR] Appendix M names its CPUs)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The Markdown report: seed 000 §7-style tables per (suite, scheme), with the machine named.
+"""The Markdown report: [GR] §7-style tables per (suite, scheme), with the machine named.
 
 * Table 1 — per-token time (ms, median and p90) per method and (k, n), with success rates.
 * Table 2 — best acceptance under per-token time limits (default 10 and 100 ms).
-* alpha* against k and n (the data of seed 000 Figure 1); rules' acceptance beside alpha*.
+* alpha* against k and n (the data of [GR] Figure 1); rules' acceptance beside alpha*.
 * Verification — every plan went through ``otlp.verify``; deviations and failures.
 """
 
@@ -40,12 +40,12 @@ def render_report(
         f"- Executor: {run['executor']}; BLAS pinned to 1 thread in every worker.",
         f"- Wall time of this run: {run['wall_s']:.1f} s ({run['cells_run']} cells measured now, "
         f"{run['cells_reused']} reused from the results file).",
-        "- Timing: per token (one suite item with omega drawn from the draft, seed 000 §7.2), "
+        "- Timing: per token (one suite item with omega drawn from the draft, [GR] §7.2), "
         "the fastest of the configured repeats of `otlp.solve` plus the slice pi(.|omega) on a "
         "fresh instance; verification is not timed. Methods are measured side by side on each "
         "token in the same worker. Each method was warmed up on a small instance of the same "
         "suite first, so numba compilation and first imports are excluded. Tables give the "
-        "median and p90 over tokens; Table 2 uses the mean, as seed 000 does.",
+        "median and p90 over tokens; Table 2 uses the mean, as [GR] does.",
         "- Every plan went through `otlp.verify`; a failed verification counts as a failure and "
         "never enters an acceptance average.",
         f"- `{CAPPED}`: not run, the (k, n) problem has more draft columns than the method's "
@@ -91,7 +91,7 @@ def _slice_section(
 
 
 def time_table(piece: Slice) -> list[str]:
-    """Seed 000 Table 1: ms/token per method per (k, n)."""
+    """[GR] Table 1: ms/token per method per (k, n)."""
     labels = piece.labels(METHOD)
     cells = piece.lookup(METHOD)
     tokens = max((r["tokens"] for r in piece.of_kind(METHOD) if measured(r)), default=0)
@@ -109,7 +109,7 @@ def time_table(piece: Slice) -> list[str]:
 
 
 def best_acceptance_table(piece: Slice, time_limits_ms: Sequence[float]) -> list[str]:
-    """Seed 000 Table 2: best acceptance per method under each per-token time limit."""
+    """[GR] Table 2: best acceptance per method under each per-token time limit."""
     labels = piece.labels(METHOD)
     lines = [
         "**Table 2.** Best mean acceptance over the (k, n) cells whose mean per-token time is "
@@ -129,7 +129,7 @@ def best_acceptance_table(piece: Slice, time_limits_ms: Sequence[float]) -> list
 
 
 def alpha_table(piece: Slice) -> list[str]:
-    """Mean optimal acceptance alpha* by n (rows) and k (columns): seed 000 Figure 1's data."""
+    """Mean optimal acceptance alpha* by n (rows) and k (columns): [GR] Figure 1's data."""
     alpha = piece.alpha_star()
     ks = sorted({k for k, _ in alpha})
     ns = sorted({n for _, n in alpha})

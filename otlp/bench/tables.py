@@ -55,7 +55,7 @@ class Slice:
         return max((row["tokens"] for row in self.of_kind(ALPHA)), default=0)
 
     def alpha_star(self) -> dict[tuple[int, int], float]:
-        """(k, n) -> mean alpha* (seed 000 Figure 1), from the cells with the most tokens only,
+        """(k, n) -> mean alpha* ([GR] Figure 1), from the cells with the most tokens only,
         so that every entry averages over the same suite items."""
         tokens = self.alpha_tokens()
         return {
@@ -81,7 +81,7 @@ def measured(row: Row) -> bool:
 
 def best_under_limit(piece: Slice, limit_ms: float) -> dict[str, Row | None]:
     """Per method: the cell of highest mean acceptance whose mean per-token time is at most
-    ``limit_ms`` and whose every token verified (seed 000 Table 2)."""
+    ``limit_ms`` and whose every token verified ([GR] Table 2)."""
     best: dict[str, Row | None] = dict.fromkeys(piece.labels(METHOD))
     for row in piece.of_kind(METHOD):
         if not measured(row) or row["verified_rate"] != 1.0 or row["time_mean_ms"] is None:

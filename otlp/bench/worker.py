@@ -1,6 +1,6 @@
 """Measure one group of cells in a worker process (local pool or Dask worker).
 
-Per token (seed 000 §7.2): build the top-k instance of one suite item, draw omega from the
+Per token ([GR] §7.2): build the top-k instance of one suite item, draw omega from the
 draft with a seed fixed by (seed, item, k, n, scheme), compute alpha* once, then for every
 cell in turn — side by side — time the work a decoder needs for that token and check it:
 

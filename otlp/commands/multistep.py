@@ -1,5 +1,5 @@
 """``otlp multistep``: block efficiency per method against L and K on a model pair, with the
-seed-002 LP optimum beside it; optional JSON, Markdown and a PNG plot."""
+[GBV] LP optimum beside it; optional JSON, Markdown and a PNG plot."""
 
 from __future__ import annotations
 

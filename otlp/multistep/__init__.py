@@ -1,4 +1,4 @@
-"""Multi-step verification (seed 002; seed 000, Appendix R): L-token drafts and K paths.
+"""Multi-step verification ([GBV]; [GR] Appendix R): L-token drafts and K paths.
 
 * Models: any callable prefix -> next-token law; small exact ones in :mod:`.models`.
 * Methods (:data:`METHODS`): token-wise speculative sampling, block verification, greedy
@@ -6,7 +6,7 @@
   verifier (:mod:`.verifiers`).
 * Exact per-call laws by enumeration (:func:`output_law`, :func:`expected_accepted`,
   :func:`output_distribution`), Monte Carlo decoding (:func:`simulate`), and the single- and
-  multi-path LPs of seed 002 (:func:`single_path_lp`, :func:`multi_path_lp`).
+  multi-path LPs of [GBV] (:func:`single_path_lp`, :func:`multi_path_lp`).
 """
 
 from otlp.multistep.exact import (

@@ -2,10 +2,10 @@
 
 ``method`` is one of :data:`METHODS`:
 
-* ``"token"`` — token-wise speculative sampling on one path (seed 002, Eq. 3);
-* ``"block"`` — block verification on one path (seed 002, Eqs. 4–7);
-* ``"gbv"`` — greedy multi-path block verification with K paths (seed 002, §5, Algorithm 1);
-* ``"spectr"`` — tree traversal of K paths with a single-step verifier (seed 000, App. R).
+* ``"token"`` — token-wise speculative sampling on one path ([GBV] Eq. 3);
+* ``"block"`` — block verification on one path ([GBV] Eqs. 4–7);
+* ``"gbv"`` — greedy multi-path block verification with K paths ([GBV] §5, Algorithm 1);
+* ``"spectr"`` — tree traversal of K paths with a single-step verifier ([GR] App. R).
 
 ``target`` and ``draft`` map a prefix (tuple of token ids, after ``context``) to a next-token
 probability vector; ``gamma`` is the draft block length L and ``paths`` the number K of
@@ -88,7 +88,7 @@ def output_distribution(
 ) -> FloatArray:
     """Exact law of the first L + 1 tokens when the call's output is continued by the target
     (over V**(L+1) sequences, lexicographic); equals :func:`target_distribution` for a
-    lossless method (seed 002, Definition 3.1, target-matching)."""
+    lossless method ([GBV] Definition 3.1, target-matching)."""
     tgt, dft = _tables(target, draft, gamma, method, paths, context)
     return output_law(tgt, dft, gamma, method, paths, **options).output_distribution(tgt)
 
@@ -103,7 +103,7 @@ def target_distribution(
 def skewed_table(
     target: PrefixTable, draft: PrefixTable, gamma: int, paths: int, ranking: str = "ratio"
 ) -> PrefixTable:
-    """GBV's skewed draft q~ as a table on all prefixes of length < L (seed 002, Eqs. 28–29)."""
+    """GBV's skewed draft q~ as a table on all prefixes of length < L ([GBV] Eqs. 28–29)."""
     vocab = target.vocab_size
     tokens = _all_paths(vocab, gamma)
     conditionals, _ = skewed_conditionals(

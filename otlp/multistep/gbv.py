@@ -1,8 +1,8 @@
-"""Greedy multi-path block verification (GBV, seed 002 §5): ranking and skewed draft.
+"""Greedy multi-path block verification (GBV, [GBV] §5): ranking and skewed draft.
 
 K paths are drafted i.i.d. from M_s; a global ranking of length-L paths is fixed and the
 highest-ranked drafted path is selected. If the ranking lists paths x^(1) < x^(2) < ..., the
-selected path has the skewed draft law (seed 002, Eq. 25)
+selected path has the skewed draft law ([GBV] Eq. 25)
 
     q~(x^(j)) = (sum_{i <= j} M_s(x^(i)))^K - (sum_{i < j} M_s(x^(i)))^K,
 

@@ -1,7 +1,7 @@
 """The exact law of one verification call's output, and what follows from it.
 
 A call outputs the accepted draft prefix X_1:tau followed by the correction token Y, a
-sequence of length tau + 1 in 1..L + 1 (seed 002, Definition 3.1). :class:`OutputLaw` holds
+sequence of length tau + 1 in 1..L + 1 ([GBV] Definition 3.1). :class:`OutputLaw` holds
 its probabilities level by level. From it:
 
 * the expected number of accepted draft tokens E[tau] (block efficiency is E[tau] + 1);
@@ -57,7 +57,7 @@ class OutputLaw:
         return sum(e.reshape(rows, -1).sum(axis=1) for e in self.emissions[length:])
 
     def node_budgets(self, target: PrefixTable) -> tuple[FloatArray, ...]:
-        """beta(u) for prefixes of length 1..L (seed 002, Definition 3.2); 0 where M_b(u) = 0."""
+        """beta(u) for prefixes of length 1..L ([GBV] Definition 3.2); 0 where M_b(u) = 0."""
         out = []
         for length in range(1, self.gamma + 1):
             mb = target.joint(length)

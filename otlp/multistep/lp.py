@@ -1,4 +1,4 @@
-"""The information-agnostic LPs of seed 002 over node budgets, and antichain separation.
+"""The information-agnostic LPs of [GBV] over node budgets, and antichain separation.
 
 Variables are the node budgets beta(u) of every prefix u of length 1..L (Definition 3.2;
 beta(empty) = 1). With M_b(u), M_s(u) the target and draft probabilities of prefix u and
@@ -13,7 +13,7 @@ draft mass m), the K-path LP (Theorem 4.3) is
 
 where an antichain is a set of prefixes none of which is a prefix of another (Definition
 4.2). For K = 1 the antichain rows reduce to M_b(u) beta(u) <= M_s(u) (Theorem 3.3).
-Seed 002 lost these formulas in its text export; this reconstruction (re-derived from the
+[GBV] lost these formulas in its text export; this reconstruction (re-derived from the
 proofs of Lemmas A.2, A.3 and A.5) is confirmed in tests/test_multistep_lp.py against an LP
 built straight from Definition 4.1 over all K-tuples of paths and all outputs.
 
@@ -78,7 +78,7 @@ class NodeSpace:
 
 @dataclass(frozen=True)
 class BlockLPResult:
-    """Optimum of a seed-002 LP and its verified node budgets."""
+    """Optimum of a [GBV] LP and its verified node budgets."""
 
     paths: int
     gamma: int
@@ -98,7 +98,7 @@ class BlockLPResult:
 def single_path_lp(
     target: Model | PrefixTable, draft: Model | PrefixTable, gamma: int, **options: Any
 ) -> BlockLPResult:
-    """The single-path LP (seed 002, Theorem 3.3); block verification attains it (Thm 3.4)."""
+    """The single-path LP ([GBV] Theorem 3.3); block verification attains it (Thm 3.4)."""
     return multi_path_lp(target, draft, gamma, 1, **options)
 
 
@@ -112,7 +112,7 @@ def multi_path_lp(
     backend: str = "highs",
     context: tuple[int, ...] = (),
 ) -> BlockLPResult:
-    """The K-path antichain LP (seed 002, Theorem 4.3), solved with a foundation backend.
+    """The K-path antichain LP ([GBV] Theorem 4.3), solved with a foundation backend.
 
     All modes start from the singleton rows M_b(u) beta(u) <= phi_K(M_s(u)) (for K = 1 that
     is the whole LP) and differ in how the other antichains enter:

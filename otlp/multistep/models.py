@@ -1,4 +1,4 @@
-"""Autoregressive models: a next-token distribution for any prefix (seed 002, §2.1).
+"""Autoregressive models: a next-token distribution for any prefix ([GBV] §2.1).
 
 A model maps a prefix (a tuple of token ids) to a probability vector over the vocabulary;
 any callable with that signature works everywhere in :mod:`otlp.multistep`. The classes here

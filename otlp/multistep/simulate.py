@@ -129,7 +129,7 @@ def _verify_single(
     ranking: str,
     rng: np.random.Generator,
 ) -> list[int]:
-    """Token-wise / block verification of one path; GBV first selects the path (seed 002 §5)."""
+    """Token-wise / block verification of one path; GBV first selects the path ([GBV] §5)."""
     paths, gamma = drafts.shape
     tgt = target.along(drafts, gamma + 1)
     dft = draft.along(drafts, gamma)

@@ -5,17 +5,18 @@ Each rule returns a :class:`StopLaw`: for each drafted path, the probability tha
 after them. The same kernels serve exact enumeration (all V**L paths at once) and Monte Carlo
 decoding (one sampled path).
 
-* :func:`tokenwise` — standard speculative sampling (seed 002, §2.1, Eq. 3): accept X_i with
+* :func:`tokenwise` — standard speculative sampling ([GBV] §2.1, Eq. 3): accept X_i with
   probability min(1, M_b(X_i | X_<i) / M_s(X_i | X_<i)), stop at the first rejection, draw Y
   from the normalised residual max(M_b - M_s, 0).
-* :func:`block` — block verification (seed 002, §2.1, Eqs. 4–7; DESIGN.md "Formulas not
+* :func:`block` — block verification ([GBV] §2.1, Eqs. 4–7; docs/design.md, "Formulas not
   legible"): weights p_0 = 1, p_i = min(p_{i-1} M_b(X_i | X_<i) / M_s(X_i | X_<i), 1); prefix
   i < L is accepted independently with probability h_i = r_i / (r_i + 1 - p_i), where
   r_i = sum_x max(p_i M_b(x | X_<=i) - M_s(x | X_<=i), 0), and h_L = p_L; tau is the longest
   accepted prefix and Y is proportional to max(p_tau M_b(. | X_<=tau) - M_s(. | X_<=tau), 0)
   (Y ~ M_b(. | X_<=L) when tau = L).
 
-The block-verification formulas are a reconstruction (seed 002 lost its equations); exact
+The block-verification formulas are a reconstruction ([GBV]'s equations did not survive its
+text export); exact
 target-matching of the first L + 1 tokens on enumerated models (tests/test_multistep.py)
 and equality with the single-path LP optimum (Theorem 3.4) confirm them.
 
@@ -50,7 +51,7 @@ def on_path(values: FloatArray, tokens: IntArray) -> FloatArray:
 
 
 def tokenwise(target: FloatArray, draft: FloatArray, tokens: IntArray) -> StopLaw:
-    """Standard token-wise speculative sampling (seed 002, Eq. 3)."""
+    """Standard token-wise speculative sampling ([GBV] Eq. 3)."""
     accept = _capped_ratio(on_path(target, tokens), on_path(draft, tokens))
     survive = np.cumprod(np.hstack([np.ones((tokens.shape[0], 1)), accept]), axis=1, dtype=float)
     stop = survive * np.hstack([1.0 - accept, np.ones((tokens.shape[0], 1))])
@@ -59,7 +60,7 @@ def tokenwise(target: FloatArray, draft: FloatArray, tokens: IntArray) -> StopLa
 
 
 def block(target: FloatArray, draft: FloatArray, tokens: IntArray) -> StopLaw:
-    """Block verification (seed 002, Eqs. 4–7)."""
+    """Block verification ([GBV] Eqs. 4–7)."""
     ratio = _capped_ratio(on_path(target, tokens), on_path(draft, tokens), cap=np.inf)
     paths, steps = tokens.shape
     weights = np.ones((paths, steps + 1))

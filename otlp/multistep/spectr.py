@@ -1,4 +1,4 @@
-"""SpecTr-style tree traversal with any single-step verifier (seed 000, Appendix R).
+"""SpecTr-style tree traversal with any single-step verifier ([GR] Appendix R).
 
 K i.i.d. draft paths of length L form a draft tree. Starting at the root, at a node u through
 which n paths pass, their next tokens form an n-tuple omega, i.i.d. from M_s(. | u) given the

@@ -1,5 +1,5 @@
 """Block efficiency of each method against block length L and path count K, with the LP
-optimum of seed 002 (Theorem 3.3 for K = 1, Theorem 4.3 for K > 1) beside it."""
+optimum of [GBV] (Theorem 3.3 for K = 1, Theorem 4.3 for K > 1) beside it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Single-step verifiers for tree traversal (SpecTr-style; seed 000, Appendix R).
+"""Single-step verifiers for tree traversal (SpecTr-style; [GR] Appendix R).
 
 A single-step verifier is any callable ``(target_probs, draft_probs, n, drafted) -> law``:
 given the next-token target law p, the draft law q, the number n of i.i.d. drafts and the

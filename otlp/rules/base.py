@@ -2,13 +2,13 @@
 
 A rule works over the *extended draft vocabulary*: the k draft tokens of the instance
 (``inst.tokens``) plus one aggregated "outside" state for the target mass the draft cannot
-produce (seed 000, Appendix N). The draft never proposes the outside state, so every rule's
+produce ([GR] Appendix N). The draft never proposes the outside state, so every rule's
 output given the drafts spreads that state over the outside tokens in proportion to p; the
 aggregation is exact for all rules here. Distributions over the extended vocabulary have
 length ``k + 1`` with the outside state last; global vectors are produced only at the API
 boundary (:meth:`Rule.output_distribution`, :meth:`Rule.conditional`, :meth:`Rule.sample`).
 
-Acceptance is the OTLP objective of the coupling the rule induces (seed 000, Eq. 1):
+Acceptance is the OTLP objective of the coupling the rule induces ([GR] Eq. 1):
 ``P(output token in set(omega))`` under the rule's own draft joint, computed exactly.
 """
 

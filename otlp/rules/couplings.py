@@ -1,5 +1,5 @@
-"""Communication-free (drafter-invariant) couplings of seed 004: weighted MinHash and
-Gumbel-max. Seed 004 names the draft P and the target Q; here p = target, q = draft.
+"""Communication-free (drafter-invariant) couplings of [Musco]: weighted MinHash and
+Gumbel-max. [Musco] names the draft P and the target Q; here p = target, q = draft.
 
 Both use only shared randomness: the target's token does not depend on q, so the output is
 exactly p whatever the drafter. Their joints (draft a, output b) are computed in closed form
@@ -33,7 +33,7 @@ def tv_distance(inst: Instance) -> float:
 
 
 def communication_free_bound(inst: Instance) -> float:
-    """(1 - TV) / (1 + TV): what weighted MinHash guarantees (seed 004)."""
+    """(1 - TV) / (1 + TV): what weighted MinHash guarantees ([Musco])."""
     tv = tv_distance(inst)
     return (1.0 - tv) / (1.0 + tv)
 
@@ -98,7 +98,7 @@ class _PairCoupling(Rule):
 class GumbelCoupling(_PairCoupling):
     name = "gumbel"
     description = (
-        "Gumbel-max coupling with shared noise, drafter-invariant (seed 004); exact "
+        "Gumbel-max coupling with shared noise, drafter-invariant ([Musco]); exact "
         "acceptance sum_x q_x / C(q_x / p_x)"
     )
     pair_joint = staticmethod(gumbel_joint)
@@ -117,7 +117,7 @@ class GumbelCoupling(_PairCoupling):
 class WeightedMinHash(_PairCoupling):
     name = "minhash"
     description = (
-        "weighted MinHash coupling with shared uniforms, drafter-invariant (seed 004); exact "
+        "weighted MinHash coupling with shared uniforms, drafter-invariant ([Musco]); exact "
         "acceptance >= (1 - TV) / (1 + TV)"
     )
     pair_joint = staticmethod(minhash_joint)

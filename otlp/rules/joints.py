@@ -2,12 +2,12 @@
 
 Kinds:
 
-* ``single`` — one draw from the first draft row (single-draft rules, seed 004).
+* ``single`` — one draw from the first draft row (single-draft rules, [Musco]).
 * ``iid`` — n i.i.d. draws from the first draft row (K-SEQ, SpecTr).
 * ``independent`` — draw d from draft row d (recursive rejection sampling, SpecInfer).
 * ``without_replacement`` — n distinct tokens drawn sequentially from the first draft row
-  (seed 001, §3.3 and Algorithm 1).
-* ``hub`` — SpecHub's sparse joint for n = 2 (seed 001, §4): with a = argmax q,
+  ([SpecHub] §3.3 and Algorithm 1).
+* ``hub`` — SpecHub's sparse joint for n = 2 ([SpecHub] §4): with a = argmax q,
   Q(x, a) = q(x) and Q(a, x) = q(a) q(x) / (1 - q(a)) for x != a, zero elsewhere.
 
 Each joint can be enumerated exactly (tuples in draw order with their masses), sampled
@@ -149,8 +149,8 @@ class DraftJoint:
 
     # ----- the bound -----------------------------------------------------------------------
     def alpha_star(self, inst: Instance) -> float:
-        """Optimal acceptance of this joint: subset selection (seed 000, Theorem 3.1), or
-        SpecHub's LP (seed 001, §3.2 and Theorem 1) for the hub joint."""
+        """Optimal acceptance of this joint: subset selection ([GR] Theorem 3.1), or
+        SpecHub's LP ([SpecHub] §3.2 and Theorem 1) for the hub joint."""
         if self.kind == "single":
             return float(np.minimum(inst.p_local, self.q).sum())
         if self.kind == "hub":
@@ -159,7 +159,7 @@ class DraftJoint:
 
 
 def hub_lp_optimum(inst: Instance, joint: DraftJoint, backend: str = "highs") -> float:
-    """SpecHub's simplified LP (seed 001, §3.2) over the hub joint, solved by ``backend``."""
+    """SpecHub's simplified LP ([SpecHub] §3.2) over the hub joint, solved by ``backend``."""
     from otlp.builders import spechub_lp
     from solvers.registry import get_backend
 

@@ -1,4 +1,4 @@
-"""K-SEQ (SpecTr, cited in seed 000; formula in DESIGN.md "Formulas not legible").
+"""K-SEQ (SpecTr, cited in [GR]; the formula is written out in docs/design.md).
 
 For rho >= 1 let beta(rho) = sum_x min(q(x), p(x)/rho). Draft n tokens i.i.d. from q; accept
 X_i (in order) with probability min(1, p(X_i) / (rho q(X_i))); if all are rejected, draw from
@@ -94,7 +94,7 @@ def kseq_parameters(p: FloatArray, q: FloatArray, n: int) -> KSeqParameters:
 class KSeq(DraftThenVerify):
     name = "kseq"
     description = (
-        "K-SEQ from SpecTr with the best rho* (cited in seed 000; DESIGN.md); n i.i.d. "
+        "K-SEQ from SpecTr with the best rho* (cited in [GR]; docs/design.md); n i.i.d. "
         "drafts, >= (1 - 1/e) alpha*"
     )
     joint_kind = "iid"

@@ -1,9 +1,9 @@
-"""Mentored decoding (seed 003): lossy single-draft verification that maximises acceptance
-under a KL budget. Seed 003 names the draft p and the target q; here p = target, q = draft.
+"""Mentored decoding ([Mentored]): lossy single-draft verification that maximises acceptance
+under a KL budget. [Mentored] names the draft p and the target q; here p = target, q = draft.
 
 Draft x ~ q; accept with probability r_x, else draw from s. The output law is
 pi = q r + s (1 - R) with acceptance R = sum_x q_x r_x, and the budget is KL(p || pi) <= D.
-With rho_x = p_x / q_x (target over draft) the optimum (seed 003, end of §4) is, for a
+With rho_x = p_x / q_x (target over draft) the optimum ([Mentored], end of §4) is, for a
 parameter alpha in ]0, 1] and the beta >= 1 it determines:
 
 * rho_x <= alpha:          r_x = rho_x / alpha, s_x = 0,                   pi_x = p_x / alpha
@@ -69,7 +69,7 @@ def kl_divergence(p: FloatArray, pi: FloatArray) -> float:
 
 
 def mentored_solution(p: FloatArray, q: FloatArray, alpha: float) -> MentoredSolution:
-    """The seed 003 solution at ``alpha`` in ]0, 1] for target p and draft q."""
+    """The [Mentored] solution at ``alpha`` in ]0, 1] for target p and draft q."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # subnormal q, alpha
         rho = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
         accept = np.where(q > 0, np.minimum(rho / alpha, 1.0), 0.0)
@@ -95,7 +95,7 @@ def _beta_for(p: FloatArray, q: FloatArray, rho: FloatArray, rejected: float) ->
 
     Sort tokens by decreasing rho and let S_m be the first m. g is continuous, decreasing and
     linear in 1 / beta between breakpoints: g(rho_(j)) = p(S_j) / rho_(j) - q(S_j). Where
-    exactly S_m has rho >= beta, beta = p(S_m) / (rejected + q(S_m)) (seed 003, Algorithm 1).
+    exactly S_m has rho >= beta, beta = p(S_m) / (rejected + q(S_m)) ([Mentored] Algorithm 1).
     """
     if rejected <= 0:
         return 1.0
@@ -110,7 +110,7 @@ def _beta_for(p: FloatArray, q: FloatArray, rho: FloatArray, rejected: float) ->
 
 
 def solve_budget(p: FloatArray, q: FloatArray, kl_budget: float) -> MentoredSolution:
-    """Algorithm 1 of seed 003: binary search on alpha for KL(p || pi) = ``kl_budget``.
+    """Algorithm 1 of [Mentored]: binary search on alpha for KL(p || pi) = ``kl_budget``.
 
     Returns the feasible end of the final bracket (KL <= budget, saturated to rounding).
     """
@@ -138,7 +138,7 @@ class MentoredDecoding(DraftThenVerify):
     lossless = False
     description = (
         "mentored decoding: lossy, the acceptance-maximising (r, s) under KL(p || output) <= D "
-        "by binary search on alpha (seed 003)"
+        "by binary search on alpha ([Mentored])"
     )
     joint_kind = "single"
 

@@ -1,4 +1,4 @@
-"""Recursive rejection sampling (seed 001, §2 and Algorithm 1): verify the drafts in order;
+"""Recursive rejection sampling ([SpecHub] §2 and Algorithm 1): verify the drafts in order;
 draft x_j is accepted with probability min(1, p_j(x_j) / q_j(x_j)); on rejection the target
 becomes the residual p_{j+1} = norm(max(p_j - q_j, 0)).
 
@@ -48,7 +48,7 @@ def replacement_residuals(
 class RecursiveRejection(DraftThenVerify):
     name = "rrs"
     description = (
-        "recursive rejection sampling with replacement, SpecInfer / MSS (seed 001 §2, "
+        "recursive rejection sampling with replacement, SpecInfer / MSS ([SpecHub] §2, "
         "Algorithm 1); one draft row per draw"
     )
     joint_kind = "independent"  # i.i.d. unless the instance has one draft model per draw
@@ -113,7 +113,7 @@ def _remove(draft: FloatArray, rows: IntArray, tokens: IntArray) -> FloatArray:
 class RecursiveRejectionWithoutReplacement(DraftThenVerify):
     name = "rrs_without_replacement"
     description = (
-        "recursive rejection sampling without replacement, RRSw (seed 001 Algorithm 1); "
+        "recursive rejection sampling without replacement, RRSw ([SpecHub] Algorithm 1); "
         "draws n distinct drafts from q"
     )
     joint_kind = "without_replacement"

@@ -1,8 +1,8 @@
 """Sequential verification: try candidates in order, each accepted with its own probability,
 and draw from a final residual if all are rejected.
 
-Recursive rejection sampling (seed 001, Algorithm 1), K-SEQ (SpecTr) and SpecHub's rule
-(seed 001, Algorithm 3) all have this shape once the per-candidate acceptance probabilities
+Recursive rejection sampling ([SpecHub] Algorithm 1), K-SEQ (SpecTr) and SpecHub's rule
+([SpecHub] Algorithm 3) all have this shape once the per-candidate acceptance probabilities
 are known for each drafted tuple, so the exact output law and the sampler are shared here.
 """
 

@@ -1,5 +1,5 @@
-"""Single-draft speculative sampling: the optimal coupling of p and q (seed 004, "Optimal
-coupling"; seed 000, Appendix A; translated: p = target, q = draft).
+"""Single-draft speculative sampling: the optimal coupling of p and q ([Musco], "Optimal
+coupling"; [GR] Appendix A; translated: p = target, q = draft).
 
 Draft x ~ q; accept with probability min(1, p(x)/q(x)); otherwise output a token from the
 residual norm(max(p - q, 0)). Acceptance sum_x min(p(x), q(x)) = 1 - TV(p, q), the largest
@@ -48,7 +48,7 @@ class SpeculativeSampling(DraftThenVerify):
     name = "sps"
     description = (
         "single-draft speculative sampling, the optimal coupling sum min(p, q) "
-        "(seed 004; seed 000 App. A); verifies the first draft"
+        "([Musco]; [GR] App. A); verifies the first draft"
     )
     joint_kind = "single"
 

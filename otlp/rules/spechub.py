@@ -1,4 +1,4 @@
-"""SpecHub for two drafts (seed 001, §4 and Appendix C).
+"""SpecHub for two drafts ([SpecHub] §4 and Appendix C).
 
 Hub joint: with a = argmax q, Q(x, a) = q(x) and Q(a, x) = q(a) q(x) / (1 - q(a)) for x != a
 (every pair contains a). Sequential rule (Algorithm 3, with GetResidual of Algorithm 2):
@@ -53,7 +53,7 @@ class HubVerification:
 
 
 def hub_verification(p: FloatArray, q: FloatArray, hub: int) -> HubVerification:
-    """Algorithm 3 of seed 001 turned into per-token probabilities."""
+    """Algorithm 3 of [SpecHub] turned into per-token probabilities."""
     others = np.ones(p.shape[0], dtype=bool)
     others[hub] = False
     rest = float(q[others].sum())  # 1 - q(a), summed: 1 - q(a) cancels when q(a) is near 1
@@ -91,7 +91,7 @@ class SpecHub(DraftThenVerify):
     name = "spechub"
     description = (
         "SpecHub, n = 2: hub draft joint around a = argmax q and its sequential rule "
-        "(seed 001 §4, App. C); optimal for its own joint (Theorem 1)"
+        "([SpecHub] §4, App. C); optimal for its own joint (Theorem 1)"
     )
     joint_kind = "hub"
 
@@ -101,7 +101,7 @@ class SpecHub(DraftThenVerify):
         return hub_verification(inst.target_rows, draft_ext(inst.q_local), hub)
 
     def lp_optimum(self, inst: Instance, backend: str = "highs") -> float:
-        """Optimum of SpecHub's LP (seed 001 §3.2, ``otlp.builders.spechub_lp``) over the
+        """Optimum of SpecHub's LP ([SpecHub] §3.2, ``otlp.builders.spechub_lp``) over the
         hub joint, solved by ``backend``."""
         return hub_lp_optimum(inst, self.draft_joint(inst), backend)
 

@@ -1,8 +1,8 @@
 """Rules built from an OTLP solution (``otlp.solve``) on the instance's own draft joint.
 
-* ``ot`` — the optimal transport itself: output ~ pi(. | omega) from a verified plan (seed 000,
+* ``ot`` — the optimal transport itself: output ~ pi(. | omega) from a verified plan ([GR],
   Eq. 1 and 3); acceptance alpha*.
-* ``canonical`` — the canonical decomposition (seed 000, §4, Theorem 4.1 and Appendix B):
+* ``canonical`` — the canonical decomposition ([GR] §4, Theorem 4.1 and Appendix B):
   importance sampling beta(i | omega) = S*_{i, omega} / sum_j S*_{j, omega} from a relaxed-OTLP
   solution S* (uniform over set(omega) where the column of S* is zero), then single-draft
   speculative sampling of the selected token against p, whose draft law is
@@ -107,7 +107,7 @@ class _PlanRule(DraftThenVerify):
 class OptimalTransport(_PlanRule):
     name = "ot"
     description = (
-        "the optimal transport pi(. | omega) from a verified otlp.solve plan (seed 000 Eq. 1-3); "
+        "the optimal transport pi(. | omega) from a verified otlp.solve plan ([GR] Eq. 1-3); "
         "acceptance alpha*"
     )
 
@@ -133,7 +133,7 @@ class CanonicalDecomposition(_PlanRule):
     name = "canonical"
     description = (
         "canonical decomposition: importance sampling beta from a relaxed-OTLP solution, then "
-        "single-draft speculative sampling (seed 000 §4, Theorem 4.1)"
+        "single-draft speculative sampling ([GR] §4, Theorem 4.1)"
     )
 
     def weights(self, inst: Instance) -> tuple[FloatArray, FloatArray]:

@@ -1,4 +1,4 @@
-"""Numba kernels of global resolution (seed 000, §6 and Appendices H-L) for i.i.d. drafts.
+"""Numba kernels of global resolution ([GR] §6 and Appendices H-L) for i.i.d. drafts.
 
 * :mod:`polymatroid` — outer residual targets by the greedy polymatroid algorithm with
   cumulative minimums (Theorem 6.2), and the tight-set blocks of the outer system.

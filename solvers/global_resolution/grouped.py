@@ -1,4 +1,4 @@
-"""Grouped-coefficient form of Φ_T and Θ_T (seed 000, Appendix K): one term per draft set.
+"""Grouped-coefficient form of Φ_T and Θ_T ([GR] Appendix K): one term per draft set.
 
 The coefficient of the LogSumExp term of a set s of variables is the probability that the
 n i.i.d. draws, restricted to the variables and the ``base`` mass, have exactly s as their

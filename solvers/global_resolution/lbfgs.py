@@ -1,4 +1,4 @@
-"""The seed's minimiser (seed 000, Appendix K): SciPy L-BFGS-B on the grouped-set form.
+"""The seed's minimiser ([GR] Appendix K): SciPy L-BFGS-B on the grouped-set form.
 
 Kept as the reference configuration: at most ``max_iter`` (25) iterations from alpha = 0,
 stopping once ||grad||_1 <= tol. Its deviation is the gradient norm alone; the caller adds

@@ -1,4 +1,4 @@
-"""Outer residual targets by the greedy polymatroid algorithm (seed 000, Theorem 6.2, App. H).
+"""Outer residual targets by the greedy polymatroid algorithm ([GR] Theorem 6.2, App. H).
 
 For i.i.d. drafts psi(H) = p(H) - q(H)^n. Order the tokens outside H* by increasing q/p,
 v_1, ..., v_K, and let H_i = H* ∪ {v_i, ..., v_K}. Lemma 6.3 reduces every

@@ -1,6 +1,6 @@
 """The softmax-parametrised transport systems of global resolution, for i.i.d. drafts.
 
-Seed 000, Lemmas I.1 and J.1: variable tokens i with draft probability q_i and target x_i,
+[GR] Lemmas I.1 and J.1: variable tokens i with draft probability q_i and target x_i,
 n i.i.d. draws that land on the variables or on ``base`` (the draft mass of other tokens,
 which take nothing), one column per set s of distinct variables drafted, with mass
 w(s) = P(set(omega) ∩ variables = s). With c_i = exp(alpha_i) token i receives

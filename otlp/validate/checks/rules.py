@@ -199,7 +199,7 @@ def _kseq(case: Case) -> Outcome:
     alpha = optimal_acceptance(inst).alpha_star
     procedural = kseq.procedural_acceptance(inst)
     margin = min(
-        procedural - (1 - 1 / np.e) * alpha + 1e-12,
+        procedural - (1 - np.exp(-1.0)) * alpha + 1e-12,
         kseq.acceptance(inst) - procedural + 1e-12,
         valid + 1e-12,
         1e-8 * par.rho - root,
