@@ -1,11 +1,15 @@
-"""The README's two set-up commands exist, and CI runs the test command verbatim."""
+"""The README's two set-up commands exist, CI runs the test command verbatim, and the usage
+snippet prints what the README says it prints."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 
 
 def _bash_blocks() -> list[str]:
@@ -23,3 +27,19 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     test_command = _bash_blocks()[1]
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test_command in ci_lines
+
+
+def test_the_usage_snippet_runs_and_prints_what_its_comments_say() -> None:
+    """The first Python block under "Using it": every ``print(...)  # expected`` line prints
+    the expected text (so the README's numbers are the code's)."""
+    text = README.read_text()
+    section = text[text.index("## Using it") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    code = code[: code.index("```")]
+    expected = [
+        line.split("#", 1)[1].strip() for line in code.splitlines() if line.startswith("print(")
+    ]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
+    assert out.getvalue().splitlines() == expected
