@@ -35,7 +35,6 @@ Every plan still obeys Lemma 6.6 (15 tau in L1, 10 tau in acceptance) by certifi
 
 from __future__ import annotations
 
-import math
 import time
 from functools import cached_property
 from typing import Any
@@ -53,8 +52,8 @@ from otlp.global_resolution import (
     restore_rounded_outer_flow,
 )
 from otlp.instance import Instance
-from otlp.subset import SubsetSelection, optimal_acceptance, ratio_order
-from otlp.subset_wor import prefix_psi_without_replacement
+from otlp.subset import SubsetSelection, exact_prefix_psi, optimal_acceptance, ratio_order
+from otlp.subset_wor import QuadratureRangeError, prefix_psi_without_replacement
 from solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
 from solvers.global_resolution.explicit_system import ExplicitSystem
 from solvers.global_resolution.pair_system import PairSystem, others_sum
@@ -128,9 +127,12 @@ class SchemeGlobalResolution(GlobalResolution):
         """The q/p order and psi of all its prefixes (one quadrature for H* and targets)."""
         inst = self.instance
         order = ratio_order(inst)
-        psi = prefix_psi_without_replacement(
-            inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
-        )
+        try:
+            psi = prefix_psi_without_replacement(
+                inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
+            )
+        except QuadratureRangeError:  # subnormal draft masses: exact set masses (size-checked)
+            psi = exact_prefix_psi(inst, order)
         return order, psi
 
     @cached_property
@@ -154,22 +156,12 @@ class SchemeGlobalResolution(GlobalResolution):
         return selection
 
     def _minimize(self, system: SoftmaxSystem, stop: float) -> MinimizeResult:
-        """Newton on the unit; a quadrature that cannot be set up in float64 (masses near
-        the subnormal range) returns an infinite deviation, so the unit falls back exactly."""
-        start = time.perf_counter()
-        try:
-            return system_newton(
-                system,  # type: ignore[arg-type]  # every system here evaluates itself
-                stop,
-                max_iter=self.max_iter,
-                time_budget=self.time_budget,
-            )
-        except (OverflowError, FloatingPointError) as exc:
-            alpha = np.zeros(system.size)
-            message = f"quadrature out of float64 range ({exc})"
-            return MinimizeResult(
-                alpha, 0, 0, math.inf, math.inf, False, message, time.perf_counter() - start
-            )
+        return system_newton(
+            system,  # type: ignore[arg-type]  # every system here evaluates itself
+            stop,
+            max_iter=self.max_iter,
+            time_budget=self.time_budget,
+        )
 
     @cached_property
     def outer(self) -> OuterTargets:

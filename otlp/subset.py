@@ -28,7 +28,7 @@ from otlp import greedy
 from otlp.instance import Instance, require_instance
 from otlp.limits import check_size
 from otlp.reprs import dataclass_repr
-from otlp.subset_wor import complement_in, prefix_psi_without_replacement
+from otlp.subset_wor import QuadratureRangeError, complement_in, prefix_psi_without_replacement
 
 METHODS = ("auto", "prefix", "mincut", "maxflow", "brute", "greedy")
 BRUTE_FORCE_MAX_K = 16
@@ -50,7 +50,11 @@ class SubsetSelection:
 def draft_mass_in(inst: Instance, mask: NDArray[np.bool_]) -> float:
     """P(all n drafted tokens lie in the masked part of the draft vocabulary)."""
     if inst.scheme == "without_replacement":
-        return 1.0 - complement_in(inst.q_local, mask, inst.n)
+        try:
+            return 1.0 - complement_in(inst.q_local, mask, inst.n)
+        except QuadratureRangeError:  # subnormal masses: sum the exact set masses
+            cols = inst.columns("sets")
+            return float(cols.mass[cols.contained_in(mask)].sum())
     if inst.scheme == "greedy":
         return greedy.mass_inside(inst.q_local, inst.n, mask)
     return float(np.prod(inst.draft_rows[:, mask].sum(axis=1)))
@@ -134,9 +138,12 @@ def ratio_order(inst: Instance) -> NDArray[np.int64]:
 def _prefix_search(inst: Instance) -> tuple[NDArray[np.bool_], float]:
     order = ratio_order(inst)
     if inst.scheme == "without_replacement":
-        values = prefix_psi_without_replacement(
-            inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
-        )
+        try:
+            values = prefix_psi_without_replacement(
+                inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
+            )
+        except QuadratureRangeError:  # subnormal masses: exact set masses (size-checked)
+            values = exact_prefix_psi(inst, order)
     else:
         p_prefix = np.concatenate([[0.0], np.cumsum(inst.p_local[order])])
         values = p_prefix - np.concatenate([[0.0], np.cumsum(inst.q_local[order])]) ** inst.n
@@ -144,6 +151,19 @@ def _prefix_search(inst: Instance) -> tuple[NDArray[np.bool_], float]:
     mask = np.zeros(inst.k, dtype=bool)
     mask[order[:best]] = True
     return mask, float(values[best])
+
+
+def exact_prefix_psi(inst: Instance, order: NDArray[np.int64]) -> NDArray[np.float64]:
+    """psi of every prefix of ``order`` from the exact set masses: a column lies inside the
+    first i tokens when its last member in the order comes before position i."""
+    cols = inst.columns("sets")
+    position = np.empty(inst.k, dtype=np.int64)
+    position[order] = np.arange(inst.k)
+    last = np.full(cols.count, -1, dtype=np.int64)
+    np.maximum.at(last, cols.inc_col, position[cols.inc_token])
+    inside = np.cumsum(np.bincount(last + 1, weights=cols.mass, minlength=inst.k + 1))
+    p_prefix = np.concatenate([[0.0], np.cumsum(inst.p_local[order])])
+    return p_prefix - inside
 
 
 def _brute_force(inst: Instance) -> NDArray[np.bool_]:

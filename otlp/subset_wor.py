@@ -43,7 +43,12 @@ FloatArray = NDArray[np.float64]
 REL_ERROR = 1e-13  # target for the trapezoidal discretisation bound
 LEFT_ERROR = 1e-14  # relative error of treating F = 1 below the first node
 RIGHT_TAIL = 40.0  # every prefix's right tail is below e^-40 relative to its complement
-SMALLEST_RATE = 1e-300  # rates below this are treated as this (keeps t finite)
+SMALLEST_RATE = 1e-305  # below this, the clocks' time range (~50/rate) overflows float64
+
+
+class QuadratureRangeError(ValueError):
+    """The draft masses span more than the quadrature can represent in float64: some prefix
+    leaves less than ``SMALLEST_RATE`` of draft mass, whose clock rings at times ~1/rate."""
 
 
 @lru_cache(maxsize=32)
@@ -164,7 +169,12 @@ def prefix_complements(q_order: FloatArray, n: int) -> PrefixComplements:
     if not active.any():
         return PrefixComplements(values, error, 0)
     h, t_low = step(n), first_node(n)
-    smallest = max(float(rate[active].min()), SMALLEST_RATE)
+    smallest = float(rate[active].min())
+    if smallest < SMALLEST_RATE:
+        raise QuadratureRangeError(
+            f"q: a prefix leaves draft mass {smallest:.3g} (below {SMALLEST_RATE:g}); the "
+            "exponential-clock quadrature cannot span that range in float64"
+        )
     t_high = (RIGHT_TAIL + math.log(1.0 / smallest) + 5.0) / smallest
     count = math.ceil((math.log(t_high) - math.log(t_low)) / h) + 1
     nodes = np.exp(math.log(t_low) + h * np.arange(count))

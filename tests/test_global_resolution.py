@@ -399,9 +399,17 @@ def test_large_vocabulary_without_top_k_is_refused_before_work() -> None:
     otlp.solve(otlp.Instance(p, p, 5, top_k=100), "global_resolution", check=False)
 
 
-def test_global_resolution_refuses_more_drafts_than_float64_factorials_allow() -> None:
-    """n = 171 used to fail deep inside with a LinAlgError (171! overflows float64)."""
+def test_global_resolution_refuses_more_drafts_than_it_handles_reliably() -> None:
+    """n = 171 failed deep inside with a LinAlgError (171! overflows float64), and n = 100 on
+    V = 2 took 47 s (found by otlp fuzz); n = 64 is fast, n = 65 is refused."""
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(10)), rng.dirichlet(np.ones(10))
-    with pytest.raises(ValueError, match="n: global resolution handles at most 170"):
-        otlp.solve(otlp.Instance(p, q, 171), "global_resolution", check=False)
+    for n in (65, 100, 171):
+        with pytest.raises(ValueError, match="n: global resolution handles at most 64"):
+            otlp.solve(otlp.Instance(p, q, n), "global_resolution", check=False)
+    slow = otlp.Instance(
+        [0.656348947218093, 0.343651052781907], [0.96393064118821, 0.03606935881179], 64
+    )
+    start = time.perf_counter()
+    assert otlp.solve(slow, "global_resolution").verification.ok
+    assert time.perf_counter() - start < 5.0

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otlp
+import otlp.rules
 from otlp.columns import build_columns
 from otlp.subset_wor import discretisation_bound, prefix_complements, step
 
@@ -78,3 +79,16 @@ def test_step_meets_the_error_target_and_shrinks_with_n() -> None:
     steps = [step(n) for n in range(1, 11)]
     assert all(discretisation_bound(n, h) <= 1e-13 for n, h in enumerate(steps, start=1))
     assert steps == sorted(steps, reverse=True)
+
+
+def test_subnormal_draft_masses_fall_back_to_exact_set_masses() -> None:
+    """otlp fuzz: the third draw without replacement lands on one of two subnormal tokens with
+    probability ~1; the quadrature clamped their clocks and returned alpha* 0.38 (true 0.91)."""
+    p = [0.6204118411006295, 0.11668738558635822, 0.26290077331301226, 1.725381851975e-310]
+    q = [1.08707184956037e-309, 0.9560944817299354, 0.04390551827006474, 9.7203774087777e-310]
+    inst = otlp.Instance(p, q, 3, "without_replacement", renormalize=True)
+    brute = otlp.optimal_acceptance(inst, "brute").alpha_star
+    assert otlp.optimal_acceptance(inst).alpha_star == pytest.approx(brute, abs=1e-12)
+    assert otlp.rules.get("rrs_without_replacement").acceptance(inst) <= brute + 1e-12
+    plan = otlp.solve(inst, "global_resolution")  # exact H*; units fall back where needed
+    assert plan.verification.ok and plan.acceptance == pytest.approx(brute, abs=1e-9)

@@ -27,6 +27,8 @@ Case = dict[str, Any]
 MULTISTEP_SHARE = 0.15  # fraction of cases that are multi-step model pairs
 MAX_V = 9
 MAX_N_TINY_V = 6  # n up to this on V <= 3 ("extreme n within limits", each solve < 1 s)
+# Many drafts on V <= 4: solved (set masses by dynamic programming) or refused by otlp.limits
+HUGE_N = (8, 12, 16, 30, 100, 200, 10**6)
 
 
 def _dirichlet(rng: np.random.Generator, size: int, alpha: float = 1.0) -> np.ndarray:
@@ -119,7 +121,7 @@ INSTANCE_CLASSES = {
     "ties": _ties,
     "float32": _float32,
 }
-SHAPES = ("small", "tiny_v", "extreme_n", "top_k")
+SHAPES = ("small", "tiny_v", "extreme_n", "top_k", "huge_n")
 
 
 def _as_list(values: np.ndarray) -> list[float]:
@@ -135,8 +137,14 @@ def instance_case(rng: np.random.Generator, index: int) -> Case:
         "tiny_v": int(rng.integers(1, 3)),
         "extreme_n": int(rng.integers(2, 4)),
         "top_k": int(rng.integers(4, MAX_V + 1)),
+        "huge_n": int(rng.integers(2, 5)),
     }[shape]
-    n = int(rng.integers(4, MAX_N_TINY_V + 1)) if shape == "extreme_n" else int(rng.integers(1, 4))
+    if shape == "extreme_n":
+        n = int(rng.integers(4, MAX_N_TINY_V + 1))
+    elif shape == "huge_n":
+        n = int(rng.choice(HUGE_N))
+    else:
+        n = int(rng.integers(1, 4))
     scheme = str(rng.choice(SCHEMES))
     p, q = INSTANCE_CLASSES[name](rng, v)
     v = len(p)

@@ -28,6 +28,7 @@ from otlp.instance import Instance
 from otlp.methods import method_names
 from otlp.multistep.exact import output_distribution, output_law, target_distribution
 from otlp.multistep.models import model_pair
+from otlp.rules.mentored import MentoredDecoding
 from otlp.subset import optimal_acceptance
 from otlp.verify import verify
 
@@ -140,6 +141,20 @@ def limit_worker(memory_bytes: int) -> None:
     signal.signal(signal.SIGALRM, _alarm)
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     _LIMITED.append(True)
+    warm_up()
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) global resolution's kernels for every scheme it
+    serves, so that no timed check pays for compilation."""
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
+    for scheme, n, rows in (
+        ("iid", 2, q),
+        ("without_replacement", 2, q),
+        ("without_replacement", 3, q),
+        ("independent", 2, [q, p]),
+    ):
+        solve(Instance(p, rows, n, scheme), "global_resolution")
 
 
 def _describe(exc: BaseException) -> str:
@@ -204,6 +219,16 @@ def _check_method(inst: Instance, method: str, rng: np.random.Generator) -> list
 
 
 # ----- rules ---------------------------------------------------------------------------------
+def _frontier_problems(rule: MentoredDecoding, inst: Instance) -> list[str]:
+    """Mentored decoding's acceptance-KL frontier: non-empty, both coordinates nondecreasing."""
+    family = rule.frontier(inst)
+    if family.kl.size == 0:
+        return ["mentored frontier is empty"]
+    if np.any(np.diff(family.kl) < -SLICE_TOL) or np.any(np.diff(family.acceptance) < -SLICE_TOL):
+        return ["mentored frontier is not monotone"]
+    return []
+
+
 def _check_rule(inst: Instance, name: str, rng: np.random.Generator) -> list[str]:
     rule = rules.get(name)
     problems = []
@@ -219,6 +244,8 @@ def _check_rule(inst: Instance, name: str, rng: np.random.Generator) -> list[str
         own = rule.alpha_star(inst)
         if acceptance > own + LOSSLESS_TOL:
             problems.append(f"acceptance {acceptance!r} above its own alpha* {own!r}")
+    if isinstance(rule, MentoredDecoding):
+        problems += _frontier_problems(rule, inst)
     draw = rule.draw(inst, rng, SAMPLES)
     for drafts in draw.drafts[:4]:
         found = probability_problems(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from otlp.fuzz.cases import Case, make_case
-from otlp.fuzz.checks import Outcome, limit_worker, run_case
+from otlp.fuzz.checks import Outcome, limit_worker, run_case, warm_up
 
 log = logging.getLogger("otlp")
 CHUNK = 8  # cases per work unit: small, so progress and Ctrl-C respond within seconds
@@ -145,6 +145,7 @@ def _execute(
     tasks: list[tuple[list[Case], frozenset[str]]], workers: int
 ) -> Iterator[list[tuple[Case, list[Outcome]]]]:
     if workers <= 1:
+        warm_up()
         for task in tasks:
             yield _run_chunk(task)
         return

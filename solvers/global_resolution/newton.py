@@ -105,10 +105,10 @@ def _direction(
         solution: NDArray[np.floating] = rhs / d + correction
     else:
         hess = np.diag(d) - (w * sign.reshape(1, k)) @ w.T
-        try:
-            solution = np.linalg.solve(hess, rhs)
-        except Exception:  # singular to machine precision: least squares
-            solution = np.linalg.lstsq(hess, rhs)[0]
+        # Least squares, not solve: a Hessian singular to machine precision makes solve raise,
+        # and numba 0.68 cannot re-raise through a try/except in compiled code ("Unreachable
+        # condition reached (op code RERAISE)", found by otlp fuzz). This branch is small.
+        solution = np.linalg.lstsq(hess, rhs)[0]
     for row in range(size):
         out[free[row]] = solution[row]
     return out
