@@ -18,15 +18,18 @@ efficiency over the realisable q~. [GBV] lost the formulas in its text export; r
   F(q~) = 1 + sum_u min(M_b(u), min_{v prefix of u} M_b(u) q~(v) / M_b(v))
   over all prefixes u of length 1..L (q~(v) = q~ of the paths extending v).
 
-F is a sum of minima of linear functions of q~, hence **concave** (the brief's "nonlinear
-program" is not needed): the optimum is the LP over (beta, q~) jointly
+F is a sum of minima of linear functions of q~, hence **concave**: [GBV]'s "nonlinear
+optimization" is an LP over (beta, q~) jointly (exponentially many rows, so still intractable at
+scale)
 
     maximise 1 + sum_u M_b(u) beta(u)
     s.t.     beta(u) <= beta(parent(u)), beta <= 1 on level 1, M_b(u) beta(u) <= q~(u),
              q~ in the base polytope above,
 
 solved here with every subset S enumerated (tiny trees only: V**L paths, 2**(V**L) rows).
-The optimum need not be a vertex, so best-of-all-rankings is only a lower bound.
+The optimum need not be a vertex, so best-of-all-rankings is only a lower bound. By Lemma 4.4
+and Theorem 3.4 it must equal the antichain LP of Theorem 4.3 (:func:`multi_path_lp`), which
+the ``gbv.thm4_6.equals_antichain_lp`` check confirms on random tiny trees.
 """
 
 from __future__ import annotations
