@@ -6,7 +6,8 @@
   verifier (:mod:`.verifiers`).
 * Exact per-call laws by enumeration (:func:`output_law`, :func:`expected_accepted`,
   :func:`output_distribution`), Monte Carlo decoding (:func:`simulate`), and the single- and
-  multi-path LPs of [GBV] (:func:`single_path_lp`, :func:`multi_path_lp`).
+  multi-path LPs of [GBV] (:func:`single_path_lp`, :func:`multi_path_lp`), and Theorem 4.6's
+  optimal path selection on tiny trees (:func:`optimal_path_selection`).
 """
 
 from otlp.multistep.exact import (
@@ -36,6 +37,7 @@ from otlp.multistep.models import (
     markov_model,
     model_pair,
 )
+from otlp.multistep.optimal import OptimalSelection, optimal_path_selection
 from otlp.multistep.simulate import SimulationResult, simulate
 from otlp.multistep.sweep import EfficiencyRow, efficiency_sweep
 from otlp.multistep.table import PrefixTable, tabulate
@@ -50,6 +52,7 @@ __all__ = [
     "EfficiencyRow",
     "NGramModel",
     "NodeSpace",
+    "OptimalSelection",
     "OutputLaw",
     "PlanVerifier",
     "PrefixTable",
@@ -65,6 +68,7 @@ __all__ = [
     "markov_model",
     "model_pair",
     "multi_path_lp",
+    "optimal_path_selection",
     "output_distribution",
     "output_law",
     "simulate",

@@ -99,7 +99,8 @@ def skewed_law(path_mass: FloatArray, order: IntArray, paths: int) -> FloatArray
     upper = np.cumsum(ranked)
     lower = upper - ranked
     out = np.empty_like(path_mass)
-    out[order] = _power_gap(lower, upper, paths)
+    # ranked * sum(...) rather than _power_gap(lower, upper): upper - lower loses a tiny mass.
+    out[order] = ranked * _power_sum(lower, upper, paths)
     return out
 
 

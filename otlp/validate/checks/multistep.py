@@ -6,6 +6,7 @@ import numpy as np
 
 from otlp.multistep import (
     MODEL_KINDS,
+    RANKINGS,
     NodeSpace,
     antichain_violations,
     budget_violation,
@@ -20,8 +21,16 @@ from otlp.multistep import (
     tabulate,
     target_distribution,
 )
+from otlp.multistep.gbv import path_rank_keys, skewed_conditionals, skewed_law, tree_order
 from otlp.multistep.lp import phi
-from otlp.validate.registry import Case, Outcome, at_most, check
+from otlp.multistep.models import prefix_digits
+from otlp.multistep.optimal import (
+    optimal_path_selection,
+    path_law_table,
+    realisability_violation,
+    skewed_objective,
+)
+from otlp.validate.registry import Case, Outcome, at_most, check, equality
 
 
 def _models(case: Case, max_vocab: int = 3, max_gamma: int = 3, kinds=MODEL_KINDS):
@@ -137,6 +146,150 @@ def _lazy(case: Case) -> Outcome:
     lazy = multi_path_lp(target, draft, gamma, paths)
     full = multi_path_lp(target, draft, gamma, paths, constraints="all")
     return Outcome(1e-7 - abs(lazy.expected_accepted - full.expected_accepted))
+
+
+def _tiny(case: Case):
+    """A tiny tree for Theorem 4.6 (V = 2-3, L = 1-2, at most 9 paths) and K in 2..3."""
+    target, draft, gamma = _models(case, max_vocab=3, max_gamma=2)
+    paths = int(case.rng.integers(2, 4))
+    case.record(paths=paths)
+    return tabulate(target, gamma + 1), tabulate(draft, gamma), gamma, paths
+
+
+def _random_vertex(case: Case, draft_paths: np.ndarray, paths: int) -> np.ndarray:
+    """The skewed draft of a uniformly random global ranking (a base-polytope vertex)."""
+    return skewed_law(draft_paths, case.rng.permutation(draft_paths.shape[0]), paths)
+
+
+@check(
+    "gbv.thm4_6.optimum_between_gbv_and_lp",
+    "GBV",
+    "Thm 4.6",
+    "the optimal path selection + block verification (best realisable skewed draft, exact "
+    "LP) is realisable, is attained by block verification on its q~, beats GBV (both "
+    "tree-based rankings) and every greedy ranking, and is at most the antichain LP",
+    cost=0.25,
+    suite=False,
+)
+def _thm46_between(case: Case) -> Outcome:
+    tgt, dft, gamma, paths = _tiny(case)
+    opt = optimal_path_selection(tgt, dft, gamma, paths)
+    lp = multi_path_lp(tgt, dft, gamma, paths)
+    table = path_law_table(opt.skewed, tgt.vocab_size, gamma)
+    attained = output_law(tgt, table, gamma, "block").expected_accepted
+    gbv = max(expected_accepted(tgt, dft, gamma, "gbv", paths, ranking=r) for r in RANKINGS)
+    vertex = skewed_objective(tgt, _random_vertex(case, dft.joint(gamma), paths), gamma)
+    value = opt.expected_accepted
+    margin = min(
+        value + 1e-9 - max(gbv, vertex),
+        lp.expected_accepted + 1e-7 - value,
+        1e-9 - abs(attained - value),
+        1e-9 - realisability_violation(opt.skewed, dft.joint(gamma), paths),
+    )
+    return Outcome(margin, {"optimum": value, "gbv": gbv, "lp": lp.expected_accepted})
+
+
+@check(
+    "gbv.thm4_6.equals_antichain_lp",
+    "GBV",
+    "Thms 4.3, 4.6",
+    "Theorem 4.6's optimum equals the antichain LP optimum of Theorem 4.3 (Lemma 4.4 + "
+    "Theorem 3.4: no valid algorithm beats path selection + block verification)",
+    cost=0.25,
+    suite=False,
+)
+def _thm46_lp(case: Case) -> Outcome:
+    tgt, dft, gamma, paths = _tiny(case)
+    opt = optimal_path_selection(tgt, dft, gamma, paths).expected_accepted
+    return equality(opt, multi_path_lp(tgt, dft, gamma, paths).expected_accepted, 1e-7)
+
+
+@check(
+    "gbv.thm4_6.objective_concave",
+    "GBV",
+    "Thm 4.6 (Eqs. 21-23)",
+    "block verification's efficiency F(q~) (closed form = exact BV law) is concave on the "
+    "realisable skewed drafts: F(t a + (1 - t) b) >= t F(a) + (1 - t) F(b) for greedy "
+    "vertices a, b, so the optimum is an LP, not a nonconvex program",
+    cost=0.5,
+    suite=False,
+)
+def _thm46_concave(case: Case) -> Outcome:
+    tgt, dft, gamma, paths = _tiny(case)
+    a, b = (_random_vertex(case, dft.joint(gamma), paths) for _ in range(2))
+    t = float(case.rng.random())
+    mid = t * a + (1 - t) * b
+    value = skewed_objective(tgt, mid, gamma)
+    law = output_law(tgt, path_law_table(mid, tgt.vocab_size, gamma), gamma, "block")
+    chord = t * skewed_objective(tgt, a, gamma) + (1 - t) * skewed_objective(tgt, b, gamma)
+    closed_form = 1e-10 - abs(law.expected_accepted - value)
+    return Outcome(min(value - chord + 1e-12, closed_form), {"gain": value - chord})
+
+
+@check(
+    "gbv.lemma4_7.lower_bound",
+    "GBV",
+    "Lemma 4.7 (Eq. 24)",
+    "for a realisable q~ block verification accepts E[tau] >= L min(1, r), r = min over "
+    "paths of q~(x) / M_b(x) (so efficiency >= (L + 1) min(1, r)); checked at Theorem 4.6's "
+    "optimum, at GBV's skewed draft and at a random greedy ranking",
+    cost=0.25,
+    suite=False,
+)
+def _lemma47(case: Case) -> Outcome:
+    tgt, dft, gamma, paths = _tiny(case)
+    mb = tgt.joint(gamma)
+    candidates = [
+        optimal_path_selection(tgt, dft, gamma, paths).skewed,
+        skewed_table(tgt, dft, gamma, paths).joint(gamma),
+        _random_vertex(case, dft.joint(gamma), paths),
+    ]
+    margin = np.inf
+    for skewed in candidates:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = float(np.min(np.where(mb > 0, skewed / mb, np.inf)))
+        margin = min(margin, skewed_objective(tgt, skewed, gamma) + 1e-12 - gamma * min(1.0, r))
+    return Outcome(float(margin))
+
+
+@check(
+    "gbv.eq26.skewed_ratio_increases_along_ranking",
+    "GBV",
+    "Eq. 26",
+    "along any global ranking (lowest first) q~(x)/M_s(x) is nondecreasing, sandwiched as "
+    "K a^(K-1) <= q~/M_s <= K b^(K-1) (a, b = draft mass ranked below / up to x), by the "
+    "convexity of m^K; and along a tree-based ranking with q~ from the closed form Eqs. 28-29",
+    cost=0.5,
+    suite=False,
+)
+def _eq26(case: Case) -> Outcome:
+    rng = case.rng
+    paths = int(rng.integers(2, 5))
+    mass = case.vector(int(rng.integers(2, 10)))
+    order = rng.permutation(mass.shape[0])
+    ranked = mass[order]
+    keep = ranked > 0
+    ratio = skewed_law(mass, order, paths)[order][keep] / ranked[keep]
+    upper = np.cumsum(ranked)[keep]
+    lower = upper - ranked[keep]
+    k = paths
+    monotone = float(np.min(np.diff(ratio), initial=0.0))
+    sandwich = min(
+        float(np.min(ratio - k * lower ** (k - 1))), float(np.min(k * upper ** (k - 1) - ratio))
+    )
+    # Tree-based ranking (Definition 5.2) on random models, q~ from Eqs. 28-29.
+    target, draft, gamma = _models(case, max_vocab=3, max_gamma=3)
+    tgt, dft = tabulate(target, gamma + 1), tabulate(draft, gamma)
+    tokens = prefix_digits(np.arange(tgt.vocab_size**gamma), tgt.vocab_size, gamma)
+    tc, dc = tgt.along_paths(tokens, gamma + 1), dft.along_paths(tokens, gamma)
+    ranking = str(rng.choice(list(RANKINGS)))
+    _, skewed = skewed_conditionals(tc, dc, tokens, paths, ranking)
+    tree = tree_order(path_rank_keys(tc, dc, tokens, ranking))
+    ms = dft.joint(gamma)[tree]
+    tree_ratio = skewed[tree][ms > 0] / ms[ms > 0]
+    tree_monotone = float(np.min(np.diff(tree_ratio), initial=0.0))
+    tol = 1e-9
+    return Outcome(min(monotone, sandwich, tree_monotone) + tol, {"paths": float(paths)})
 
 
 @check(
