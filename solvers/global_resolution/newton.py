@@ -53,9 +53,12 @@ class MinimizeResult:
 
 @nb.njit(cache=True)
 def _factors(low_rank: FloatArray, blocks: FloatArray, m: int) -> tuple[FloatArray, FloatArray]:
-    """U Λ U^T = W diag(sign) W^T: per node Λ_t = V diag(λ) V^T, W = U V |λ|^(1/2)."""
+    """U Λ U^T = W diag(sign) W^T: per node Λ_t = V diag(λ) V^T, W = U V |λ|^(1/2).
+
+    Returns W^T (one row per node and eigenvector, like ``low_rank``: rows are contiguous
+    over the m variables) and the signs."""
     nodes, rank = blocks.shape[0], blocks.shape[1]
-    w = np.zeros((m, nodes * rank))
+    w_t = np.zeros((nodes * rank, m))
     sign = np.zeros(nodes * rank)
     for t in range(nodes):
         if rank == 1:
@@ -69,9 +72,10 @@ def _factors(low_rank: FloatArray, blocks: FloatArray, m: int) -> tuple[FloatArr
             sign[col] = np.sign(lam[b])
             for a in range(rank):
                 coef = vec[a, b] * root
+                source = t * rank + a
                 for i in range(m):
-                    w[i, col] += coef * low_rank[t * rank + a, i]
-    return w, sign
+                    w_t[col, i] += coef * low_rank[source, i]
+    return w_t, sign
 
 
 @nb.njit(cache=True)
@@ -84,29 +88,27 @@ def _direction(
 ) -> FloatArray:
     """Solve H d = -residual on the ``free`` variables (d = 0 elsewhere)."""
     m = residual.shape[0]
-    w_all, sign = _factors(low_rank, blocks, m)
+    w_all, sign = _factors(low_rank, blocks, m)  # W^T: (k, m)
     k = sign.shape[0]
     # H = diag(row_sums + M 1) - M with M = W diag(sign) W^T (Laplacian form)
-    spread = w_all @ (sign * (w_all.T @ np.ones(m)))
+    spread = (sign * (w_all @ np.ones(m))) @ w_all
     size = free.shape[0]
-    w = np.empty((size, k))
+    w = w_all if size == m else np.ascontiguousarray(w_all[:, free])  # W^T on the free rows
     d = np.empty(size)
     rhs = np.empty(size)
     for row in range(size):
         i = free[row]
         rhs[row] = -residual[i]
         d[row] = row_sums[i] + spread[i]
-        for col in range(k):
-            w[row, col] = w_all[i, col]
     d += RIDGE * max(np.abs(d).max(), 1e-300)  # singular directions: MAX_STEP bounds them
     out = np.zeros(m)
     if 2 * k < size and (d > 0).all():  # Woodbury: (D - W S W^T)^-1 = D^-1 + ...
-        scaled = w / d.reshape(size, 1)
-        capacitance = np.diag(sign) - w.T @ scaled
-        correction = scaled @ np.linalg.solve(capacitance, scaled.T @ rhs)
+        scaled = w / d.reshape(1, size)  # (D^-1 W)^T
+        capacitance = np.diag(sign) - scaled @ w.T
+        correction = np.linalg.solve(capacitance, scaled @ rhs) @ scaled
         solution: NDArray[np.floating] = rhs / d + correction
     else:
-        hess = np.diag(d) - (w * sign.reshape(1, k)) @ w.T
+        hess = np.diag(d) - (w.T * sign.reshape(1, k)) @ w
         try:
             solution = np.linalg.solve(hess, rhs)
         except Exception:  # singular to machine precision: least squares
