@@ -233,13 +233,18 @@ def evaluate_kernel(
     shift = alpha.max() if gauge_free else 0.0
     c = np.exp(alpha - shift)
     t, w1, w2 = _kernel_nodes(c, slack, n, level)
-    y = np.empty((t.shape[0], c.shape[0]))
-    for r in range(t.shape[0]):
-        for i in range(c.shape[0]):
-            y[r, i] = math.exp(-t[r] * c[i])
-    receipts, row_sums, low_rank, blocks = _accumulate(
-        y, c, q_pow, base_pow, w1, w2, slack, hessian
-    )
+    if n == 2:
+        receipts, row_sums, low_rank, blocks = _accumulate_two(
+            t, c, q_pow, base_pow, w1, w2, slack, hessian
+        )
+    else:
+        y = np.empty((t.shape[0], c.shape[0]))
+        for r in range(t.shape[0]):
+            for i in range(c.shape[0]):
+                y[r, i] = math.exp(-t[r] * c[i])
+        receipts, row_sums, low_rank, blocks = _accumulate(
+            y, c, q_pow, base_pow, w1, w2, slack, hessian
+        )
     quad_error = 1.01 * KERNEL_REL_ERRORS[level] * receipts.sum()
     return alpha, receipts, row_sums, low_rank, blocks, quad_error
 
@@ -328,6 +333,50 @@ def _accumulate(
                 low_rank[row, i] = c[i] * v[a, i]
             for b in range(1, n + 1 - a):
                 blocks[r, a - 1, b - 1] = w2[r] * prod[n - a - b]
+    for i in range(m):
+        receipts[i] *= c[i]
+        row_sums[i] *= c[i]
+    return receipts, row_sums, low_rank, blocks
+
+
+@nb.njit(cache=True)
+def _accumulate_two(
+    t: FloatArray,
+    c: FloatArray,
+    q_pow: FloatArray,
+    base_pow: FloatArray,
+    w1: FloatArray,
+    w2: FloatArray,
+    slack: float,
+    hessian: bool,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """:func:`_accumulate` for n = 2 in two passes over the tokens per node (the general
+    series take about fifteen): with y = exp(-t c), v_1 = y q, v_2 = y q^2 (1/2 - y) and
+    P_1 = base + Σ_j y_j q_j, every receipt term is w1 (P_1 v_1 + v_2), every row-sum term
+    slack w2 (P_1 v_1 + v_2), U^T's row is c v_1 and Λ = w2 (P_0 = 1)."""
+    nodes, m = t.shape[0], c.shape[0]
+    rank = 1 if hessian else 0
+    receipts = np.zeros(m)
+    row_sums = np.zeros(m)
+    low_rank = np.zeros((nodes * rank, m))
+    blocks = np.zeros((nodes, rank, rank))
+    y = np.empty(m)
+    for r in range(nodes):
+        first = base_pow[1]
+        for i in range(m):
+            y[i] = math.exp(-t[r] * c[i])
+            first += y[i] * q_pow[1, i]
+        receipt_coef = w1[r]
+        sum_coef = slack * w2[r]
+        for i in range(m):
+            v1 = y[i] * q_pow[1, i]
+            term = first * v1 + y[i] * q_pow[2, i] * (1.0 - 2.0 * y[i])
+            receipts[i] += receipt_coef * term
+            if hessian:
+                row_sums[i] += sum_coef * term
+                low_rank[r, i] = c[i] * v1
+        if hessian:
+            blocks[r, 0, 0] = w2[r]
     for i in range(m):
         receipts[i] *= c[i]
         row_sums[i] *= c[i]

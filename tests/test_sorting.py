@@ -1,0 +1,34 @@
+"""Radix sorting and selection of the per-token path against numpy's comparison sorts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otlp.instance import _top_tokens
+from solvers.global_resolution import token
+from solvers.global_resolution.sorting import largest, stable_argsort
+
+SPECIAL = [0.0, -0.0, -np.inf, np.inf, 1.5, -2.0, 1e-310, -1e-310, 5e-324, 1.0]
+
+
+@settings(deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(SPECIAL), st.floats(allow_nan=False)), max_size=60))
+def test_stable_argsort_is_numpys_stable_sort(values: list[float]) -> None:
+    keys = np.array(values, dtype=np.float64)
+    np.testing.assert_array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("top_k", [1, 3, 40, 700, 3000])
+def test_both_top_k_paths_match_the_instance(dtype: type, top_k: int) -> None:
+    """V = 3,000 with many ties: k <= V / HEAP_SHARE takes the heap, larger k the selection."""
+    rng = np.random.default_rng(top_k)
+    values = rng.choice([0.0, 1e-300, 3e-5, 0.1, 0.25], size=3000) * rng.integers(1, 4, 3000)
+    values = values.astype(dtype)
+    expected = _top_tokens(values.astype(np.float64), top_k if top_k < values.size else None)
+    np.testing.assert_array_equal(token.top_tokens(values, top_k), expected)
+    if top_k < values.size:
+        np.testing.assert_array_equal(largest(values, top_k), expected)
