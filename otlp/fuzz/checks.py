@@ -155,6 +155,11 @@ def warm_up() -> None:
         ("independent", 2, [q, p]),
     ):
         solve(Instance(p, rows, n, scheme), "global_resolution")
+    # Tiny masses take other branches of the kernels (their own compiled signatures), and the
+    # n >= 3 without-replacement double quadrature runs only on a unit with several tokens.
+    tiny_p = np.array([7.62e-300, 6.88e-300, 6.95e-300, 1.0])
+    tiny_q = np.array([1.59e-200, 0.25298641363590146, 0.34201813063095515, 0.40499545573314355])
+    solve(Instance(tiny_p, tiny_q, 3, "without_replacement"), "global_resolution")
 
 
 def _describe(exc: BaseException) -> str:
