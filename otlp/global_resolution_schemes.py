@@ -52,8 +52,7 @@ from otlp.global_resolution import (
     restore_rounded_outer_flow,
 )
 from otlp.instance import Instance
-from otlp.subset import SubsetSelection, exact_prefix_psi, optimal_acceptance, ratio_order
-from otlp.subset_wor import QuadratureRangeError, prefix_psi_without_replacement
+from otlp.subset import SubsetSelection, optimal_acceptance, prefix_psi
 from solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
 from solvers.global_resolution.explicit_system import ExplicitSystem
 from solvers.global_resolution.pair_system import PairSystem, others_sum
@@ -125,15 +124,7 @@ class SchemeGlobalResolution(GlobalResolution):
     @cached_property
     def _prefix_psi(self) -> tuple[IntArray, FloatArray]:
         """The q/p order and psi of all its prefixes (one quadrature for H* and targets)."""
-        inst = self.instance
-        order = ratio_order(inst)
-        try:
-            psi = prefix_psi_without_replacement(
-                inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
-            )
-        except QuadratureRangeError:  # subnormal draft masses: exact set masses (size-checked)
-            psi = exact_prefix_psi(inst, order)
-        return order, psi
+        return prefix_psi(self.instance)
 
     @cached_property
     def selection(self) -> SubsetSelection:

@@ -135,7 +135,8 @@ def ratio_order(inst: Instance) -> NDArray[np.int64]:
     return np.lexsort((np.arange(inst.k), -ratio)).astype(np.int64)
 
 
-def _prefix_search(inst: Instance) -> tuple[NDArray[np.bool_], float]:
+def prefix_psi(inst: Instance) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The q/p order and psi of each of its k + 1 prefixes (i.i.d. or without replacement)."""
     order = ratio_order(inst)
     if inst.scheme == "without_replacement":
         try:
@@ -143,17 +144,22 @@ def _prefix_search(inst: Instance) -> tuple[NDArray[np.bool_], float]:
                 inst.p_local[order], inst.p_outside, inst.q_local[order], inst.n
             )
         except QuadratureRangeError:  # subnormal masses: exact set masses (size-checked)
-            values = exact_prefix_psi(inst, order)
+            values = _exact_prefix_psi(inst, order)
     else:
         p_prefix = np.concatenate([[0.0], np.cumsum(inst.p_local[order])])
         values = p_prefix - np.concatenate([[0.0], np.cumsum(inst.q_local[order])]) ** inst.n
+    return order, values
+
+
+def _prefix_search(inst: Instance) -> tuple[NDArray[np.bool_], float]:
+    order, values = prefix_psi(inst)
     best = int(np.argmin(values))
     mask = np.zeros(inst.k, dtype=bool)
     mask[order[:best]] = True
     return mask, float(values[best])
 
 
-def exact_prefix_psi(inst: Instance, order: NDArray[np.int64]) -> NDArray[np.float64]:
+def _exact_prefix_psi(inst: Instance, order: NDArray[np.int64]) -> NDArray[np.float64]:
     """psi of every prefix of ``order`` from the exact set masses: a column lies inside the
     first i tokens when its last member in the order comes before position i."""
     cols = inst.columns("sets")
