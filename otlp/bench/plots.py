@@ -28,7 +28,16 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLoca
 
 from otlp.bench.cells import ALPHA, METHOD, RULE
 from otlp.bench.tables import Row, Slice, best_under_limit, measured
-from otlp.plotting.style import BOUND, bound_marks, display, dodge, legend, save, styles
+from otlp.plotting.style import (
+    BOUND,
+    bound_marks,
+    display,
+    dodge,
+    dots_with_spread,
+    legend,
+    save,
+    styles,
+)
 
 PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
 SPREAD = "bars: 10th–90th percentile over tokens"
@@ -153,7 +162,6 @@ def _times(piece: Slice) -> Figure | None:
     offsets = dodge(len(labels), width=0.7)
     capped: list[tuple[float, str]] = []
     for offset, label in zip(offsets, labels, strict=True):
-        kw = look[label].line()
         xs, med, low, high = [], [], [], []
         for i, (k, n) in enumerate(points):
             row = cells.get((k, n, label))
@@ -168,20 +176,7 @@ def _times(piece: Slice) -> Figure | None:
             high.append(row["time_p90_ms"])
         if not xs:
             continue
-        ax.errorbar(
-            xs,
-            med,
-            yerr=[np.subtract(med, low), np.subtract(high, med)],
-            linestyle="none",
-            marker=kw["marker"],
-            color=kw["color"],
-            markerfacecolor=kw["markerfacecolor"],
-            markeredgecolor=kw["markeredgecolor"],
-            ms=6,
-            capsize=2,
-            elinewidth=1,
-            label=display(label),
-        )
+        dots_with_spread(ax, xs, med, low, high, look[label], display(label), ms=6, elinewidth=1)
     ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(PLAIN)
     ax.yaxis.set_minor_formatter(NullFormatter())
@@ -354,17 +349,7 @@ def _rules(piece: Slice) -> Figure | None:
             mean = [r["acceptance_mean"] for _, r in series]
             low = [r.get("acceptance_p10") or m for (_, r), m in zip(series, mean, strict=True)]
             high = [r.get("acceptance_p90") or m for (_, r), m in zip(series, mean, strict=True)]
-            kw = look[label].line()
-            ax.errorbar(
-                xs,
-                mean,
-                yerr=[np.subtract(mean, low), np.subtract(high, mean)],
-                ms=5,
-                capsize=2,
-                elinewidth=0.8,
-                label=display(label),
-                **(kw | {"linestyle": "none"}),
-            )
+            dots_with_spread(ax, xs, mean, low, high, look[label], display(label))
         left_out = [r for r in piece.of_kind(RULE) if r["k"] == k and not measured(r)]
         top = ax.get_ylim()[1]
         for r in left_out:  # the cell exists but was not run: a marker at the top edge

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from otlp.plotting.style import bound_marks, display, dodge, legend, save, styles
+from otlp.plotting.style import bound_marks, display, dodge, dots_with_spread, legend, save, styles
 
 if TYPE_CHECKING:
     from otlp.commands.compare import Record, SummaryRow
@@ -66,16 +66,7 @@ def plot(
             ]
             low = [s[0] if s else m for s, m in zip(spreads, mean, strict=True)]
             high = [s[1] if s else m for s, m in zip(spreads, mean, strict=True)]
-            ax.errorbar(
-                xs,
-                mean,
-                yerr=[np.subtract(mean, low), np.subtract(high, mean)],
-                ms=5,
-                capsize=2,
-                elinewidth=0.8,
-                label=display(rule),
-                **(look[rule].line() | {"linestyle": "none"}),
-            )
+            dots_with_spread(ax, xs, mean, low, high, look[rule], display(rule))
         ax.set_title(f"{suite} ({rows[0].items} pairs)", fontsize=9)
         ax.set_xlabel("number of drafts n (rules offset sideways)")
         ax.set_xticks(ns)

@@ -199,6 +199,35 @@ def legend(fig: Figure, axes: Iterable[Axes], below: bool = True) -> None:
         fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize=7)
 
 
+def dots_with_spread(
+    ax: Axes,
+    xs: Sequence[float],
+    centre: Sequence[float],
+    low: Sequence[float],
+    high: Sequence[float],
+    look: Style,
+    label: str,
+    *,
+    ms: float = 5,
+    elinewidth: float = 0.8,
+) -> None:
+    """A dot plot: markers at ``centre`` with bars from ``low`` to ``high`` (the p10-p90
+    spread), in the series' fixed style and without connecting lines."""
+    ax.errorbar(
+        xs,
+        centre,
+        yerr=[
+            [c - lo for c, lo in zip(centre, low, strict=True)],
+            [hi - c for c, hi in zip(centre, high, strict=True)],
+        ],
+        ms=ms,
+        capsize=2,
+        elinewidth=elinewidth,
+        label=label,
+        **(look.line() | {"linestyle": "none"}),
+    )
+
+
 def bound_marks(
     ax: Axes,
     xs: Sequence[float],
