@@ -47,6 +47,7 @@ from otlp.limits import check_size
 from otlp.methods import register_method
 from otlp.plan import TransportPlan
 from otlp.subset import SubsetSelection
+from otlp.subset_wor import QuadratureRangeError
 from otlp.validation import canonical_name, positive_int, real_number
 from otlp.verify import Tolerances
 from solvers.global_resolution import (
@@ -119,7 +120,12 @@ def restore_rounded_outer_flow(
 MAX_DRAFTS = 64
 # A unit whose convex solve hits one of these (masses at the edge of float64: a singular or
 # non-finite Hessian, a quadrature out of range) is solved exactly instead, and says so.
-NUMERICAL_FAILURES = (np.linalg.LinAlgError, OverflowError, FloatingPointError, ValueError)
+NUMERICAL_FAILURES = (
+    np.linalg.LinAlgError,
+    OverflowError,
+    FloatingPointError,
+    QuadratureRangeError,
+)
 
 
 def check_unit_size(k: int, n: int) -> None:

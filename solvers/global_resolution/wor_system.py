@@ -42,7 +42,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.subset_wor import discretisation_bound, step
+from otlp.subset_wor import QuadratureRangeError, discretisation_bound, step
 from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
 from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, evaluate
 
@@ -68,7 +68,7 @@ class WithoutReplacementSystem(SoftmaxSystem):
         top = np.sort(everything)[::-1]
         rest = self.excluded + float(top[n:][::-1].sum())  # smallest 1 - q(s), no cancelling
         if not rest > 0:
-            raise ValueError("base_q: the unit's largest set holds all the draft mass")
+            raise QuadratureRangeError("base_q: the unit's largest set holds all the draft mass")
         q_min = float(everything[everything > 0].min())
         h = step(n + 1, U_REL_ERROR)
         u_low = ((n + 1) * U_REL_ERROR) ** (1.0 / (n + 1))
