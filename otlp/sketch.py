@@ -30,28 +30,58 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.limits import check_size
 from otlp.validation import as_generator, canonical_name, positive_int
 
 FloatArray = NDArray[np.float64]
 QJL_CONSTANTS = {"corrected": math.sqrt(math.pi / 2), "printed": math.sqrt(math.pi)}
 
 
-def _vector(name: str, a: ArrayLike, dim: int) -> FloatArray:
-    arr = np.asarray(a, dtype=np.float64)
-    if arr.shape != (dim,):
-        raise ValueError(f"{name}: expected a vector of length {dim}, got shape {arr.shape}")
+def _vector(name: str, a: ArrayLike, dim: int | None = None) -> FloatArray:
+    """``a`` as a finite real float64 vector (of length ``dim`` if given), or ``ValueError``.
+
+    Refuses None, scalars, strings, ragged or nested input and complex numbers (whose
+    imaginary part a float cast would silently drop).
+    """
+    if a is None or isinstance(a, str | bytes):
+        raise ValueError(f"{name}: expected a vector of real numbers, got {a!r}")
+    try:
+        raw = np.asarray(a)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: not a vector of real numbers (ragged or mixed input)") from None
+    if raw.dtype.kind not in "iuf":
+        raise ValueError(f"{name}: expected real numbers, got dtype {raw.dtype}")
+    arr = raw.astype(np.float64)
+    if arr.ndim != 1 or arr.size == 0 or (dim is not None and arr.shape != (dim,)):
+        length = "" if dim is None else f" of length {dim}"
+        raise ValueError(f"{name}: expected a non-empty vector{length}, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: contains NaN or infinite entries")
     return arr
 
 
 class _Sketcher:
-    """Shared set-up: sketch size m, dimension, seeded randomness, independent copies."""
+    """Shared set-up: sketch size m, dimension, seeded randomness, independent copies.
+
+    ``table`` says how many entries per copy the sketcher allocates (m * dim for the dense
+    sketches, dim + m for the hashed and sampled ones: their random tables and a sketch);
+    copies times that is checked against ``otlp.limits`` (``max_variables``) before anything
+    is allocated.
+    """
+
+    table = "dim"
 
     def __init__(self, m: int, dim: int, rng: object = None, copies: int | None = None) -> None:
         self.m = positive_int("m", m)
         self.dim = positive_int("dim", dim)
         self.copies = None if copies is None else positive_int("copies", copies)
+        per_copy = self.m * self.dim if self.table == "m*dim" else self.dim + self.m
+        check_size(
+            f"m, dim: a {type(self).__name__} sketch with m = {self.m}, dim = {self.dim} "
+            f"and {self._count} copies",
+            self._count * per_copy,
+            advice="lower m, dim or copies",
+        )
         self.rng = as_generator(rng)
 
     @property
@@ -64,6 +94,8 @@ class _Sketcher:
 
 class JL(_Sketcher):
     """Dense linear sketch; ``kind`` "gaussian" or "sign" (+-1 entries, AMS)."""
+
+    table = "m*dim"
 
     def __init__(
         self,
@@ -120,6 +152,8 @@ class QJLKey:
 
 class QJL(_Sketcher):
     """Quantised JL: the key side keeps signs, the query side the full Pi b."""
+
+    table = "m*dim"
 
     def __init__(
         self,
@@ -192,8 +226,13 @@ class ThresholdSampling(_Sampling):
         return SampleSketch(kept, values, np.full(self._count, scale))
 
     def expected_size(self, a: ArrayLike) -> float:
+        """E|S(a)| = sum_i min(1, m a_i^2 / ||a||^2); 0 for the zero vector (nothing kept)."""
         arr = _vector("a", a, self.dim)
-        return float(np.minimum(1.0, self.m * arr * arr / (arr @ arr)).sum())
+        largest = float(np.abs(arr).max())
+        if largest == 0.0:
+            return 0.0
+        unit = arr / largest  # ||a||^2 of entries near 1e200 would overflow
+        return float(np.minimum(1.0, self.m * unit * unit / (unit @ unit)).sum())
 
 
 class PrioritySampling(_Sampling):
@@ -229,10 +268,11 @@ def estimate_inner_products(
     name = canonical_name(method, "method")
     if name not in METHODS:
         raise ValueError(f"method: expected one of {list(METHODS)}, got {method!r}")
-    a_arr = np.asarray(a, dtype=np.float64)
-    sketcher = METHODS[name](m, a_arr.shape[0], rng, copies)
+    a_arr = _vector("a", a)
+    b_arr = _vector("b", b, a_arr.size)
+    sketcher = METHODS[name](m, a_arr.size, rng, copies)
     if isinstance(sketcher, QJL):
-        estimates = sketcher.estimate(sketcher.sketch(a_arr), sketcher.sketch_query(b))
+        estimates = sketcher.estimate(sketcher.sketch(a_arr), sketcher.sketch_query(b_arr))
     else:
-        estimates = sketcher.estimate(sketcher.sketch(a_arr), sketcher.sketch(b))
+        estimates = sketcher.estimate(sketcher.sketch(a_arr), sketcher.sketch(b_arr))
     return np.atleast_1d(np.asarray(estimates, dtype=np.float64))

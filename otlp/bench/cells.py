@@ -228,22 +228,33 @@ def _known_rules(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list
 
 def check_options(config: BenchConfig, cells: Iterable[Cell]) -> None:
     """Reject, before anything runs, ``[methods.NAME] options`` that the method or rule does
-    not take: each distinct (kind, name, options) runs once on a 3-token instance and a
-    ``ValueError`` or ``TypeError`` becomes a config error naming the method."""
+    not take and ``tau`` values it refuses (global resolution: tau in [1e-10, 1)): each
+    distinct (kind, name, options, tau) runs once on a 3-token instance and a ``ValueError``
+    or ``TypeError`` becomes a config error naming the method."""
     from otlp.api import solve
+    from otlp.global_resolution import check_tau
     from otlp.instance import Instance
 
     tiny = Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=1)
-    seen = {(cell.kind, cell.name, cell.options) for cell in cells if cell.options}
-    for kind, name, options in sorted(seen, key=repr):
+    seen = {
+        (cell.kind, cell.name, cell.options, cell.tau)
+        for cell in cells
+        if cell.options or cell.tau is not None
+    }
+    for kind, name, options, tau in sorted(seen, key=repr):
+        what = "tau" if tau is not None else "options"
         try:
-            if kind == METHOD:
-                solve(tiny, name, check=False, **dict(options))
+            if kind == DECODE:
+                check_tau(tau)
+            elif kind == METHOD:
+                taus: dict[str, Any] = {} if tau is None else {"tau": tau}
+                solve(tiny, name, check=False, **dict(options), **taus)
             else:
                 rules = importlib.import_module("otlp.rules")
                 rules.get(name).acceptance(tiny, **dict(options))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"[methods.{name}] options: {exc}") from None
+            text = str(exc).removeprefix("tau: ") if what == "tau" else str(exc)
+            raise ValueError(f"[methods.{name}] {what}: {text}") from None
 
 
 def _taus(

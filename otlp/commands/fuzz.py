@@ -26,6 +26,7 @@ from otlp.commands.common import (
     stderr_console,
 )
 from otlp.fuzz import FuzzReport, campaign_cases, load_replay, run_campaign, save_failures
+from otlp.fuzz.checks import check_only
 
 DEFAULT_CASES = 2000
 DEFAULT_OUT = RESULTS_ROOT / "fuzz"
@@ -38,11 +39,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fuzz",
         summary="fuzz every method, rule, scheme and multi-step method with adversarial cases",
         description="Generate --cases seeded instances (random, one-hot and near one-hot p or "
-        "q, subnormal and 1e-300 masses, p = q, disjoint supports, ties, float32, tiny V, "
-        "top-k, all three schemes, independent drafts, the largest n the limits allow on tiny "
-        "V) and small multi-step model pairs; run each through every component and scan every "
+        "q, peaked q, subnormal and 1e-300 masses, subnormal column masses, p = q, disjoint "
+        "supports, ties, float32, float16, tiny V, top-k, every scheme, independent drafts, "
+        "the largest n the limits allow on tiny V, tau down to 1e-6) and small multi-step "
+        "model pairs; run each through every component and scan every "
         "conditional pi(.|omega) a decoder would sample from (entries >= -tol, sum 1, sampled "
-        "tokens valid). A ValueError is a clear refusal, not a failure. Prints a table of cases "
+        "tokens valid), and hand i.i.d. cases to the decoder API (otlp.verify_drafts) in float16, "
+        "bfloat16, float32 and float64, mixed. The first cases of every "
+        "campaign are fixed reproducers of past failures. A ValueError is a clear refusal, not "
+        "a failure (except from the decoder on valid inputs). Prints a table of cases "
         "and failures per component; failing cases go to OUT/failures-seed<SEED>.json for "
         "--replay. Runs on --workers processes (default: every core). Exit status 1 if any "
         "case failed.",
@@ -73,8 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--replay",
         type=Path,
         default=None,
-        metavar="FILE",
-        help="re-run the cases saved in FILE (a failures file) instead of generating",
+        metavar="PATH",
+        help="re-run the cases saved in PATH (a failures file, or a folder: every "
+        "failures-*.json in it) instead of generating",
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="folder for failing cases"
@@ -92,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     workers = (os.cpu_count() or 1) if args.workers is None else args.workers
     if workers < 1:
         raise ValueError(f"--workers: expected a positive integer, got {workers}")
+    check_only(args.only, "--only")
     output_path("--out", args.out, folder=True, mkdir=args.mkdir)
     if args.replay is not None:
         cases = load_replay(args.replay)

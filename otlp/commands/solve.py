@@ -88,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
                 **report.as_dict(),
             }
         )
-    ok = bool(rows) and all(r["ok"] for r in rows)
+    if not rows:  # nothing ran: bad input (method and instance do not go together)
+        reasons = "; ".join(f"{s['method']}: {s['reason']}" for s in skipped)
+        raise ValueError(f"--methods: no method can solve this instance ({reasons})")
+    ok = all(r["ok"] for r in rows)
     if args.json:
         print_json(
             {
@@ -124,6 +127,4 @@ def run(args: argparse.Namespace) -> int:
     notes = stderr_console()
     for s in skipped:
         notes.print(escape(f"note: {s['method']} skipped: {s['reason']}"))
-    if not rows:
-        notes.print("no method could run on this instance")
     return 0 if ok else 1

@@ -67,7 +67,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import otlp.validate as validate
+    from otlp.validation import positive_int
 
+    if args.count is not None:
+        positive_int("--count", args.count)
+    positive_int("--seed", args.seed, minimum=0)
     selected = validate.select(args.checks or None)
     if args.list:
         rows = [

@@ -9,9 +9,15 @@ failure can be saved and replayed exactly. Two kinds:
   method and single-step rule — for the multi-step methods.
 
 Instance classes (:data:`INSTANCE_CLASSES`) cover what broke solvers and rules before: one-hot
-p or q, near one-hot q (1 - 1e-12), subnormal and 1e-300 masses, p = q, disjoint supports,
-ties, float32 input, tiny vocabularies, top-k, all three schemes, independent drafts and the
-largest n the size limits allow on a tiny vocabulary.
+p or q, near one-hot q (1 - 1e-12), peaked q (1 - 1e-15 with the rest spread over 1e-18 ..
+1e-16), subnormal and 1e-300 masses, column masses in the subnormal range, p = q, disjoint
+supports, ties, float32 and float16 input, tiny vocabularies, top-k, every scheme, independent
+drafts and the largest n the size limits allow on a tiny vocabulary. Every case also carries
+the ``tau`` global resolution runs at (down to 1e-6) and the ``decoder_dtypes`` its p and q
+are handed to :func:`otlp.verify_drafts` in (float16, bfloat16, float32, float64, mixed).
+
+The first :data:`REPRODUCERS` cases of every campaign (indices 0, 1, ...) are fixed instances
+that once failed (issue 17); they run with whatever seed.
 """
 
 from __future__ import annotations
@@ -108,6 +114,36 @@ def _float32(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     return p.astype(np.float32), q.astype(np.float32)
 
 
+def _float16(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """A model's float16 softmax: entries rounded to float16 (sums off by up to eps/2)."""
+    p, q = _random(rng, v)
+    return p.astype(np.float16), q.astype(np.float16)
+
+
+def _peaked(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """A peaked draft: the rest spread unevenly over 1e-18 .. 1e-16, the top holds 1 - rest
+    (summed as a complement, never as 1 - q(top) of a rounded top)."""
+    q = 10.0 ** rng.uniform(-18, -16, size=v)
+    top = int(rng.integers(v))
+    q[top] = 0.0
+    q[top] = 1.0 - q.sum()
+    return _dirichlet(rng, v, float(rng.choice([0.2, 1.0]))), q
+
+
+def _subnormal_columns(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tiny entries whose products (the column masses of n >= 2 drafts) are subnormal, next
+    to 1e-12 entries, with p a small perturbation of q (the pattern of issue 17)."""
+    q = _dirichlet(rng, v)
+    scale = float(rng.choice([1e-160, 1e-155, 1e-110, 1e-80, 2.2e-300]))
+    kinds = rng.integers(0, 3, size=v)  # 0: normal, 1: 1e-12, 2: the tiny scale
+    kinds[int(rng.integers(v))] = 0
+    q[kinds == 1] = 2.23e-12 * (1 + 1e-9 * rng.random(int((kinds == 1).sum())))
+    q[kinds == 2] = scale * (1 + rng.random(int((kinds == 2).sum())))
+    q = q / q.sum()
+    p = q * (1 + 1e-9 * rng.standard_normal(v))
+    return (p / p.sum(), q) if rng.random() < 0.7 else (_dirichlet(rng, v), q)
+
+
 INSTANCE_CLASSES: dict[str, Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]]
 INSTANCE_CLASSES = {
     "random": _random,
@@ -120,8 +156,23 @@ INSTANCE_CLASSES = {
     "disjoint": _disjoint,
     "ties": _ties,
     "float32": _float32,
+    "float16": _float16,
+    "q_peaked": _peaked,
+    "subnormal_columns": _subnormal_columns,
 }
 SHAPES = ("small", "tiny_v", "extreme_n", "top_k", "huge_n")
+TAUS = (1e-3, 1e-3, 1e-4, 1e-6)  # global resolution's threshold, down to 1e-6
+# The dtypes p and q are handed to the decoder in: a model's own precisions, mixed as well
+DECODER_DTYPES = (
+    ("float64", "float64"),
+    ("float32", "float32"),
+    ("float32", "float64"),
+    ("float64", "float32"),
+    ("float16", "float16"),
+    ("float16", "float64"),
+    ("bfloat16", "float32"),
+    ("bfloat16", "bfloat16"),
+)
 
 
 def _as_list(values: np.ndarray) -> list[float]:
@@ -168,6 +219,8 @@ def instance_case(rng: np.random.Generator, index: int) -> Case:
         "scheme": scheme,
         "top_k": top_k,
         "dtype": str(np.asarray(p).dtype),
+        "tau": float(rng.choice(TAUS)),
+        "decoder_dtypes": list(DECODER_DTYPES[int(rng.integers(len(DECODER_DTYPES)))]),
     }
 
 
@@ -196,8 +249,61 @@ def multistep_case(rng: np.random.Generator, index: int) -> Case:
     }
 
 
+def _reproducers() -> list[Case]:
+    """Issue 17's instances, as cases (indices 0 .. len - 1 of every campaign)."""
+    rng = np.random.default_rng(0)
+    p6, q6 = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    q6[4] = 1e-60
+    p_sub = [
+        0.93549541169811889,
+        2.2303647070117674e-12,
+        2.2303647070117674e-12,
+        0.06450468829519021,
+        2.2303647070117674e-12,
+        2.2303647070117673e-300,
+    ]
+    q_sub = [
+        0.93549541168032668,
+        2.2303647085042888e-12,
+        2.2303647116879369e-12,
+        0.064504688312982464,
+        2.2303647064956370e-12,
+        2.2303647080803042e-300,
+    ]
+    rest = 10.0 ** np.random.default_rng(17).uniform(-18, -16, size=30)
+    q_peak = np.concatenate([[1.0 - rest.sum()], rest])  # q(top) = 1 - 8e-16 or so
+    p_peak = np.random.default_rng(18).dirichlet(np.ones(31))
+    base: Case = {"kind": "instance", "class": "reproducer", "shape": "small", "top_k": None}
+    base |= {"dtype": "float64", "decoder_dtypes": ["float64", "float64"], "tau": 1e-3}
+    return [
+        # float32 p, float64 q with a draft probability of 1e-60 (verify_drafts refused it)
+        base
+        | {"p": _as_list(p6), "q": _as_list(q6 / q6.sum()), "n": 2, "scheme": "iid"}
+        | {"decoder_dtypes": ["float32", "float64"], "drafts": [[4, 0]]},
+        # subnormal column masses: GR plan vs verifier at tau 1e-3 and 1e-6
+        base | {"p": p_sub, "q": q_sub, "n": 4, "scheme": "iid", "omegas": [[0, 2, 1, 5]]},
+        base | {"p": p_sub, "q": q_sub, "n": 4, "scheme": "iid", "tau": 1e-6},
+        # SpecHub's joint: a conditional of a 1e-12 draft set that did not sum to 1
+        base
+        | {"p": [0.0, 0.0, 1.0, 0.0], "n": 2, "scheme": "independent"}
+        | {"q": [[1e-12, 0.0, 1.0 - 1e-12, 0.0], [1.0, 0.0, 0.0, 0.0]]},
+        # GR without replacement on a peaked draft: the token for two given drafts only
+        base
+        | {"p": _as_list(p_peak), "q": _as_list(q_peak), "n": 5}
+        | {"scheme": "without_replacement", "top_k": 30, "slices_only": True}
+        | {"omegas": [[2, 11, 18, 0, 22], [2, 0, 1, 3, 4]]}
+        | {"components": ["method:global_resolution"]},
+    ]
+
+
+REPRODUCERS = _reproducers()
+
+
 def make_case(seed: int, index: int) -> Case:
-    """Case ``index`` of the campaign seeded by ``seed`` (independent of the other cases)."""
+    """Case ``index`` of the campaign seeded by ``seed`` (independent of the other cases);
+    indices below ``len(REPRODUCERS)`` are the fixed reproducers."""
+    if index < len(REPRODUCERS):
+        return REPRODUCERS[index] | {"index": index}
     rng = np.random.default_rng([seed, index])
     if rng.random() < MULTISTEP_SHARE:
         return multistep_case(rng, index)

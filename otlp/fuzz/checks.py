@@ -2,7 +2,9 @@
 
 Components are ``method:NAME`` (every :func:`otlp.method_names` method), ``rule:NAME`` (every
 :func:`otlp.rules.names` rule), ``scheme:NAME`` (the draft scheme itself: column masses,
-sampled drafts, alpha*) and ``multistep:METHOD`` (``spectr:RULE`` for traversal).
+sampled drafts, alpha*), ``decode:METHOD`` (:func:`otlp.verify_drafts` on i.i.d. cases, p
+and q in the case's ``decoder_dtypes``) and ``multistep:METHOD`` (``spectr:RULE`` for
+traversal).
 
 Each check returns an :class:`Outcome`: ``ok``; ``refused`` (a ``ValueError`` — a clear
 refusal such as a size guard or a rule that does not apply is correct behaviour); or
@@ -17,6 +19,7 @@ import math
 import resource
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +27,16 @@ import numpy as np
 
 from otlp import rules
 from otlp.api import solve
-from otlp.instance import Instance
+from otlp.decode import METHODS as DECODE_METHODS
+from otlp.decode import verify_drafts
+from otlp.errors import ProblemTooLarge
+from otlp.instance import SCHEMES, Instance
 from otlp.methods import method_names
 from otlp.multistep.exact import output_distribution, output_law, target_distribution
 from otlp.multistep.models import model_pair
 from otlp.rules.mentored import MentoredDecoding
 from otlp.subset import optimal_acceptance
+from otlp.tensors import as_float64
 from otlp.verify import verify
 
 SLICE_TOL = 1e-9  # per-conditional sign and sum tolerance (exact methods and rules)
@@ -38,6 +45,9 @@ LOSSLESS_TOL = 1e-9  # L1(output, p) of a lossless rule; multi-step target match
 SAMPLES = 16
 SLOW_S = 5.0  # a single check slower than this is a failure
 TIMEOUT_S = 30  # a check still running after this is stopped and counted as a failure
+JOINT_ROWS = 20_000  # a rule's exact joint is scanned row by row up to this many draft columns
+MULTISTEP_METHODS = ("token", "block", "gbv", "spectr")
+TAU_METHODS = ("global_resolution",)  # methods that take the case's tau
 
 
 @dataclass(frozen=True)
@@ -48,24 +58,63 @@ class Outcome:
     seconds: float = 0.0
 
 
+def _float_dtype(name: str) -> Any:
+    """A numpy dtype by name; ``bfloat16`` from ml_dtypes (an optional package)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
+
+
 def build_instance(case: dict[str, Any]) -> Instance:
-    """The :class:`Instance` of an instance case (float32 input kept as float32)."""
-    dtype = np.dtype(case.get("dtype", "float64"))
+    """The :class:`Instance` of an instance case (float32/float16 input kept as given, its
+    sums judged at that precision)."""
+    dtype = _float_dtype(case.get("dtype", "float64"))
     p = np.asarray(case["p"], dtype=dtype)
     q = np.asarray(case["q"], dtype=dtype)
-    return Instance(p, q, case["n"], case["scheme"], case["top_k"])
+    atol = as_float64("p", p)[1].sum_tolerance
+    return Instance(p, q, case["n"], case["scheme"], case["top_k"], atol=atol)
 
 
 def components_for(case: dict[str, Any]) -> list[str]:
-    """Every component a case goes through."""
+    """Every component a case goes through (a case may name its own ``components``)."""
     if case["kind"] == "multistep":
         suffix = f":{case['rule']}" if case["method"] == "spectr" else ""
         return [f"multistep:{case['method']}{suffix}"]
+    if "components" in case:
+        return list(case["components"])
+    decoders = []
+    if case["scheme"] == "iid" and "decoder_dtypes" in case:
+        decoders = [f"decode:{m}" for m in DECODE_METHODS if m != "sps" or case["n"] == 1]
     return (
         [f"scheme:{case['scheme']}"]
         + [f"method:{m}" for m in method_names()]
         + [f"rule:{r}" for r in rules.names()]
+        + decoders
     )
+
+
+def known_components() -> list[str]:
+    """Every component name a campaign can produce (for checking ``--only`` prefixes)."""
+    names = [f"scheme:{s}" for s in SCHEMES] + [f"method:{m}" for m in method_names()]
+    names += [f"rule:{r}" for r in rules.names()] + [f"decode:{m}" for m in DECODE_METHODS]
+    names += [f"multistep:{m}" for m in MULTISTEP_METHODS if m != "spectr"]
+    from otlp.fuzz.cases import MULTISTEP_RULES
+
+    return names + [f"multistep:spectr:{r}" for r in MULTISTEP_RULES]
+
+
+def check_only(only: Iterable[str], name: str = "only") -> frozenset[str]:
+    """``only`` as a set of component prefixes, each matching at least one component (a
+    ``ValueError`` naming ``name`` otherwise: a typo must not run an empty campaign)."""
+    prefixes = frozenset(only)
+    known = known_components()
+    for prefix in sorted(prefixes):
+        if not isinstance(prefix, str) or not any(c.startswith(prefix) for c in known):
+            kinds = ", ".join(sorted({c.partition(":")[0] + ":" for c in known}))
+            raise ValueError(f"{name}: no component starts with {prefix!r}; components: {kinds}")
+    return prefixes
 
 
 def run_case(case: dict[str, Any], only: frozenset[str] = frozenset()) -> list[Outcome]:
@@ -80,11 +129,16 @@ def run_case(case: dict[str, Any], only: frozenset[str] = frozenset()) -> list[O
     except Exception as exc:
         return [Outcome(name, "failed", f"Instance: {_describe(exc)}") for name in wanted]
     rng = np.random.default_rng(case["index"])
+    checks = {
+        "scheme": _check_scheme,
+        "method": _check_method,
+        "rule": _check_rule,
+        "decode": _check_decode,
+    }
     out = []
     for name in wanted:
         kind, _, target = name.partition(":")
-        check = {"scheme": _check_scheme, "method": _check_method, "rule": _check_rule}[kind]
-        out.append(_guarded(name, check, inst, target, rng))
+        out.append(_guarded(name, checks[kind], inst, target, rng, case))
     return out
 
 
@@ -145,9 +199,16 @@ def limit_worker(memory_bytes: int) -> None:
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's cache) global resolution's kernels for every scheme it
-    serves, so that no timed check pays for compilation."""
+    """Import every backend (POT, cvxpy: seconds on a loaded machine) and compile (or load
+    from numba's cache) global resolution's kernels for every scheme it serves, so that no
+    timed check pays for imports or compilation."""
     p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
+    for method in method_names():
+        try:
+            solve(Instance(p, q, 2), method, check=False)
+        except ValueError:  # not applicable here; nothing to warm
+            pass
+    verify_drafts(p, q, np.array([[0, 1]]), method="rrs", rng=0)
     for scheme, n, rows in (
         ("iid", 2, q),
         ("without_replacement", 2, q),
@@ -181,7 +242,9 @@ def probability_problems(what: str, values: np.ndarray, tol: float) -> list[str]
 
 
 # ----- schemes -------------------------------------------------------------------------------
-def _check_scheme(inst: Instance, scheme: str, rng: np.random.Generator) -> list[str]:
+def _check_scheme(
+    inst: Instance, scheme: str, rng: np.random.Generator, case: dict[str, Any]
+) -> list[str]:
     cols = inst.columns()
     problems = probability_problems("column masses", cols.mass, SLICE_TOL)
     drafts = inst.sample_drafts(rng, SAMPLES)
@@ -200,19 +263,36 @@ def _check_scheme(inst: Instance, scheme: str, rng: np.random.Generator) -> list
 
 
 # ----- methods -------------------------------------------------------------------------------
-def _check_method(inst: Instance, method: str, rng: np.random.Generator) -> list[str]:
+def _given_omegas(case: dict[str, Any]) -> list[np.ndarray]:
+    """The draft tuples a case names (a reproducer's failing omegas), as int64 arrays."""
+    return [np.asarray(omega, dtype=np.int64) for omega in case.get("omegas", [])]
+
+
+def _check_method(
+    inst: Instance, method: str, rng: np.random.Generator, case: dict[str, Any]
+) -> list[str]:
     tol = LOOSE_TOL.get(method, SLICE_TOL)
-    plan = solve(inst, method, check=False)
-    report = verify(plan)
-    problems = [] if report.ok else [f"verify: {'; '.join(report.problems)}"]
-    mass = plan.columns.mass
-    for column in np.flatnonzero(mass > 0):
-        label = f"column {column} (mass {mass[column]:.3g})"
-        found = probability_problems(label, plan.column_slice(int(column)), tol)
-        if found:
-            problems += found
-            break
-    for omega in inst.sample_drafts(rng, 4):
+    options = {"tau": case["tau"]} if method in TAU_METHODS and "tau" in case else {}
+    plan = solve(inst, method, check=False, **options)
+    problems: list[str] = []
+    if not case.get("slices_only"):  # a reproducer about one token: no whole-plan checks
+        report = verify(plan)
+        problems = [] if report.ok else [f"verify: {'; '.join(report.problems)}"]
+        mass = plan.columns.mass
+        for column in np.flatnonzero(mass > 0):
+            label = f"column {column} (mass {mass[column]:.3g})"
+            found = probability_problems(label, plan.column_slice(int(column)), tol)
+            if found:
+                problems += found
+                break
+    omegas = _given_omegas(case)
+    if not case.get("slices_only"):
+        omegas += list(inst.sample_drafts(rng, 4))
+    for omega in omegas:
+        if case.get("slices_only") and hasattr(plan, "token_report"):
+            _, token = plan.token_report(omega)
+            if token.fallback:  # a small valid instance must converge without fallback
+                problems.append(f"token_report({omega.tolist()}): fell back ({token.message})")
         pi = plan.slice(omega)
         problems += probability_problems(f"slice({omega.tolist()})", pi, tol)
         tokens = np.atleast_1d(plan.sample(omega, rng, SAMPLES))
@@ -234,7 +314,27 @@ def _frontier_problems(rule: MentoredDecoding, inst: Instance) -> list[str]:
     return []
 
 
-def _check_rule(inst: Instance, name: str, rng: np.random.Generator) -> list[str]:
+def _joint_problems(rule: Any, inst: Instance) -> list[str]:
+    """Every positive-mass row of the rule's exact joint is a distribution (to SLICE_TOL),
+    whatever its mass; skipped when the joint is over :data:`JOINT_ROWS` columns."""
+    try:
+        members, _ = rule.draft_columns(inst)
+        if members.shape[0] > JOINT_ROWS:
+            return []
+        joint = rule.exact_joint(inst)
+    except ProblemTooLarge:
+        return []
+    for row in np.flatnonzero(joint.mass > 0):
+        label = f"exact joint row {joint.members[row].tolist()} (mass {joint.mass[row]:.3g})"
+        found = probability_problems(label, joint.out[row], SLICE_TOL)
+        if found:
+            return found
+    return []
+
+
+def _check_rule(
+    inst: Instance, name: str, rng: np.random.Generator, case: dict[str, Any]
+) -> list[str]:
     rule = rules.get(name)
     problems = []
     acceptance = rule.acceptance(inst)
@@ -251,8 +351,10 @@ def _check_rule(inst: Instance, name: str, rng: np.random.Generator) -> list[str
             problems.append(f"acceptance {acceptance!r} above its own alpha* {own!r}")
     if isinstance(rule, MentoredDecoding):
         problems += _frontier_problems(rule, inst)
+    if hasattr(rule, "exact_joint"):
+        problems += _joint_problems(rule, inst)
     draw = rule.draw(inst, rng, SAMPLES)
-    for drafts in draw.drafts[:4]:
+    for drafts in [*_given_omegas(case), *draw.drafts[:4]]:
         found = probability_problems(
             f"conditional({drafts.tolist()})", rule.conditional(inst, drafts), SLICE_TOL
         )
@@ -265,6 +367,44 @@ def _check_rule(inst: Instance, name: str, rng: np.random.Generator) -> list[str
     elif rule.lossless and np.any(inst.p[tokens] <= 0):
         problems.append("sample: a token with p = 0 from a lossless rule")
     return problems
+
+
+# ----- decoder inputs ------------------------------------------------------------------------
+def _check_decode(
+    inst: Instance, method: str, rng: np.random.Generator, case: dict[str, Any]
+) -> list[str]:
+    """:func:`otlp.verify_drafts` on p and q in the case's ``decoder_dtypes`` (a model's
+    float16/bfloat16/float32/float64 softmax, possibly mixed), with drafts drawn from the q
+    the decoder is handed (and any drafts the case names). Those inputs are valid, so any
+    refusal other than a size limit is a failure; every token must be in range with p > 0."""
+    p_in, q_in = (
+        np.asarray(case[key], dtype=np.float64).astype(_float_dtype(dtype))
+        for key, dtype in zip(("p", "q"), case["decoder_dtypes"], strict=True)
+    )
+    p_used, q_used = p_in.astype(np.float64), q_in.astype(np.float64)
+    atol = max(as_float64(name, a)[1].sum_tolerance for name, a in (("p", p_in), ("q", q_in)))
+    try:
+        given = Instance(p_used, q_used, inst.n, top_k=inst.top_k, atol=atol)
+    except ValueError:  # the rounded q cannot draw n tokens (e.g. its support underflowed)
+        return []
+    drafts = given.sample_drafts(rng, 4)
+    if "drafts" in case:
+        drafts = np.vstack([np.asarray(case["drafts"], dtype=np.int64), drafts])
+    options = {"tau": case["tau"]} if method == "global_resolution" and "tau" in case else {}
+    try:
+        result = verify_drafts(
+            p_in, q_in, drafts, method=method, top_k=inst.top_k, rng=case["index"], **options
+        )
+    except ProblemTooLarge:
+        raise
+    except ValueError as exc:
+        return [f"refused a valid decoder input ({'/'.join(case['decoder_dtypes'])}): {exc}"]
+    tokens = np.asarray(result.tokens)
+    if tokens.min() < 0 or tokens.max() >= p_used.size:
+        return [f"token ids {tokens.tolist()} out of range"]
+    if np.any(p_used[tokens] <= 0):
+        return [f"a token with p = 0 among {tokens.tolist()} for drafts {drafts.tolist()}"]
+    return []
 
 
 # ----- multi-step ----------------------------------------------------------------------------

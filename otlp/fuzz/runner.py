@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from otlp.fuzz.cases import Case, make_case
-from otlp.fuzz.checks import Outcome, limit_worker, run_case, warm_up
+from otlp.fuzz.checks import Outcome, check_only, limit_worker, run_case, warm_up
 
 log = logging.getLogger("otlp")
 CHUNK = 8  # cases per work unit: small, so progress and Ctrl-C respond within seconds
@@ -124,6 +124,7 @@ def run_campaign(
     ``"method:"``, ``"rule:kseq"``). ``on_chunk(cases_done)`` reports progress. Ctrl-C stops
     at once and returns what finished, with ``interrupted`` set.
     """
+    only = check_only(only)
     report = FuzzReport(seed)
     start = time.perf_counter()
     cases = list(cases)
@@ -182,7 +183,13 @@ def save_failures(report: FuzzReport, path: Path) -> None:
 
 
 def load_replay(path: Path) -> list[Case]:
-    """The cases of a file written by :func:`save_failures` (or a list of cases)."""
+    """The cases of a file written by :func:`save_failures` (or a list of cases); for a
+    folder, the cases of every ``failures-*.json`` in it."""
+    if path.is_dir():
+        files = sorted(path.glob("failures-*.json"))
+        if not files:
+            raise ValueError(f"--replay: {path} is a folder with no failures-*.json file")
+        return [case for file in files for case in load_replay(file)]
     if not path.is_file():
         raise ValueError(f"--replay: no such file {path}")
     try:

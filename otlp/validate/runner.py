@@ -145,12 +145,20 @@ def run_one(check: Check, seed: int, index: int, item: Any = None) -> tuple[Outc
 
 
 def replay(name: str, seed: int = 0, index: int = 0, suite: str | None = None) -> Outcome:
-    """Re-run one saved instance (its ``worst_index`` in a report) of check ``name``."""
+    """Re-run one saved instance (its ``worst_index`` in a report) of check ``name``.
+
+    ``seed`` and ``index`` are non-negative integers (``ValueError`` naming them otherwise).
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"name: expected a check name (a string), got {name!r}")
+    check = get(name)
+    seed = positive_int("seed", seed, minimum=0)
+    index = positive_int("index", index, minimum=0)
     item = None
     if suite is not None:
         items = _suite_items(suite)
         item = items[index % len(items)]
-    return run_one(get(name), seed, index, item)[0]
+    return run_one(check, seed, index, item)[0]
 
 
 def _suite_items(name: str) -> list[Any]:
@@ -159,22 +167,34 @@ def _suite_items(name: str) -> list[Any]:
     return list(instances.load(name))
 
 
-def select(names: Iterable[str] | None = None) -> list[Check]:
-    """Checks by name, or by prefix (``gr.`` selects every [GR] check); None: all."""
+def select(names: Iterable[str] | str | None = None) -> list[Check]:
+    """Checks by name, or by prefix (``gr.`` selects every [GR] check); None: all.
+
+    One string is one name (``"gr.thm3_1"``, not its characters); anything else must be an
+    iterable of strings (``ValueError`` naming ``checks`` otherwise).
+    """
     registry = checks()
     if names is None:
         return list(registry.values())
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, Iterable):
+        raise ValueError(f"checks: expected a check name or a list of them, got {names!r}")
     chosen: list[Check] = []
     for name in names:
+        if not isinstance(name, str):
+            raise ValueError(f"checks: expected check names (strings), got {name!r}")
         hits = [c for key, c in registry.items() if key == name or key.startswith(name)]
         if not hits:
             raise ValueError(f"checks: no check matches {name!r}; known: {', '.join(registry)}")
         chosen += [c for c in hits if c not in chosen]
+    if not chosen:
+        raise ValueError("checks: an empty selection; pass None to run every check")
     return chosen
 
 
 def run(
-    checks: Iterable[str] | None = None,
+    checks: Iterable[str] | str | None = None,
     count: int | None = None,
     seed: int = 0,
     suite: str | None = None,
