@@ -29,6 +29,7 @@ from solvers.global_resolution.expsum import (
     coarsest_level,
     quadrature,
 )
+from tests.profiles import examples
 from tests.strategies import instances
 
 TAUS = (1e-3, 1e-4)
@@ -196,7 +197,7 @@ def _check_against_exact(plan: otlp.TransportPlan, tau: float) -> None:
     assert abs(report.acceptance_gap) <= bounds["acceptance"] + 1e-9
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=examples(250))
 @given(
     instances(schemes=("iid",), max_vocab=7, max_n=3),
     st.sampled_from(TAUS),

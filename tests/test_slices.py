@@ -11,6 +11,7 @@ from hypothesis import given, settings
 
 import otlp
 from otlp.verify import check_slices
+from tests.profiles import examples
 from tests.strategies import instances
 
 EXACT_METHODS = ("highs", "maxflow", "maxflow-cs", "networkx", "pot", "highs-full", "cvxpy")
@@ -109,7 +110,7 @@ def test_a_highs_time_limit_surfaces_as_status_and_warning() -> None:
     assert plan.info["solver_success"] is False
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(instances())
 def test_polishing_moves_acceptance_by_rounding_only(inst: otlp.Instance) -> None:
     """Measured over 300 examples: at most 6.7e-13 (HiGHS), 2.2e-16 (max-flow)."""

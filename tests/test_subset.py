@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otlp
+from tests.profiles import examples
 from tests.strategies import instances, weight_vectors
 
 
@@ -20,14 +21,14 @@ def test_default_method_matches_brute_force(inst: otlp.Instance) -> None:
     assert otlp.psi(inst, fast.H_mask) == pytest.approx(fast.psi_min, abs=1e-15)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(instances())
 def test_min_cut_of_relaxed_network_gives_alpha_star(inst: otlp.Instance) -> None:
     exact = otlp.optimal_acceptance(inst, "brute").alpha_star
     assert otlp.optimal_acceptance(inst, "maxflow").alpha_star == pytest.approx(exact, abs=1e-12)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(instances(schemes=("without_replacement",), max_vocab=7, max_n=4))
 def test_prefix_search_is_exact_without_replacement(inst: otlp.Instance) -> None:
     """The q/p prefix rule is only trusted for sampling without replacement after this check."""

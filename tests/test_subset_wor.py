@@ -11,6 +11,7 @@ import otlp
 import otlp.rules
 from otlp.columns import build_columns
 from otlp.subset_wor import discretisation_bound, prefix_complements, step
+from tests.profiles import examples
 
 
 @st.composite
@@ -34,7 +35,7 @@ def degenerate_drafts(draw: st.DrawFn) -> tuple[np.ndarray, int]:
     return q / q.sum(), n
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(degenerate_drafts())
 def test_prefix_complements_match_exact_set_masses_within_their_bound(
     case: tuple[np.ndarray, int],
@@ -50,7 +51,7 @@ def test_prefix_complements_match_exact_set_masses_within_their_bound(
         assert result.error[i] <= 1e-11 * exact
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(degenerate_drafts(), st.integers(0, 2**31))
 def test_alpha_star_without_replacement_matches_brute_force(
     case: tuple[np.ndarray, int], seed: int
