@@ -124,6 +124,8 @@ def _one_error_line(capsys: pytest.CaptureFixture, flag: str) -> None:
         (["solve", "--scheme", "greedy", "--methods", "global_resolution"], "--methods"),
         (["validate", "--count", "0"], "--count"),
         (["validate", "--seed", "-1"], "--seed"),
+        (["validate", "--suite", "nosuch", "--count", "1"], "--suite: unknown 'nosuch'"),
+        (["validate", "--checks", "nosuch.", "--count", "1"], "--checks: no check matches"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(

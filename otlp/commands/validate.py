@@ -72,7 +72,16 @@ def run(args: argparse.Namespace) -> int:
     if args.count is not None:
         positive_int("--count", args.count)
     positive_int("--seed", args.seed, minimum=0)
-    selected = validate.select(args.checks or None)
+    if args.suite is not None:
+        from instances import suite_names
+
+        if args.suite not in suite_names():
+            known = ", ".join(suite_names())
+            raise ValueError(f"--suite: unknown {args.suite!r}; known: {known}")
+    try:
+        selected = validate.select(args.checks or None)
+    except ValueError as exc:
+        raise ValueError(f"--{exc}") from None  # "checks: ..." names the flag
     if args.list:
         rows = [
             {
