@@ -236,10 +236,12 @@ def check_options(config: BenchConfig, cells: Iterable[Cell]) -> None:
     from otlp.instance import Instance
 
     tiny = Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], n=1)
+    registered = set(method_names())
     seen = {
         (cell.kind, cell.name, cell.options, cell.tau)
         for cell in cells
-        if cell.options or cell.tau is not None
+        if cell.options
+        or (cell.tau is not None and (cell.kind != METHOD or cell.name in registered))
     }
     for kind, name, options, tau in sorted(seen, key=repr):
         what = "tau" if tau is not None else "options"
