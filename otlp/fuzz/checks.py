@@ -16,6 +16,7 @@ are valid tokens with positive probability.
 from __future__ import annotations
 
 import math
+import re
 import resource
 import signal
 import time
@@ -208,7 +209,8 @@ def warm_up() -> None:
             solve(Instance(p, q, 2), method, check=False)
         except ValueError:  # not applicable here; nothing to warm
             pass
-    verify_drafts(p, q, np.array([[0, 1]]), method="rrs", rng=0)
+    for decoder in DECODE_METHODS:
+        verify_drafts(p, q, np.array([[0]]), method=decoder, rng=0)
     for scheme, n, rows in (
         ("iid", 2, q),
         ("without_replacement", 2, q),
@@ -377,8 +379,8 @@ def _check_decode(
     float16/bfloat16/float32/float64 softmax, possibly mixed), with drafts drawn from the q
     the decoder is handed (and any drafts the case names). Those inputs are valid, so any
     refusal other than a size limit is a failure; every token must be in range with p > 0."""
-    p_in, q_in = (
-        np.asarray(case[key], dtype=np.float64).astype(_float_dtype(dtype))
+    p_in, q_in = (  # a softmax normalised in float64, then rounded to the model's dtype
+        (np.asarray(case[key], dtype=np.float64) / np.sum(case[key])).astype(_float_dtype(dtype))
         for key, dtype in zip(("p", "q"), case["decoder_dtypes"], strict=True)
     )
     p_used, q_used = p_in.astype(np.float64), q_in.astype(np.float64)
@@ -395,9 +397,9 @@ def _check_decode(
         result = verify_drafts(
             p_in, q_in, drafts, method=method, top_k=inst.top_k, rng=case["index"], **options
         )
-    except ProblemTooLarge:
-        raise
     except ValueError as exc:
+        if not re.match(r"(p|q|drafts)[\[:]", str(exc)):
+            raise  # a stated limit (size, n for the method): a clear refusal
         return [f"refused a valid decoder input ({'/'.join(case['decoder_dtypes'])}): {exc}"]
     tokens = np.asarray(result.tokens)
     if tokens.min() < 0 or tokens.max() >= p_used.size:
