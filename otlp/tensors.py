@@ -126,13 +126,13 @@ def as_float64(
 ) -> tuple[NDArray[np.float64], ArrayKind]:
     """``value`` as a C-contiguous float64 numpy array plus its :class:`ArrayKind`.
 
-    Accepts numpy float16/float32/float64 (and wider) arrays, ml_dtypes floating arrays
-    (bfloat16, float8), torch floating tensors of any dtype on any device (detached and
-    copied to the CPU), and nested lists/tuples of real numbers (read as float64). Refuses
-    integer, boolean, complex and object arrays, ragged lists and, with ``ndims``, any other
-    number of dimensions; every error is a ``ValueError`` naming ``name``. Values are only
-    widened, never rounded: check them with :func:`check_distributions` at ``kind``'s
-    tolerance.
+    Accepts numpy float16/float32/float64 arrays, ml_dtypes floating arrays (bfloat16,
+    float8), torch floating tensors of any dtype on any device (detached and copied to the
+    CPU), and nested lists/tuples of real numbers (read as float64). Refuses integer,
+    boolean, complex and object arrays, ragged lists and, with ``ndims``, any other number of
+    dimensions; every error is a ``ValueError`` naming ``name``. Values are only widened,
+    never rounded (except long double, rounded to float64): check them with
+    :func:`check_distributions` at ``kind``'s tolerance.
     """
     if _is_torch(value):
         arr, kind = _torch_to_numpy(name, value, integer=False)
@@ -147,7 +147,7 @@ def as_float64(
         if eps is None:
             eps = float(np.finfo(arr.dtype).eps)
         kind = ArrayKind("numpy", arr.dtype.name, None, eps)
-        arr = arr.astype(np.float64)
+        arr = arr.astype(np.float64, copy=False)  # float64 input: no copy
     else:
         arr = _list_to_numpy(name, value)
         if arr.dtype.kind not in "iuf":
