@@ -26,6 +26,7 @@ from otlp.decoding.verify import (
     SCHEMES_OF,
     TreeVerification,
     node_law,
+    outcome_law,
     verify_chain,
     verify_tree,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "depth",
     "k_ary_tree",
     "node_law",
+    "outcome_law",
     "path_shape",
     "path_tree",
     "restrict_top_k",

@@ -32,7 +32,6 @@ so with one generator per row a row's outcome does not depend on its batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,49 +159,15 @@ def verify_tree(
     ranking:
         GBV's local path ranking (:data:`otlp.multistep.gbv.RANKINGS`).
     """
-    method = canonical_name(method, "method")
-    if method not in METHODS:
-        raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
-    scheme = _scheme_for(method, scheme)
-    if ranking not in RANKINGS:
-        raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
-    shape = trees.check_parents(parents)
-    tok = _check_tokens(tokens, shape)
-    rows, nodes = tok.shape
-    target = ContextLaws("p", p, (rows, nodes + 1), atol)
-    draft = ContextLaws("q", q, (rows, nodes + 1), atol)
-    if draft.vocab != target.vocab:
-        raise ValueError(f"q: vocabulary size {draft.vocab} differs from p's {target.vocab}")
-    if tok.size and tok.max() >= target.vocab:
-        b, i = np.argwhere(tok >= target.vocab)[0]
-        raise ValueError(f"tokens[{b}, {i}]: token id {tok[b, i]} outside [0, {target.vocab})")
-    if top_k is not None:
-        top_k = positive_int("top_k", top_k, maximum=target.vocab)
-    if method == "global_resolution":
-        from otlp.global_resolution import check_tau
-
-        tau = check_tau(tau)
-    depth = int(trees.depth(shape).max()) if nodes else 0
-    uniforms = row_uniforms(rng, rows, 2 * (depth + 2))
-    step = _Step(method, scheme, top_k, tau)
-    accepted = np.full((rows, depth), -1, dtype=np.int64)
+    task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
+    rows = task.tokens.shape[0]
+    uniforms = row_uniforms(rng, rows, 2 * (task.depth + 2))
+    accepted = np.full((rows, task.depth), -1, dtype=np.int64)
     bonus = np.empty(rows, dtype=np.int64)
-    if method in PATH_METHODS:
-        paths = _path_shape(shape, method)
-        for b in range(rows):
-            accepted_b, bonus[b] = _verify_paths(
-                b, tok[b], paths, target, draft, step, ranking, uniforms[b]
-            )
-            accepted[b, : accepted_b.shape[0]] = accepted_b
-    else:
-        kids = trees.children(shape)
-        for b in range(rows):
-            last, bonus[b] = _walk(
-                tok[b], kids, scheme == "iid", _sampler(b, target, draft, step, uniforms[b])
-            )
-            if last >= 0:
-                path = trees.ancestors(shape, last)
-                accepted[b, : path.shape[0]] = path
+    for b in range(rows):
+        nodes, bonus[b] = task.sample(b, uniforms[b])
+        accepted[b, : nodes.shape[0]] = nodes
+    tok, target = task.tokens, task.target
     counts = (accepted >= 0).sum(axis=1)
     path_tokens = np.full_like(accepted, -1)
     hit = accepted >= 0
@@ -212,9 +177,45 @@ def verify_tree(
         target.like(accepted),
         target.like(path_tokens),
         target.like(bonus),
+        task.step.method,
+        task.step.scheme,
+    )
+
+
+def outcome_law(
+    tokens: ArrayLike,
+    parents: ArrayLike,
+    p: ArrayLike,
+    q: ArrayLike,
+    *,
+    method: str,
+    scheme: str | None = None,
+    top_k: int | None = None,
+    tau: float = 1e-3,
+    atol: float | None = None,
+    ranking: str = "ratio",
+) -> dict[tuple[int, ...], float]:
+    """Exact law of one row's emitted tokens (accepted path + bonus) given its drafted tree.
+
+    ``tokens`` (N,), ``p``, ``q`` (N + 1, V); other arguments as :func:`verify_tree`, which
+    samples from this law (global resolution's steps by its compiled kernel, equal to the
+    object API's slices used here to rounding). Summed over the drafts' own law it gives
+    the method's output law, which for a lossless method is the target's.
+    """
+    row = np.asarray(tokens)[None, :]
+    task = _Task.of(
+        row,
+        parents,
+        np.asarray(p)[None],
+        np.asarray(q)[None],
         method,
         scheme,
+        top_k,
+        tau,
+        atol,
+        ranking,
     )
+    return task.law(0)
 
 
 def _scheme_for(method: str, scheme: str | None) -> str:
@@ -249,6 +250,160 @@ def _check_tokens(tokens: Any, parents: IntArray) -> IntArray:
             f"tokens[{b}, {i}]: node {i} is present but its parent {parents[i]} is absent (-1)"
         )
     return arr
+
+
+@dataclass(frozen=True)
+class _Task:
+    """A checked verification problem: tree, tokens, laws and the method's step."""
+
+    parents: IntArray
+    tokens: IntArray
+    target: ContextLaws
+    draft: ContextLaws
+    step: _Step
+    ranking: str
+    kids: list[IntArray]
+
+    @classmethod
+    def of(
+        cls,
+        tokens: Any,
+        parents: ArrayLike,
+        p: Any,
+        q: Any,
+        method: str,
+        scheme: str | None,
+        top_k: int | None,
+        tau: float,
+        atol: float | None,
+        ranking: str,
+    ) -> _Task:
+        method = canonical_name(method, "method")
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+        scheme = _scheme_for(method, scheme)
+        if ranking not in RANKINGS:
+            raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
+        shape = trees.check_parents(parents)
+        tok = _check_tokens(tokens, shape)
+        rows, nodes = tok.shape
+        target = ContextLaws("p", p, (rows, nodes + 1), atol)
+        draft = ContextLaws("q", q, (rows, nodes + 1), atol)
+        if draft.vocab != target.vocab:
+            raise ValueError(f"q: vocabulary size {draft.vocab} differs from p's {target.vocab}")
+        if tok.size and tok.max() >= target.vocab:
+            b, i = np.argwhere(tok >= target.vocab)[0]
+            raise ValueError(f"tokens[{b}, {i}]: token id {tok[b, i]} outside [0, {target.vocab})")
+        if top_k is not None:
+            top_k = positive_int("top_k", top_k, maximum=target.vocab)
+        if method == "global_resolution":
+            from otlp.global_resolution import check_tau
+
+            tau = check_tau(tau)
+        if method in PATH_METHODS:
+            _path_shape(shape, method)
+        step = _Step(method, scheme, top_k, tau)
+        return cls(shape, tok, target, draft, step, ranking, trees.children(shape))
+
+    @property
+    def depth(self) -> int:
+        return int(trees.depth(self.parents).max()) if self.parents.shape[0] else 0
+
+    def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
+        """Row b's accepted nodes and bonus token from its uniforms ``u``."""
+        if self.step.method in PATH_METHODS:
+            nodes, stops, root = self._path_stops(b)
+            if stops is None:
+                return nodes, draw(root, float(u[0]))
+            accepted = draw(stops.stop[0], float(u[0]))
+            return nodes[:accepted], draw(stops.correction[0, accepted], float(u[1]))
+        row = self.tokens[b]
+
+        def verified(context: int, omega: IntArray, level: int) -> int:
+            p = self.target.row(b, context)
+            if omega.shape[0] == 0:
+                return draw(p, float(u[2 * level]))
+            q = _checked_draft(b, context, self.draft, self.step, omega)
+            return self.step.token(p, q, omega, u[2 * level : 2 * level + 2])
+
+        state = [-1]
+        level = 0
+        while True:
+            cands = self._candidates(row, state)
+            y = verified(state[0] + 1, row[cands], level)
+            matched = cands[row[cands] == y]
+            if matched.shape[0] == 0:
+                break
+            state = self._next_state(matched)
+            level += 1
+        nodes = trees.ancestors(self.parents, state[0]) if state[0] >= 0 else _NO_NODES
+        return nodes, y
+
+    def law(self, b: int) -> dict[tuple[int, ...], float]:
+        """Exact law of row b's emitted tokens (see :func:`outcome_law`)."""
+        out: dict[tuple[int, ...], float] = {}
+        if self.step.method in PATH_METHODS:
+            nodes, stops, root = self._path_stops(b)
+            if stops is None:
+                _spread(out, (), 1.0, root)
+                return out
+            path = tuple(int(t) for t in self.tokens[b, nodes])
+            for accepted, mass in enumerate(stops.stop[0]):
+                _spread(out, path[:accepted], float(mass), stops.correction[0, accepted])
+            return out
+        row = self.tokens[b]
+        pending: list[tuple[list[int], tuple[int, ...], float]] = [([-1], (), 1.0)]
+        while pending:
+            state, prefix, mass = pending.pop()
+            cands = self._candidates(row, state)
+            omega = row[cands]
+            p = self.target.row(b, state[0] + 1)
+            law = p
+            if omega.shape[0]:
+                q = _checked_draft(b, state[0] + 1, self.draft, self.step, omega)
+                law = self.step.law(p, q, omega)
+            for y in np.flatnonzero(law > 0):
+                matched = cands[omega == y]
+                if matched.shape[0] == 0:
+                    _spread(out, prefix, mass * law[y], None, int(y))
+                else:
+                    pending.append((self._next_state(matched), (*prefix, int(y)), mass * law[y]))
+        return out
+
+    def _candidates(self, row: IntArray, state: list[int]) -> IntArray:
+        cands = np.concatenate([self.kids[s + 1] for s in state])
+        return cands[row[cands] >= 0]
+
+    def _next_state(self, matched: IntArray) -> list[int]:
+        """All children carrying the verified token (i.i.d. drafts: one shared context whose
+        children are all i.i.d. drafts), else the first of them."""
+        return [int(m) for m in matched] if self.step.scheme == "iid" else [int(matched[0])]
+
+    def _path_stops(self, b: int) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
+        """Block verification's stop law on row b's chain, or on GBV's selected path: (that
+        path's nodes, stop law, root target law); no stop law when the row has no drafts."""
+        return _path_stops(
+            b, self.tokens[b], self.parents, self.target, self.draft, self.step, self.ranking
+        )
+
+
+_NO_NODES = np.zeros(0, dtype=np.int64)
+
+
+def _spread(
+    out: dict[tuple[int, ...], float],
+    prefix: tuple[int, ...],
+    mass: float,
+    law: FloatArray | None,
+    token: int | None = None,
+) -> None:
+    """Add ``mass`` x ``law`` over bonus tokens after ``prefix`` (or ``mass`` at one token)."""
+    if mass <= 0.0:
+        return
+    items = [(token, 1.0)] if law is None else [(int(y), law[y]) for y in np.flatnonzero(law > 0)]
+    for y, share in items:
+        key = (*prefix, int(y))  # type: ignore[arg-type]
+        out[key] = out.get(key, 0.0) + mass * float(share)
 
 
 # ----- one node: a rule's conditional law and its draw --------------------------------------
@@ -352,25 +507,6 @@ def draw(law: FloatArray, u: float) -> int:
     return min(idx, int(np.flatnonzero(law > 0)[-1]))
 
 
-# ----- node-by-node traversal ---------------------------------------------------------------
-Sampler = Callable[[int, IntArray, int], int]
-
-
-def _sampler(
-    b: int, target: ContextLaws, draft: ContextLaws, step: _Step, u: FloatArray
-) -> Sampler:
-    """Row b's step: (context index, drafted tokens, level) -> verified token."""
-
-    def sample(context: int, omega: IntArray, level: int) -> int:
-        p = target.row(b, context)
-        if omega.shape[0] == 0:
-            return draw(p, float(u[2 * level]))
-        q = _checked_draft(b, context, draft, step, omega)
-        return step.token(p, q, omega, u[2 * level : 2 * level + 2])
-
-    return sample
-
-
 def _checked_draft(
     b: int, context: int, draft: ContextLaws, step: _Step, omega: IntArray
 ) -> FloatArray:
@@ -396,25 +532,6 @@ def _checked_draft(
     return q
 
 
-def _walk(row: IntArray, kids: list[IntArray], merge: bool, sample: Sampler) -> tuple[int, int]:
-    """SpecTr traversal of one row: (last accepted node or -1, bonus token)."""
-    state = [-1]
-    level = 0
-    while True:
-        cands = _candidates(row, kids, state)
-        y = sample(state[0] + 1, row[cands], level)
-        matched = cands[row[cands] == y]
-        if matched.shape[0] == 0:
-            return state[0], y
-        state = [int(m) for m in matched] if merge else [int(matched[0])]
-        level += 1
-
-
-def _candidates(row: IntArray, kids: list[IntArray], state: list[int]) -> IntArray:
-    cands = np.concatenate([kids[s + 1] for s in state])
-    return cands[row[cands] >= 0]
-
-
 # ----- path methods -------------------------------------------------------------------------
 def _path_shape(parents: IntArray, method: str) -> tuple[int, int]:
     shape = trees.path_shape(parents) if parents.shape[0] else (1, 0)
@@ -425,23 +542,22 @@ def _path_shape(parents: IntArray, method: str) -> tuple[int, int]:
     return shape
 
 
-def _verify_paths(
+def _path_stops(
     b: int,
     row: IntArray,
-    shape: tuple[int, int],
+    parents: IntArray,
     target: ContextLaws,
     draft: ContextLaws,
     step: _Step,
     ranking: str,
-    u: FloatArray,
-) -> tuple[IntArray, int]:
-    """Block verification of row b's chain, or GBV's selected path: (accepted nodes, bonus)."""
-    paths, length = shape
+) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
+    """Block verification on row b's chain, or on GBV's selected path ([GBV] §5)."""
+    paths, length = _path_shape(parents, step.method)
     grid = row.reshape(paths, length)
     lengths = (grid >= 0).sum(axis=1)
     kept = np.flatnonzero(lengths > 0)
     if kept.shape[0] == 0:
-        return np.zeros(0, dtype=np.int64), draw(target.row(b, 0), float(u[0]))
+        return _NO_NODES, None, target.row(b, 0)
     steps = int(lengths[kept[0]])
     if np.any(lengths[kept] != steps):
         raise ValueError(f"tokens[{b}]: method {step.method!r} needs its paths of equal length")
@@ -450,9 +566,7 @@ def _verify_paths(
     contexts = np.hstack([np.zeros((kept.shape[0], 1), dtype=np.int64), nodes + 1])
     tgt = np.stack([target.rows(b, c) for c in contexts])
     dft = np.stack([draft.rows(b, c[:-1]) for c in contexts])
-    if (
-        step.top_k is not None
-    ):  # ties towards the tokens drafted there (all first tokens at the root)
+    if step.top_k is not None:  # ties towards the tokens drafted there (the root: all paths')
         for k in range(kept.shape[0]):
             for d in range(steps):
                 dft[k, d] = step.restrict(dft[k, d], toks[:, 0] if d == 0 else toks[k, d : d + 1])
@@ -463,13 +577,10 @@ def _verify_paths(
             f"tokens[{b}, {nodes[k, d]}]: token {toks[k, d]} has draft probability 0 where drafted"
         )
     chosen = 0
+    skewed = dft[[0]]
     if step.method == "gbv":
         chosen = int(tree_order(path_rank_keys(tgt, dft, toks, ranking))[-1])
         skewed, _ = skewed_conditionals(
             tgt[[chosen]], dft[[chosen]], toks[[chosen]], kept.shape[0], ranking
         )
-    else:
-        skewed = dft[[chosen]]
-    stops = single_path.block(tgt[[chosen]], skewed, toks[[chosen]])
-    tau = draw(stops.stop[0], float(u[0]))
-    return nodes[chosen, :tau], draw(stops.correction[0, tau], float(u[1]))
+    return nodes[chosen], single_path.block(tgt[[chosen]], skewed, toks[[chosen]]), tgt[0, 0]
