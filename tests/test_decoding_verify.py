@@ -283,7 +283,7 @@ def test_low_precision_and_torch_inputs():
     p16, q16 = p.astype(np.float16), q.astype(np.float16)
     result = verify_tree(tokens, parents, p16, q16, method="rrs", rng=0)
     assert isinstance(result.bonus_token, np.ndarray) and result.bonus_token.dtype == np.int64
-    with pytest.raises(ValueError, match=r"p\[0, 0\]: sums to"):
+    with pytest.raises(ValueError, match=r"p\[0, 0\]: does not sum to 1"):
         verify_tree(tokens, parents, p * 1.1, q, method="rrs", rng=0)
     torch = pytest.importorskip("torch")
     for dtype in (torch.float32, torch.bfloat16, torch.float16):

@@ -48,6 +48,7 @@ from otlp.rules.rrs import replacement_residuals, without_replacement_walk
 from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
 from otlp.rules.spechub import hub_candidates, hub_verification
+from otlp.tensors import as_index_array
 from otlp.validation import canonical_name, positive_int
 
 FloatArray = NDArray[np.float64]
@@ -104,12 +105,10 @@ class TreeVerification:
 
 
 def verify_chain(
-    tokens: ArrayLike, p: Any, q: Any, *, method: str = "sps", **options: Any
+    tokens: Any, p: Any, q: Any, *, method: str = "sps", **options: Any
 ) -> TreeVerification:
     """:func:`verify_tree` on a single draft path: ``tokens`` (B, L), ``p``, ``q`` (B, L+1, V)."""
-    arr = np.asarray(tokens.cpu() if hasattr(tokens, "cpu") else tokens)
-    if arr.ndim != 2:
-        raise ValueError(f"tokens: expected shape (B, L), got {arr.shape}")
+    arr, _ = as_index_array("tokens", tokens, ndims=(2,))
     return verify_tree(tokens, trees.chain(arr.shape[1]), p, q, method=method, **options)
 
 
@@ -173,10 +172,10 @@ def verify_tree(
     hit = accepted >= 0
     path_tokens[hit] = tok[np.nonzero(hit)[0], accepted[hit]]
     return TreeVerification(
-        target.like(counts),
-        target.like(accepted),
-        target.like(path_tokens),
-        target.like(bonus),
+        target.kind.wrap(counts),
+        target.kind.wrap(accepted),
+        target.kind.wrap(path_tokens),
+        target.kind.wrap(bonus),
         task.step.method,
         task.step.scheme,
     )
@@ -233,12 +232,9 @@ def _scheme_for(method: str, scheme: str | None) -> str:
 
 
 def _check_tokens(tokens: Any, parents: IntArray) -> IntArray:
-    arr = np.asarray(tokens.cpu() if hasattr(tokens, "cpu") else tokens)
-    if arr.ndim != 2 or arr.shape[1] != parents.shape[0]:
+    arr, _ = as_index_array("tokens", tokens, ndims=(2,))
+    if arr.shape[1] != parents.shape[0]:
         raise ValueError(f"tokens: expected shape (B, N = {parents.shape[0]}), got {arr.shape}")
-    if arr.size and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"tokens: expected integer token ids, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
     if arr.size and arr.min() < -1:
         b, i = np.argwhere(arr < -1)[0]
         raise ValueError(f"tokens[{b}, {i}]: {arr[b, i]} is neither a token id nor -1 (absent)")
