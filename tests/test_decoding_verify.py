@@ -192,6 +192,8 @@ def chi2_pvalue(counts, law):
     ("method", "scheme", "shape"),
     [
         ("global_resolution", "iid", "paths3x1"),
+        ("sps", "iid", "tree2x2"),
+        ("rrs", "iid", "paths3x1"),
         ("global_resolution", "iid", "tree2x2"),
         ("rrs", "iid", "tree2x2"),
         ("kseq", "iid", "paths2x2"),
@@ -335,3 +337,32 @@ def test_bad_input_names_the_argument(kwargs, match):
         q = p
     with pytest.raises(ValueError, match=match):
         verify_tree(tokens, parents, p, q, **kwargs)
+
+
+@pytest.mark.parametrize("ranking", ["ratio", "inverse-ratio"])
+def test_select_path_is_the_tree_order_maximum(ranking):
+    from otlp.multistep.gbv import path_rank_keys, select_path, tree_order
+
+    rng = np.random.default_rng(8)
+    for trial in range(200):
+        paths, steps, vocab = int(rng.integers(1, 6)), int(rng.integers(1, 4)), 3
+        tokens = rng.integers(0, 2 if trial % 2 else vocab, size=(paths, steps))
+        # Laws after each prefix: equal prefixes share them, as in a real tree.
+        uniform = trial % 3 == 0
+        laws: dict = {}
+        for t in tokens:
+            for d in range(steps):
+                for kind in "pq":
+                    key = (tuple(t[:d]), kind)
+                    if key not in laws:
+                        laws[key] = (
+                            np.full(vocab, 1 / 3) if uniform else rng.dirichlet(np.ones(vocab))
+                        )
+        target = np.array([[laws[(tuple(t[:d]), "p")] for d in range(steps)] for t in tokens])
+        draft = np.array([[laws[(tuple(t[:d]), "q")] for d in range(steps)] for t in tokens])
+        expected = int(tree_order(path_rank_keys(target, draft, tokens, ranking))[-1])
+        rows, depths = np.arange(paths)[:, None], np.arange(steps)[None, :]
+        got = select_path(
+            target[rows, depths, tokens], draft[rows, depths, tokens], tokens, ranking
+        )
+        assert (tokens[got] == tokens[expected]).all()

@@ -42,7 +42,8 @@ from otlp.decoding import tree as trees
 from otlp.decoding.drafting import SCHEMES, restrict_top_k, row_uniforms
 from otlp.decoding.laws import ContextLaws
 from otlp.multistep import single_path
-from otlp.multistep.gbv import RANKINGS, path_rank_keys, skewed_conditionals, tree_order
+from otlp.multistep.gbv import RANKINGS, select_path, skewed_conditionals
+from otlp.rules.base import residual
 from otlp.rules.kseq import kseq_parameters
 from otlp.rules.rrs import replacement_residuals, without_replacement_walk
 from otlp.rules.sequential import sequential_conditionals
@@ -160,7 +161,7 @@ def verify_tree(
     """
     task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
     rows = task.tokens.shape[0]
-    uniforms = row_uniforms(rng, rows, 2 * (task.depth + 2))
+    uniforms = row_uniforms(rng, rows, (task.depth + 1) * task.width)
     accepted = np.full((rows, task.depth), -1, dtype=np.int64)
     bonus = np.empty(rows, dtype=np.int64)
     for b in range(rows):
@@ -305,6 +306,12 @@ class _Task:
     def depth(self) -> int:
         return int(trees.depth(self.parents).max()) if self.parents.shape[0] else 0
 
+    @property
+    def width(self) -> int:
+        """Uniforms per level: one per candidate (at most a level's nodes) and two more."""
+        sizes = np.bincount(trees.depth(self.parents)) if self.parents.shape[0] else [0]
+        return int(np.max(sizes)) + 2
+
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
         if self.step.method in PATH_METHODS:
@@ -317,10 +324,11 @@ class _Task:
 
         def verified(context: int, omega: IntArray, level: int) -> int:
             p = self.target.row(b, context)
+            mine = u[level * self.width : (level + 1) * self.width]
             if omega.shape[0] == 0:
-                return draw(p, float(u[2 * level]))
+                return draw(p, float(mine[0]))
             q = _checked_draft(b, context, self.draft, self.step, omega)
-            return self.step.token(p, q, omega, u[2 * level : 2 * level + 2])
+            return self.step.token(p, q, omega, mine)
 
         state = [-1]
         level = 0
@@ -418,10 +426,56 @@ class _Step:
         return node_law(p, q, omega, method=self.method, scheme=self.scheme, tau=self.tau)
 
     def token(self, p: FloatArray, q: FloatArray, omega: IntArray, u: FloatArray) -> int:
-        """The verified token for drafts ``omega`` from the row's two uniforms ``u``."""
-        if self.method == "global_resolution" and self.scheme == "iid" and omega.shape[0] > 0:
-            return _global_resolution_token(p, q, omega, self.tau, u)
+        """The verified token for drafts ``omega`` (n >= 1) from the row's uniforms ``u``
+        (n + 2 of them): the rule run as a procedure, with full-vocabulary work only where
+        it is needed (a residual after a rejection), or global resolution's compiled kernel."""
+        n = omega.shape[0]
+        if self.method in ("sps", "rrs", "rrs_without_replacement") or (
+            n == 1 and self.method == "spechub"
+        ):
+            return _rejection_token(
+                p, q, omega[:1] if self.method in ("sps", "spechub") else omega, self.scheme, u
+            )
+        if self.method == "kseq":
+            par = kseq_parameters(p, q, n)
+            return _sequential_token(omega, par.accept[omega], par.residual, u)
+        if self.method == "spechub":
+            ver = hub_verification(p, q, int(np.argmax(q)))
+            candidates, accept, final = hub_candidates(ver, omega[None])
+            return _sequential_token(candidates[0], accept[0], final, u)
+        if self.method == "global_resolution" and self.scheme == "iid":
+            return _global_resolution_token(p, q, omega, self.tau, u[:2])
         return draw(self.law(p, q, omega), float(u[0]))
+
+
+def _sequential_token(
+    candidates: IntArray, accept: FloatArray, final: FloatArray, u: FloatArray
+) -> int:
+    """Candidate j wins when u_j < accept_j (the first such), else a draw from ``final``
+    (the procedure of :func:`otlp.rules.sequential.sequential_verify`, one row)."""
+    for j, x in enumerate(candidates):
+        if u[j] < accept[j]:
+            return int(x)
+    return draw(final, float(u[candidates.shape[0]]))
+
+
+def _rejection_token(
+    p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, u: FloatArray
+) -> int:
+    """Recursive rejection sampling ([SpecHub] Algorithm 1) run lazily: draft j is accepted
+    with probability min(1, p_j(x_j) / q_j(x_j)); only a rejection computes the residual
+    p_{j+1} = norm(max(p_j - q_j, 0)) (and, without replacement, q_{j+1} = q_j with x_j
+    removed, renormalised). One draft: speculative sampling."""
+    target, draft = p, q
+    for j, x in enumerate(omega):
+        if u[j] * draft[x] < target[x]:  # u < min(1, p_j(x) / q_j(x)), q_j(x) > 0
+            return int(x)
+        target = residual(target, draft)
+        if scheme == "without_replacement" and j < omega.shape[0] - 1:
+            draft = draft.copy()
+            draft[x] = 0.0
+            draft /= draft.sum()  # the rest summed: 1 - q(x) cancels when q(x) is near 1
+    return draw(target, float(u[omega.shape[0]]))
 
 
 def node_law(
@@ -575,7 +629,9 @@ def _path_stops(
     chosen = 0
     skewed = dft[[0]]
     if step.method == "gbv":
-        chosen = int(tree_order(path_rank_keys(tgt, dft, toks, ranking))[-1])
+        rows = np.arange(kept.shape[0])[:, None]
+        depths = np.arange(steps)[None, :]
+        chosen = select_path(tgt[rows, depths, toks], dft[rows, depths, toks], toks, ranking)
         skewed, _ = skewed_conditionals(
             tgt[[chosen]], dft[[chosen]], toks[[chosen]], kept.shape[0], ranking
         )
