@@ -28,14 +28,33 @@ IntArray = NDArray[np.int64]
 RANKINGS = ("ratio", "inverse-ratio")
 
 
-def local_ranks(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> IntArray:
-    """Rank (0 = lowest) of every token among the children of a prefix, along the last axis."""
+def local_key(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> FloatArray:
+    """The local key children are ranked by: M_b / M_s (Eq. 27; +inf where only M_b > 0, 0
+    where both are 0), negated for ``"inverse-ratio"``."""
     if ranking not in RANKINGS:
         raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
     with np.errstate(divide="ignore", invalid="ignore"):
         key = np.where(draft > 0, target / draft, np.where(target > 0, np.inf, 0.0))
-    if ranking == "inverse-ratio":
-        key = -key
+    return -key if ranking == "inverse-ratio" else key
+
+
+def mass_ranked_below(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> FloatArray:
+    """For every token, the draft mass of the children ranked strictly below it (rows of the
+    last axis). Tokens of zero draft mass add nothing, so only the draft's support is sorted
+    (k tokens under a top-k draft, not V)."""
+    out = np.zeros_like(draft)
+    for row in np.ndindex(draft.shape[:-1]):
+        support = np.flatnonzero(draft[row] > 0)
+        key = local_key(target[row][support], draft[row][support], ranking)
+        order = support[np.argsort(key, kind="stable")]  # ties: lower token id ranks lower
+        ordered = draft[row][order]
+        out[row][order] = np.cumsum(ordered) - ordered
+    return out
+
+
+def local_ranks(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> IntArray:
+    """Rank (0 = lowest) of every token among the children of a prefix, along the last axis."""
+    key = local_key(target, draft, ranking)
     order = np.argsort(key, axis=-1, kind="stable")  # ties: lower token id ranks lower
     ranks = np.empty_like(order)
     np.put_along_axis(ranks, order, np.arange(key.shape[-1]), axis=-1)
@@ -61,12 +80,7 @@ def select_path(
     ranks higher); equal paths: the later index. Same answer as
     ``tree_order(path_rank_keys(...))[-1]`` in O(K L) instead of K L sorts of the vocabulary.
     """
-    if ranking not in RANKINGS:
-        raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        key = np.where(draft > 0, target / draft, np.where(target > 0, np.inf, 0.0))
-    if ranking == "inverse-ratio":
-        key = -key
+    key = local_key(target, draft, ranking)
     best = 0
     for k in range(1, tokens.shape[0]):
         differ = np.flatnonzero(tokens[k] != tokens[best])
@@ -101,12 +115,7 @@ def skewed_conditionals(
     conditionals = np.empty((count, steps, draft.shape[-1]))
     for i in range(steps):
         q = draft[:, i]
-        ranks = local_ranks(target[:, i], q, ranking)
-        order = np.argsort(ranks, axis=1)
-        ordered = np.take_along_axis(q, order, axis=1)
-        below_sorted = np.cumsum(ordered, axis=1) - ordered
-        below = np.empty_like(q)
-        np.put_along_axis(below, order, below_sorted, axis=1)
+        below = mass_ranked_below(target[:, i], q, ranking)
         lo = below_mass[:, None] + prefix_mass[:, None] * below
         child = prefix_mass[:, None] * q * _power_sum(lo, lo + prefix_mass[:, None] * q, paths)
         with np.errstate(invalid="ignore", divide="ignore"):
