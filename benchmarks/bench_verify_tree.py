@@ -30,6 +30,7 @@ CASES = (
     ("spechub", "spechub", None),
     ("block", "iid", None),
     ("gbv", "iid", None),
+    ("gbv", "iid", 100),
     ("global_resolution", "iid", 100),
     ("global_resolution", "without_replacement", 100),
     ("maxflow_cs", "iid", 20),

@@ -158,6 +158,34 @@ def verify_tree(
         One seed / ``numpy.random.Generator`` for the batch, or a sequence with one per row.
     ranking:
         GBV's local path ranking (:data:`otlp.multistep.gbv.RANKINGS`).
+
+    Returns
+    -------
+    TreeVerification
+        Per row: ``num_accepted``, the accepted nodes ``path_nodes`` and their tokens
+        ``path_tokens`` (a root-to-node path of the tree, -1 padded), the ``bonus_token``;
+        ``tokens_out(b)`` gives row b's ``num_accepted + 1`` emitted tokens.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: unknown method or a scheme it does not verify, a parent array
+        out of topological order, token ids out of range or present under an absent parent,
+        a draft of zero draft probability, laws off their sums, ``rng`` of the wrong length.
+
+    Examples
+    --------
+    Two draft paths of two tokens (nodes 0 -> 1 and 2 -> 3), one row, vocabulary of 3:
+
+    >>> import numpy as np
+    >>> from otlp.decoding import path_tree, verify_tree
+    >>> p = np.array([[[0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4],
+    ...                [0.5, 0.25, 0.25], [0.1, 0.1, 0.8]]])
+    >>> q = np.full((1, 5, 3), 1 / 3)
+    >>> result = verify_tree(np.array([[0, 1, 2, 0]]), path_tree(2, 2), p, q,
+    ...                      method="rrs", rng=[1])
+    >>> result.path_nodes.tolist(), result.tokens_out(0).tolist()
+    ([[0, 1]], [0, 1, 1])
     """
     task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
     rows = task.tokens.shape[0]
