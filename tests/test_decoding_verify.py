@@ -366,3 +366,13 @@ def test_select_path_is_the_tree_order_maximum(ranking):
             target[rows, depths, tokens], draft[rows, depths, tokens], tokens, ranking
         )
         assert (tokens[got] == tokens[expected]).all()
+
+
+def test_the_documented_decode_loop_runs(capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "decoding-api.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/decoding-api.md", "exec"), {})
+    counts = capsys.readouterr().out.split("]")[0].strip("[").split(",")
+    assert all(5 <= int(c) <= 25 for c in counts)  # 1 to L + 1 = 5 tokens per call, 5 calls

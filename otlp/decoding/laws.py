@@ -27,7 +27,7 @@ class ContextLaws:
 
     def __init__(self, name: str, value: object, shape: tuple[int, int], atol: float | None):
         self.name = name
-        if hasattr(value, "shape") and hasattr(value, "dtype"):
+        if hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) == 3:
             _, self.kind = as_float64(name, cast(Any, value)[:0])  # the kind, no copy
             self.values: Any = value
         else:
