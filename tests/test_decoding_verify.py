@@ -52,12 +52,13 @@ def tree_laws(target, draft, parents, tokens):
     return p, q
 
 
-def drafting_probability(q, parents, tokens, scheme):
+def drafting_probability(q, parents, tokens, scheme, top_k=None):
     kids = decoding.children(parents)
     mass = 1.0
     for context, nodes in enumerate(kids):
         if nodes.shape[0]:
-            mass *= children_probability(q[context], tokens[nodes], scheme)
+            law = decoding.restrict_top_k(q[context][None], top_k)[0]
+            mass *= children_probability(law, tokens[nodes], scheme)
             if mass == 0.0:
                 return 0.0
     return mass
@@ -70,7 +71,7 @@ def emitted_law(target, draft, parents, method, scheme, **options):
     for combo in itertools.product(range(V), repeat=parents.shape[0]):
         tokens = np.array(combo, dtype=np.int64)
         p, q = tree_laws(target, draft, parents, tokens)
-        mass = drafting_probability(q, parents, tokens, scheme)
+        mass = drafting_probability(q, parents, tokens, scheme, options.get("top_k"))
         if mass == 0.0:
             continue
         law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, **options)
@@ -134,6 +135,18 @@ def test_global_resolution_within_its_bound(scheme, shape):
     tau = 1e-3
     got = emitted_law(target, draft, parents, "global_resolution", scheme, tau=tau)
     assert np.abs(got - target_law(target, depth + 1)).sum() <= 15 * depth * tau
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "shape"),
+    [("gbv", "iid", "paths2x2"), ("rrs", "iid", "tree2x2"), ("block", "iid", "chain3")],
+)
+def test_exact_losslessness_under_top_k(method, scheme, shape):
+    parents = SHAPES[shape]
+    target, draft = models(seed=6)
+    depth = int(decoding.depth(parents).max())
+    got = emitted_law(target, draft, parents, method, scheme, top_k=2)
+    assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
 
 
 def test_sparse_models_and_greedy_targets():

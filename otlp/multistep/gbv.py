@@ -38,15 +38,14 @@ def local_key(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> 
     return -key if ranking == "inverse-ratio" else key
 
 
-def mass_ranked_below(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> FloatArray:
-    """For every token, the draft mass of the children ranked strictly below it (rows of the
-    last axis). Tokens of zero draft mass add nothing, so only the draft's support is sorted
-    (k tokens under a top-k draft, not V)."""
+def mass_ranked_below(key: FloatArray, draft: FloatArray) -> FloatArray:
+    """For every token, the draft mass of the children ranked strictly below it by ``key``
+    (ties: the lower token id ranks lower), along the last axis. Tokens of zero draft mass
+    add nothing, so only the draft's support is sorted (k tokens under a top-k draft)."""
     out = np.zeros_like(draft)
     for row in np.ndindex(draft.shape[:-1]):
         support = np.flatnonzero(draft[row] > 0)
-        key = local_key(target[row][support], draft[row][support], ranking)
-        order = support[np.argsort(key, kind="stable")]  # ties: lower token id ranks lower
+        order = support[np.argsort(key[row][support], kind="stable")]
         ordered = draft[row][order]
         out[row][order] = np.cumsum(ordered) - ordered
     return out
@@ -99,13 +98,21 @@ def tree_order(keys: IntArray) -> IntArray:
 
 
 def skewed_conditionals(
-    target: FloatArray, draft: FloatArray, tokens: IntArray, paths: int, ranking: str = "ratio"
+    target: FloatArray,
+    draft: FloatArray,
+    tokens: IntArray,
+    paths: int,
+    ranking: str = "ratio",
+    keys: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """q~(. | x_<i) along each path (``(P, L, V)``) and q~(x_1:L) (``(P,)``); Eqs. 28–29.
 
-    ``target`` and ``draft`` are the on-path laws ``(P, >= L, V)`` and ``(P, L, V)``.
-    Differences of K-th powers are evaluated as ``(b - a) * sum_j b^j a^(K-1-j)`` so that
-    tiny path masses do not cancel.
+    ``target`` and ``draft`` are the on-path laws ``(P, >= L, V)`` and ``(P, L, V)``;
+    ``keys`` ``(P, L, V)``, if given, are the local keys children are ranked by (default
+    :func:`local_key` of target and draft), so that a caller's path selection and the skewed
+    draft rank alike bit for bit. Differences of K-th powers are evaluated as
+    ``(b - a) * sum_j b^j a^(K-1-j)`` so that tiny path masses do not cancel; only the draft's
+    support is computed (q~ is 0 elsewhere).
     """
     count, steps = tokens.shape
     rows = np.arange(count)
@@ -115,13 +122,17 @@ def skewed_conditionals(
     conditionals = np.empty((count, steps, draft.shape[-1]))
     for i in range(steps):
         q = draft[:, i]
-        below = mass_ranked_below(target[:, i], q, ranking)
-        lo = below_mass[:, None] + prefix_mass[:, None] * below
-        child = prefix_mass[:, None] * q * _power_sum(lo, lo + prefix_mass[:, None] * q, paths)
+        key = local_key(target[:, i], q, ranking) if keys is None else keys[:, i]
+        below = mass_ranked_below(key, q)
+        r, c = np.nonzero(q)
+        lo = below_mass[r] + prefix_mass[r] * below[r, c]
+        child = np.zeros_like(q)
+        mass = prefix_mass[r] * q[r, c]
+        child[r, c] = mass * _power_sum(lo, lo + mass, paths)
         with np.errstate(invalid="ignore", divide="ignore"):
             conditionals[:, i] = np.where(parent[:, None] > 0, child / parent[:, None], q)
         x = tokens[:, i]
-        below_mass = lo[rows, x]
+        below_mass = below_mass + prefix_mass * below[rows, x]
         prefix_mass = prefix_mass * q[rows, x]
         parent = child[rows, x]
     return conditionals, parent
