@@ -389,3 +389,16 @@ def test_the_documented_decode_loop_runs(capsys):
     exec(compile(code, "docs/decoding-api.md", "exec"), {})
     counts = capsys.readouterr().out.split("]")[0].strip("[").split(",")
     assert all(5 <= int(c) <= 25 for c in counts)  # 1 to L + 1 = 5 tokens per call, 5 calls
+
+
+def test_gbv_sort_equals_a_stable_argsort_with_ties():
+    from otlp.multistep.gbv import _stable_argsort
+
+    rng = np.random.default_rng(2)
+    for trial in range(500):
+        size = int(rng.integers(1, 60))
+        values = rng.integers(0, int(rng.integers(1, 8)), size).astype(float)
+        if trial % 3 == 0:
+            values = rng.random(size)
+        values[rng.random(size) < 0.1] = np.inf
+        assert (_stable_argsort(values) == np.argsort(values, kind="stable")).all()

@@ -45,10 +45,26 @@ def mass_ranked_below(key: FloatArray, draft: FloatArray) -> FloatArray:
     out = np.zeros_like(draft)
     for row in np.ndindex(draft.shape[:-1]):
         support = np.flatnonzero(draft[row] > 0)
-        order = support[np.argsort(key[row][support], kind="stable")]
+        order = support[_stable_argsort(key[row][support])]
         ordered = draft[row][order]
         out[row][order] = np.cumsum(ordered) - ordered
     return out
+
+
+def _stable_argsort(values: FloatArray) -> IntArray:
+    """``np.argsort(values, kind="stable")`` by the faster unstable sort, then equal values
+    put back in index order (ties are rare: only their runs are re-sorted)."""
+    order = np.argsort(values)
+    ranked = values[order]
+    tied = np.zeros(order.shape[0], dtype=bool)
+    same = ranked[1:] == ranked[:-1]
+    tied[1:] |= same
+    tied[:-1] |= same
+    if tied.any():
+        runs = np.cumsum(np.concatenate([[True], ~same]))[tied]  # run label of each tied slot
+        members = order[tied]
+        order[tied] = members[np.lexsort((members, runs))]
+    return order
 
 
 def local_ranks(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> IntArray:
