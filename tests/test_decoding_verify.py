@@ -301,15 +301,27 @@ def test_low_precision_and_torch_inputs():
     with pytest.raises(ValueError, match=r"p\[0, 0\]: does not sum to 1"):
         verify_tree(tokens, parents, p * 1.1, q, method="rrs", rng=0)
     torch = pytest.importorskip("torch")
-    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+    for dtype, method in itertools.product(
+        (torch.float32, torch.bfloat16, torch.float16), ("global_resolution", "gbv")
+    ):
         out = verify_tree(
             torch.as_tensor(tokens),
             parents,
             torch.as_tensor(p).to(dtype),
             torch.as_tensor(q).to(dtype),
-            method="global_resolution",
+            method=method,
             rng=[0, 1, 2],
         )
+        same = verify_tree(
+            tokens,
+            parents,
+            torch.as_tensor(p).to(dtype).float().numpy(),
+            torch.as_tensor(q).to(dtype).float().numpy(),
+            method=method,
+            rng=[0, 1, 2],
+            atol=0.02,  # the 16-bit inputs' sums, now held in float32
+        )
+        assert out.tokens_out(1).tolist() == same.tokens_out(1).tolist()
         assert isinstance(out.num_accepted, torch.Tensor) and out.num_accepted.dtype == torch.int64
         assert out.tokens_out(0).shape[0] == int(out.num_accepted[0]) + 1
 
@@ -402,3 +414,21 @@ def test_gbv_sort_equals_a_stable_argsort_with_ties():
             values = rng.random(size)
         values[rng.random(size) < 0.1] = np.inf
         assert (_stable_argsort(values) == np.argsort(values, kind="stable")).all()
+
+
+def test_memory_stays_flat_over_many_calls():
+    import tracemalloc
+
+    parents = path_tree(4, 4)
+    tokens, p, q = random_batch(parents, 2, seed=9, vocab=64)
+    generators = [np.random.default_rng(0), np.random.default_rng(1)]
+    for method in ("rrs", "gbv", "global_resolution"):
+        for _ in range(5):
+            verify_tree(tokens, parents, p, q, method=method, rng=generators)
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(100):
+            verify_tree(tokens, parents, p, q, method=method, rng=generators)
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert grown < 64_000, f"{method}: {grown} bytes kept after 100 calls"
