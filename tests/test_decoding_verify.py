@@ -38,10 +38,10 @@ SHAPES = {
 
 
 def contexts(parents, tokens):
-    """Each context's token prefix: index 0 the root, i + 1 node i."""
+    """Each context's token prefix: index 0 the root, i + 1 node i (absent nodes: 0)."""
     out = [()]
     for i, parent in enumerate(parents):
-        out.append(out[parent + 1] + (int(tokens[i]),))
+        out.append(out[parent + 1] + (max(int(tokens[i]), 0),))
     return out
 
 
@@ -56,6 +56,7 @@ def drafting_probability(q, parents, tokens, scheme, top_k=None):
     kids = decoding.children(parents)
     mass = 1.0
     for context, nodes in enumerate(kids):
+        nodes = nodes[tokens[nodes] >= 0]
         if nodes.shape[0]:
             law = decoding.restrict_top_k(q[context][None], top_k)[0]
             mass *= children_probability(law, tokens[nodes], scheme)
@@ -64,12 +65,15 @@ def drafting_probability(q, parents, tokens, scheme, top_k=None):
     return mass
 
 
-def emitted_law(target, draft, parents, method, scheme, **options):
-    """The method's exact output law over length-(D + 1) sequences (continued by the target)."""
+def emitted_law(target, draft, parents, method, scheme, absent=(), **options):
+    """The method's exact output law over length-(D + 1) sequences (continued by the target);
+    the nodes in ``absent`` (with their descendants) are -1 in every drafted tree."""
     depth = int(decoding.depth(parents).max())
     total = np.zeros(V ** (depth + 1))
-    for combo in itertools.product(range(V), repeat=parents.shape[0]):
-        tokens = np.array(combo, dtype=np.int64)
+    present = np.setdiff1d(np.arange(parents.shape[0]), absent)
+    for combo in itertools.product(range(V), repeat=present.shape[0]):
+        tokens = np.full(parents.shape[0], -1, dtype=np.int64)
+        tokens[present] = combo
         p, q = tree_laws(target, draft, parents, tokens)
         mass = drafting_probability(q, parents, tokens, scheme, options.get("top_k"))
         if mass == 0.0:
@@ -146,6 +150,23 @@ def test_exact_losslessness_under_top_k(method, scheme, shape):
     target, draft = models(seed=6)
     depth = int(decoding.depth(parents).max())
     got = emitted_law(target, draft, parents, method, scheme, top_k=2)
+    assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "shape", "absent"),
+    [
+        ("rrs", "iid", "paths2x2", (3,)),
+        ("kseq", "iid", "tree2x2", (1, 4, 5)),
+        ("spechub", "spechub", "tree2x2", (5,)),
+        ("gbv", "iid", "paths3x1", (2,)),
+    ],
+)
+def test_exact_losslessness_with_absent_nodes(method, scheme, shape, absent):
+    parents = SHAPES[shape]
+    target, draft = models(seed=9)
+    depth = int(decoding.depth(parents).max())
+    got = emitted_law(target, draft, parents, method, scheme, absent=absent)
     assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
 
 
