@@ -131,8 +131,38 @@ def verify_drafts(
         return _exact_rule(p_arr, q_arr, draft_arr, method, top_k, atol, uniforms)
     tau = check_tau(tau)
     check_unit_size(vocab if top_k is None else top_k, n)
+    return global_resolution_rows(
+        p_arr,
+        q_arr,
+        draft_arr,
+        uniforms,
+        top_k=top_k,
+        tau=tau,
+        max_iter=max_iter,
+        atol=atol,
+        parallel=parallel,
+    )
+
+
+def global_resolution_rows(
+    p_arr: NDArray,
+    q_arr: NDArray,
+    draft_arr: NDArray[np.int64],
+    uniforms: NDArray[np.float64],
+    *,
+    top_k: int | None,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    parallel: bool = False,
+) -> DraftVerification:
+    """Global resolution's compiled batch on checked arrays (``verify_drafts`` after its
+    argument checks): p, q (1 or B, V) float32/float64 C-contiguous, drafts (B, n) int64,
+    two ``uniforms`` per row (a row's token depends on its own pair only); rows whose unit
+    misses its budget are solved exactly (fallback)."""
     from solvers.global_resolution.token import batch, batch_parallel
 
+    rows = draft_arr.shape[0]
     kernel = batch_parallel if parallel else batch
     tokens, table = kernel(p_arr, q_arr, draft_arr, top_k or 0, tau, max_iter, atol, uniforms)
     _raise_for_bad_rows(table, p_arr, q_arr, draft_arr)
@@ -158,7 +188,7 @@ def verify_drafts(
             )
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
-    return DraftVerification(tokens, accepted, tuple(reports), method)
+    return DraftVerification(tokens, accepted, tuple(reports), "global_resolution")
 
 
 def _batch_arrays(
