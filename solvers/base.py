@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -93,13 +94,14 @@ class Backend(ABC):
     def reject_unknown(self, options: dict[str, Any]) -> None:
         """``ValueError`` listing the valid keyword options if ``options`` is not empty
         (backends collect what their signature does not name in ``**unknown``)."""
-        import inspect
-
-        from otlp.validation import check_options
-
+        if not options:
+            return
         params = inspect.signature(type(self).solve).parameters.values()
-        valid = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-        check_options(f"backend {self.name!r}", options, valid)
+        valid = sorted(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        raise ValueError(
+            f"backend {self.name!r}: unknown option(s) {', '.join(sorted(options))}; "
+            f"valid: {', '.join(valid) if valid else 'none'}"
+        )
 
     def check(self, problem: object) -> None:
         if not isinstance(problem, self.accepts):

@@ -9,12 +9,13 @@ presolve off, and the message says so. Statuses are still not trusted: callers v
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from otlp.validation import real_number
 from solvers.base import Backend, LinearProgram, SolveResult, stopwatch
 from solvers.registry import register
 
@@ -40,7 +41,7 @@ class HighsLP(Backend):
         self.check(problem)
         self.reject_unknown(unknown)
         if time_limit is not None:
-            time_limit = real_number("time_limit", time_limit, minimum=0.0, exclusive_minimum=True)
+            time_limit = _seconds("time_limit", time_limit)
         if method == "auto":
             method = "ipm" if problem.num_variables > IPM_THRESHOLD else "simplex"
         if method not in ("simplex", "ipm", "pdlp", "choose"):
@@ -63,6 +64,15 @@ class HighsLP(Backend):
             messages=messages,
             info={"method": method},
         )
+
+
+def _seconds(name: str, value: object) -> float:
+    """A positive finite number of seconds, or a ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected a real number of seconds, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name}: must be a finite number greater than 0, got {value!r}")
+    return float(value)
 
 
 def _run(

@@ -226,7 +226,6 @@ def _fresh_import(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="solvers.base and highs_backend import otlp.validation")
 def test_solvers_top_level_imports_nothing_from_otlp() -> None:
     """Every top-level ``solvers`` module, and every backend in the table (constructed,
     its library imported), loads without ``otlp``."""
@@ -245,7 +244,6 @@ def test_solvers_top_level_imports_nothing_from_otlp() -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="solvers.base and highs_backend import otlp.validation")
 def test_solvers_graph_has_no_arrow_into_otlp_outside_global_resolution() -> None:
     arrows = {
         (name, target)
