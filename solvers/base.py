@@ -86,7 +86,8 @@ class Backend(ABC):
     requires: ClassVar[tuple[str, ...]] = ()
 
     def available(self) -> bool:
-        """Whether the backend's Python package can be imported here."""
+        """Whether the backend's Python packages are installed here (found by
+        :func:`importlib.util.find_spec`, not imported)."""
         import importlib.util
 
         return all(importlib.util.find_spec(mod) is not None for mod in self.requires)

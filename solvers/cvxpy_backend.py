@@ -7,10 +7,8 @@ from typing import Any
 import numpy as np
 
 from solvers.base import Backend, LinearProgram, SolveResult, stopwatch
-from solvers.registry import register
 
 
-@register
 class CvxpyLP(Backend):
     name = "cvxpy"
     accepts = (LinearProgram,)

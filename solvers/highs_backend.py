@@ -17,12 +17,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from solvers.base import Backend, LinearProgram, SolveResult, stopwatch
-from solvers.registry import register
 
 IPM_THRESHOLD = 20_000
 
 
-@register
 class HighsLP(Backend):
     name = "highs"
     accepts = (LinearProgram,)
@@ -70,9 +68,10 @@ def _seconds(name: str, value: object) -> float:
     """A positive finite number of seconds, or a ``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name}: expected a real number of seconds, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
+    seconds = float(value)
+    if not (math.isfinite(seconds) and seconds > 0):
         raise ValueError(f"{name}: must be a finite number greater than 0, got {value!r}")
-    return float(value)
+    return seconds
 
 
 def _run(

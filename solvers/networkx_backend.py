@@ -11,11 +11,9 @@ from typing import Any
 import numpy as np
 
 from solvers.base import Backend, MaxFlowProblem, SolveResult, stopwatch
-from solvers.registry import register
 from solvers.scaling import DEFAULT_SCALE_BITS, INFINITE_CAPACITY, integer_capacities
 
 
-@register
 class NetworkxMaxFlow(Backend):
     name = "networkx-maxflow"
     accepts = (MaxFlowProblem,)

@@ -8,11 +8,9 @@ from typing import Any
 import numpy as np
 
 from solvers.base import Backend, MaxFlowProblem, SolveResult, stopwatch
-from solvers.registry import register
 from solvers.scaling import DEFAULT_SCALE_BITS, integer_capacities
 
 
-@register
 class OrToolsMaxFlow(Backend):
     name = "ortools-maxflow"
     accepts = (MaxFlowProblem,)

@@ -7,10 +7,8 @@ from typing import Any
 import numpy as np
 
 from solvers.base import Backend, SolveResult, TransportProblem, stopwatch
-from solvers.registry import register
 
 
-@register
 class PotEmd(Backend):
     name = "pot"
     accepts = (TransportProblem,)
