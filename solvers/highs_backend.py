@@ -16,9 +16,19 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from solvers.base import Backend, LinearProgram, SolveResult, stopwatch
+from solvers.base import Backend, LinearProgram, SolveResult, Status, stopwatch
 
 IPM_THRESHOLD = 20_000
+# HiGHS model statuses (``modelStatusToString``) in scipy's codes, as scipy's linprog maps them;
+# any other word is Status.OTHER.
+STATUS = {
+    "Optimal": Status.OPTIMAL,
+    "Time limit reached": Status.LIMIT_REACHED,
+    "Iteration limit reached": Status.LIMIT_REACHED,
+    "Infeasible": Status.INFEASIBLE,
+    "Model error": Status.INFEASIBLE,
+    "Unbounded": Status.UNBOUNDED,
+}
 
 
 class HighsLP(Backend):
@@ -54,8 +64,8 @@ class HighsLP(Backend):
                 status, x, objective = _run(problem, method, False, tolerance, time_limit)
         return SolveResult(
             backend=self.name,
-            status=status,
-            success=status == "Optimal",
+            status=STATUS.get(status, Status.OTHER),
+            raw_status=status,
             objective=objective,
             primal=x,
             wall_time=elapsed[0],
