@@ -234,7 +234,16 @@ class GlobalResolution:
         alpha = np.zeros(system.size)
         if system.size == 0 or (system.size == 1 and system.gauge_free):
             return alpha, SolveReport(
-                name, block, system.size, 0.0, 0, 0.0, 0.0, False, 0.0, "exact"
+                system=name,
+                block=block,
+                variables=system.size,
+                iterations=0,
+                deviation=0.0,
+                fallback=False,
+                message="exact",
+                truncation_error=0.0,
+                grad_norm=0.0,
+                seconds=0.0,
             )
         truncation_error, keep, message = 0.0, np.arange(system.size), ""
         if self.minimizer == "seed":
@@ -265,16 +274,16 @@ class GlobalResolution:
             message = f"{message}; deviation {deviation:.3g} > budget {budget:.3g}"
         seconds = time.perf_counter() - start
         report = SolveReport(
-            name,
-            block,
-            system.size,
-            truncation_error,
-            iterations,
-            grad_norm,
-            deviation,
-            fallback,
-            seconds,
-            message,
+            system=name,
+            block=block,
+            variables=system.size,
+            iterations=iterations,
+            deviation=deviation,
+            fallback=fallback,
+            message=message,
+            truncation_error=truncation_error,
+            grad_norm=grad_norm,
+            seconds=seconds,
         )
         return alpha, report
 
@@ -353,18 +362,11 @@ class GlobalResolution:
                 denominator = 1.0 + float(weights.sum())
                 out[tokens] = weights / denominator
                 out += self._residual_share() / denominator
-        token_report = TokenReport(
-            tuple(int(t) for t in np.atleast_1d(omega)),
-            unit[0],
-            unit[1],
-            report.variables,
-            report.iterations,
-            report.grad_norm,
-            report.deviation,
-            report.fallback,
-            time.perf_counter() - start,
-            cached,
-            report.message,
+        token_report = TokenReport.of_unit(
+            report,
+            omega=tuple(int(t) for t in np.atleast_1d(omega)),
+            seconds=time.perf_counter() - start,
+            cached=cached,
         )
         return out, token_report
 

@@ -178,7 +178,16 @@ class SchemeGlobalResolution(GlobalResolution):
             seconds = time.perf_counter() - start
             self.seconds += seconds
             self.reports[unit] = SolveReport(
-                OUTER, 0, 0, 0.0, 0, 0.0, 0.0, False, seconds, "exact max-flow (by design)"
+                system=OUTER,
+                block=0,
+                variables=0,
+                iterations=0,
+                deviation=0.0,
+                fallback=False,
+                message="exact max-flow (by design)",
+                truncation_error=0.0,
+                grad_norm=0.0,
+                seconds=seconds,
             )
         return targets
 
