@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 import otlp
 from otlp.decode import RowReport as OldPathRowReport
@@ -54,3 +55,21 @@ def test_of_unit_takes_the_tokens_own_time() -> None:
     )
     token = TokenReport.of_unit(unit, omega=(1, 2), seconds=0.5, cached=True)
     assert (token.seconds, token.iterations, token.omega, token.cached) == (0.5, 4, (1, 2), True)
+
+
+def test_the_lazy_plan_materialises_through_properties_on_first_access() -> None:
+    from otlp.global_resolution.plan import GlobalResolutionPlan
+
+    lazy = ("columns", "explicit", "row_residual", "col_residual")
+    assert all(isinstance(getattr(GlobalResolutionPlan, name), property) for name in lazy)
+    assert "__getattr__" not in vars(GlobalResolutionPlan)
+    rng = np.random.default_rng(2)
+    inst = otlp.Instance(rng.dirichlet(np.ones(10)), rng.dirichlet(np.ones(10)), 2)
+    plan = otlp.solve(inst, "global_resolution", tau=1e-4, check=False)
+    plan.local_slice([0, 1])
+    assert "units" not in plan.info and len(plan.engine.reports) < len(plan.engine.units())
+    mass = float(plan.explicit.sum() + plan.row_residual.sum())  # materialises everything
+    assert mass == pytest.approx(1.0, abs=1e-3)
+    assert set(plan.info["units"]) == set(plan.engine.units())
+    assert plan.columns.count == plan.explicit.shape[1] == plan.col_residual.shape[0]
+    assert otlp.verify(plan).ok

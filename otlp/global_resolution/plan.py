@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
+from otlp.columns import DraftColumns
 from otlp.global_resolution.engine import FloatArray, GlobalResolution
 from otlp.global_resolution.reports import TokenReport
 from otlp.plan import TransportPlan
 from otlp.verify import Tolerances
 
-_LAZY_FIELDS = frozenset({"columns", "explicit", "row_residual", "col_residual"})
+
+@dataclass
+class _Entries:
+    """The explicit entries of Eq. (18), once materialised."""
+
+    columns: DraftColumns
+    explicit: sp.csc_matrix
+    row_residual: FloatArray
+    col_residual: FloatArray
 
 
 class GlobalResolutionPlan(TransportPlan):
@@ -19,11 +30,12 @@ class GlobalResolutionPlan(TransportPlan):
 
     :meth:`local_slice`, :meth:`slice` and :meth:`sample` solve only the unit a drafted omega
     needs. The explicit entries (``columns``, ``explicit``, ``row_residual``,
-    ``col_residual``) are materialised on first access — e.g. by :func:`otlp.verify` — which
-    solves everything, so the verifier checks the full plan.
+    ``col_residual``) are properties that materialise the whole plan on first access — e.g.
+    by :func:`otlp.verify` — which solves everything, so the verifier checks the full plan
+    (POT's ``lazy_plan`` habit: the plan is a recipe until an entry is asked for).
     """
 
-    def __init__(self, engine: GlobalResolution) -> None:  # fields filled lazily
+    def __init__(self, engine: GlobalResolution) -> None:  # the entries are materialised lazily
         self.engine = engine
         self.instance = engine.instance
         self.method = "global_resolution"
@@ -35,22 +47,55 @@ class GlobalResolutionPlan(TransportPlan):
             "minimizer": engine.minimizer,
         }
         self.token_reports: list[TokenReport] = []
+        self._entries: _Entries | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        if name in _LAZY_FIELDS and "engine" in self.__dict__:
-            self._materialize()
-            return self.__dict__[name]
-        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+    def _materialized(self) -> _Entries:
+        """The explicit entries, solving every unit the first time."""
+        if self._entries is None:
+            self._entries = _Entries(*self.engine.materialize())
+            self.wall_time = self.engine.seconds
+            self.info["units"] = dict(self.engine.reports)
+            self.info["fallback"] = [u for u in self.engine.units() if u in self.engine.exact]
+            self.info["deviation_bounds"] = self.engine.deviation_bounds()
+            self.info["H"] = self.engine.selection.H
+        return self._entries
 
-    def _materialize(self) -> None:
-        columns, explicit, row_residual, col_residual = self.engine.materialize()
-        self.columns, self.explicit = columns, explicit
-        self.row_residual, self.col_residual = row_residual, col_residual
-        self.wall_time = self.engine.seconds
-        self.info["units"] = dict(self.engine.reports)
-        self.info["fallback"] = [unit for unit in self.engine.units() if unit in self.engine.exact]
-        self.info["deviation_bounds"] = self.engine.deviation_bounds()
-        self.info["H"] = self.engine.selection.H
+    # Setting an entry (as for any TransportPlan) materialises the others first.
+    @property
+    def columns(self) -> DraftColumns:
+        """The plan's draft columns (materialises the plan)."""
+        return self._materialized().columns
+
+    @columns.setter
+    def columns(self, value: DraftColumns) -> None:
+        self._materialized().columns = value
+
+    @property
+    def explicit(self) -> sp.csc_matrix:
+        """The explicit entries S of Eq. (18) (materialises the plan)."""
+        return self._materialized().explicit
+
+    @explicit.setter
+    def explicit(self, value: sp.csc_matrix) -> None:
+        self._materialized().explicit = value
+
+    @property
+    def row_residual(self) -> FloatArray:
+        """The residual rows of Eq. (18) (materialises the plan)."""
+        return self._materialized().row_residual
+
+    @row_residual.setter
+    def row_residual(self, value: FloatArray) -> None:
+        self._materialized().row_residual = value
+
+    @property
+    def col_residual(self) -> FloatArray:
+        """The residual columns of Eq. (18) (materialises the plan)."""
+        return self._materialized().col_residual
+
+    @col_residual.setter
+    def col_residual(self, value: FloatArray) -> None:
+        self._materialized().col_residual = value
 
     def local_slice(self, omega: ArrayLike) -> FloatArray:
         return self.token_report(omega)[0]
