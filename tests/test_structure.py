@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("otlp", "solvers", "instances")
 
@@ -25,9 +23,7 @@ PACKAGES = ("otlp", "solvers", "instances")
 # The test fails on any cycle not listed here AND on a listed cycle that is gone: delete its
 # entry then, so the list only ever shrinks.
 KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"otlp.global_resolution", "otlp.global_resolution_schemes"}),
     frozenset({"otlp.bench.cells", "otlp.bench.decode", "otlp.bench.worker"}),
-    frozenset({"otlp.commands.compare", "otlp.plotting.compare"}),
 }
 
 
@@ -216,22 +212,30 @@ def _fresh_import(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_solvers_top_level_imports_nothing_from_otlp() -> None:
-    """Every top-level ``solvers`` module, and every backend in the table (constructed,
-    its library imported), loads without ``otlp``."""
-    top = sorted(n for n in modules() if n.startswith("solvers") and n.count(".") <= 1)
-    top = [n for n in top if not n.startswith("solvers.global_resolution")]
+def test_solvers_imports_nothing_from_otlp() -> None:
+    """Issue 18's done-when line: every module of ``solvers`` (global_resolution included),
+    and every backend of the table constructed, loads without ``otlp``."""
+    everything = sorted(n for n in modules() if n.startswith("solvers"))
     code = (
         "import importlib, sys\n"
-        f"for name in {top!r}:\n"
-        "    importlib.import_module(name)\n"
         "import solvers\n"
+        "assert 'otlp' not in sys.modules\n"
+        f"for name in {everything!r}:\n"
+        "    importlib.import_module(name)\n"
         "for name in solvers.available_backends():\n"
         "    solvers.get_backend(name)\n"
         "assert 'otlp' not in sys.modules, sorted(m for m in sys.modules if m.startswith('otlp'))\n"
     )
     done = _fresh_import(code)
     assert done.returncode == 0, done.stderr
+    arrows = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if name.startswith("solvers")
+        for target in targets
+        if not target.startswith("solvers")
+    }
+    assert not arrows
 
 
 def test_the_backend_table_loads_no_solver_library() -> None:
@@ -249,40 +253,3 @@ def test_the_backend_table_loads_no_solver_library() -> None:
     names, available = done.stdout.split()
     assert names.split(",") == ["cvxpy", "highs", "networkx-maxflow", "ortools-maxflow", "pot"]
     assert set(available.split(",")) <= set(names.split(","))
-
-
-def test_solvers_graph_has_no_arrow_into_otlp_outside_global_resolution() -> None:
-    arrows = {
-        (name, target)
-        for name, targets in import_graph().items()
-        if name.startswith("solvers") and not name.startswith("solvers.global_resolution")
-        for target in targets
-        if not target.startswith("solvers")
-    }
-    assert not arrows
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="FULL CHECK, enable after the global-resolution package move lands: "
-    "solvers/global_resolution/wor_system.py imports otlp.subset_wor",
-)
-def test_the_whole_solvers_package_imports_nothing_from_otlp() -> None:
-    """Issue 18's done-when line, over every module of ``solvers`` (global_resolution too)."""
-    everything = sorted(n for n in modules() if n.startswith("solvers"))
-    code = (
-        "import importlib, sys\n"
-        f"for name in {everything!r}:\n"
-        "    importlib.import_module(name)\n"
-        "assert 'otlp' not in sys.modules, sorted(m for m in sys.modules if m.startswith('otlp'))\n"
-    )
-    done = _fresh_import(code)
-    assert done.returncode == 0, done.stderr
-    arrows = [
-        (name, target)
-        for name, targets in import_graph().items()
-        if name.startswith("solvers")
-        for target in targets
-        if not target.startswith("solvers")
-    ]
-    assert not arrows
