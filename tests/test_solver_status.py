@@ -84,3 +84,30 @@ def test_success_follows_the_status() -> None:
     assert not result.success
     result.status = Status.OPTIMAL
     assert result.success
+
+
+def test_a_further_backend_joins_the_table_by_register() -> None:
+    from solvers import registry
+    from solvers.base import Backend
+
+    class Echo(Backend):
+        name = "echo-test"
+        accepts = (LinearProgram,)
+        requires = ("numpy",)
+
+        def solve(self, problem: LinearProgram, **unknown: object) -> SolveResult:
+            self.reject_unknown(dict(unknown))
+            x = np.zeros(problem.num_variables)
+            return SolveResult(self.name, Status.OPTIMAL, "done", 0.0, x, 0.0)
+
+    assert registry.register(Echo) is Echo
+    try:
+        assert "echo-test" in registry.backend_names()
+        assert "echo-test" in registry.available_backends()
+        assert get_backend("echo-test").solve(OPTIMAL_LP).success
+        with pytest.raises(ValueError, match="backend 'echo-test': unknown option"):
+            get_backend("echo-test").solve(OPTIMAL_LP, bogus=1)
+    finally:
+        registry._TABLE.pop("echo-test")
+    with pytest.raises(ValueError, match="backend: unknown 'echo-test'"):
+        get_backend("echo-test")
