@@ -184,15 +184,16 @@ def run(args: argparse.Namespace) -> int:
 def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
     """A callback drawing the run's :class:`~otlp.bench.runner.BenchProgress` as the usual bar
     (by estimated work, ETA from work done), opened at the first event, which carries the
-    totals; None when progress is off."""
+    totals, and closed with the last cell; None when progress is off."""
     if not enabled:
         yield None
         return
     with ExitStack() as stack:
         bar: Tracker | None = None
+        done = 0
 
         def report(event: BenchProgress) -> None:
-            nonlocal bar
+            nonlocal bar, done
             if bar is None:
                 bar = stack.enter_context(
                     progress(
@@ -200,5 +201,8 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
                     )
                 )
             bar.advance(event.work, items=event.cells, description=event.description)
+            done += event.cells
+            if done == event.total_cells:
+                stack.close()  # every cell is in: the bar ends before the outputs are written
 
         yield report
