@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.global_resolution.reports import RowReport
 from otlp.instance import Instance
 from otlp.tensors import as_float64, as_index_array, check_distributions
 from otlp.validation import (
@@ -36,26 +37,6 @@ from otlp.validation import (
 )
 
 METHODS = ("global_resolution", "sps", "rrs", "kseq", "maxflow_cs")
-
-
-@dataclass(frozen=True)
-class RowReport:
-    """How one row's token was produced.
-
-    For global resolution: the ``system`` omega needed ("inner" or "outer", with its
-    ``block``), its number of ``variables``, Newton ``iterations``, the certified L1
-    ``deviation`` of that unit and its ``budget`` (5 tau, an outer block its share), and
-    whether it fell back to the exact max-flow. Exact rules report zeros and no system.
-    """
-
-    system: str | None
-    block: int | None
-    variables: int
-    iterations: int
-    deviation: float
-    budget: float
-    fallback: bool
-    message: str
 
 
 @dataclass(frozen=True)
@@ -177,14 +158,14 @@ def global_resolution_rows(
             )
         reports.append(
             RowReport(
-                "outer" if system == 0 else "inner",
-                int(block) if system == 0 else None,
-                int(variables),
-                int(iterations),
-                float(deviation),
-                float(budget),
-                fallback,
-                message,
+                system="outer" if system == 0 else "inner",
+                block=int(block) if system == 0 else None,
+                variables=int(variables),
+                iterations=int(iterations),
+                deviation=float(deviation),
+                budget=float(budget),
+                fallback=fallback,
+                message=message,
             )
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
@@ -333,6 +314,15 @@ def _exact_rule(
             assert rule is not None
             probs = rule.local_conditionals(inst, local[None, :])[0]
         tokens[b] = _draw(inst, probs, uniforms[b])
-    report = RowReport(None, None, 0, 0, 0.0, 0.0, False, "exact")
+    report = RowReport(
+        system=None,
+        block=None,
+        variables=0,
+        iterations=0,
+        deviation=0.0,
+        budget=0.0,
+        fallback=False,
+        message="exact",
+    )
     accepted = (tokens[:, None] == drafts).any(axis=1)
     return DraftVerification(tokens, accepted, (report,) * rows, method)

@@ -105,7 +105,7 @@ def _plan_from_systems(
 def _solver_info(results: list[SolveResult]) -> dict[str, Any]:
     """What the backends said; ``solver_success`` is False if any status was not optimal."""
     return {
-        "statuses": [r.status for r in results],
+        "statuses": [r.raw_status for r in results],
         "backends": [r.backend for r in results],
         "solver_success": all(r.success for r in results),
     }

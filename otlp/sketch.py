@@ -92,7 +92,14 @@ class _Sketcher:
         return float(values[0]) if self.copies is None else values
 
 
-class JL(_Sketcher):
+class _Linear(_Sketcher):
+    """A linear sketch S: <a, b> is estimated by <S a, S b> (per copy)."""
+
+    def estimate(self, sketch_a: FloatArray, sketch_b: FloatArray) -> FloatArray | float:
+        return self._out(np.einsum("cm,cm->c", sketch_a, sketch_b))
+
+
+class JL(_Linear):
     """Dense linear sketch; ``kind`` "gaussian" or "sign" (+-1 entries, AMS)."""
 
     table = "m*dim"
@@ -120,11 +127,8 @@ class JL(_Sketcher):
     def sketch(self, a: ArrayLike) -> FloatArray:
         return self.matrix @ _vector("a", a, self.dim)
 
-    def estimate(self, sketch_a: FloatArray, sketch_b: FloatArray) -> FloatArray | float:
-        return self._out(np.einsum("cm,cm->c", sketch_a, sketch_b))
 
-
-class CountSketch(_Sketcher):
+class CountSketch(_Linear):
     """Each coordinate hashed to one of m buckets with a random sign (O(d) to apply)."""
 
     def __init__(self, m: int, dim: int, rng: object = None, copies: int | None = None) -> None:
@@ -137,9 +141,6 @@ class CountSketch(_Sketcher):
         flat = (self.buckets + self.m * np.arange(self._count)[:, None]).ravel()
         sums = np.bincount(flat, (self.signs * arr).ravel(), self._count * self.m)
         return sums.reshape(self._count, self.m).astype(np.float64)
-
-    def estimate(self, sketch_a: FloatArray, sketch_b: FloatArray) -> FloatArray | float:
-        return self._out(np.einsum("cm,cm->c", sketch_a, sketch_b))
 
 
 @dataclass(frozen=True)

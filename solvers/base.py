@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,24 +59,41 @@ class TransportProblem:
     cost: FloatArray
 
 
+class Status(IntEnum):
+    """A backend's outcome in scipy's ``linprog`` codes (``OptimizeResult.status``); each
+    backend maps its own word onto them and keeps the word in ``SolveResult.raw_status``."""
+
+    OPTIMAL = 0  # solved to optimality
+    LIMIT_REACHED = 1  # iteration or time limit
+    INFEASIBLE = 2
+    UNBOUNDED = 3
+    OTHER = 4  # numerical difficulties, "infeasible or unbounded", any other failure
+
+
 @dataclass
 class SolveResult:
     """What every backend returns (modelled on scipy's ``OptimizeResult``).
 
     ``primal`` is x for a linear program, the flow on each arc for a max-flow problem, and the
-    dense plan for a transport problem. ``status`` is the backend's own word; it is never
-    trusted on its own — callers verify the primal.
+    dense plan for a transport problem. ``status`` is a :class:`Status` (an ``int``: 0 is
+    optimal) and ``raw_status`` the backend's own word for it; ``success`` is
+    ``status == 0``. A status is never trusted on its own — callers verify the primal.
     """
 
     backend: str
-    status: str
-    success: bool
+    status: Status
+    raw_status: str
     objective: float
     primal: FloatArray
     wall_time: float
     messages: list[str] = field(default_factory=list)
     source_side: NDArray[np.bool_] | None = None
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        """Whether the backend reported an optimal solution (``status == 0``)."""
+        return self.status == Status.OPTIMAL
 
 
 class Backend(ABC):
@@ -85,7 +104,8 @@ class Backend(ABC):
     requires: ClassVar[tuple[str, ...]] = ()
 
     def available(self) -> bool:
-        """Whether the backend's Python package can be imported here."""
+        """Whether the backend's Python packages are installed here (found by
+        :func:`importlib.util.find_spec`, not imported)."""
         import importlib.util
 
         return all(importlib.util.find_spec(mod) is not None for mod in self.requires)
@@ -93,13 +113,14 @@ class Backend(ABC):
     def reject_unknown(self, options: dict[str, Any]) -> None:
         """``ValueError`` listing the valid keyword options if ``options`` is not empty
         (backends collect what their signature does not name in ``**unknown``)."""
-        import inspect
-
-        from otlp.validation import check_options
-
+        if not options:
+            return
         params = inspect.signature(type(self).solve).parameters.values()
-        valid = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-        check_options(f"backend {self.name!r}", options, valid)
+        valid = sorted(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        raise ValueError(
+            f"backend {self.name!r}: unknown option(s) {', '.join(sorted(options))}; "
+            f"valid: {', '.join(valid) if valid else 'none'}"
+        )
 
     def check(self, problem: object) -> None:
         if not isinstance(problem, self.accepts):

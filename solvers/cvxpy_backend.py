@@ -6,11 +6,18 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Backend, LinearProgram, SolveResult, stopwatch
-from solvers.registry import register
+from solvers.base import Backend, LinearProgram, SolveResult, Status, stopwatch
+
+# cvxpy's status words (cvxpy.settings) in scipy's codes; "..._inaccurate" and any other word
+# is Status.OTHER.
+STATUS = {
+    "optimal": Status.OPTIMAL,
+    "user_limit": Status.LIMIT_REACHED,
+    "infeasible": Status.INFEASIBLE,
+    "unbounded": Status.UNBOUNDED,
+}
 
 
-@register
 class CvxpyLP(Backend):
     name = "cvxpy"
     accepts = (LinearProgram,)
@@ -39,8 +46,8 @@ class CvxpyLP(Backend):
         used = model.solver_stats.solver_name if model.solver_stats else solver
         return SolveResult(
             backend=self.name,
-            status=status,
-            success=status == cp.OPTIMAL,
+            status=STATUS.get(status, Status.OTHER),
+            raw_status=status,
             objective=float(model.value) if model.value is not None else float("nan"),
             primal=np.asarray(values, dtype=np.float64),
             wall_time=elapsed[0],

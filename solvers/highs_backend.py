@@ -9,19 +9,28 @@ presolve off, and the message says so. Statuses are still not trusted: callers v
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from otlp.validation import real_number
-from solvers.base import Backend, LinearProgram, SolveResult, stopwatch
-from solvers.registry import register
+from solvers.base import Backend, LinearProgram, SolveResult, Status, stopwatch
 
 IPM_THRESHOLD = 20_000
+# HiGHS model statuses (``modelStatusToString``) in scipy's codes, as scipy's linprog maps them;
+# any other word is Status.OTHER.
+STATUS = {
+    "Optimal": Status.OPTIMAL,
+    "Time limit reached": Status.LIMIT_REACHED,
+    "Iteration limit reached": Status.LIMIT_REACHED,
+    "Infeasible": Status.INFEASIBLE,
+    "Model error": Status.INFEASIBLE,
+    "Unbounded": Status.UNBOUNDED,
+}
 
 
-@register
 class HighsLP(Backend):
     name = "highs"
     accepts = (LinearProgram,)
@@ -40,7 +49,7 @@ class HighsLP(Backend):
         self.check(problem)
         self.reject_unknown(unknown)
         if time_limit is not None:
-            time_limit = real_number("time_limit", time_limit, minimum=0.0, exclusive_minimum=True)
+            time_limit = _seconds("time_limit", time_limit)
         if method == "auto":
             method = "ipm" if problem.num_variables > IPM_THRESHOLD else "simplex"
         if method not in ("simplex", "ipm", "pdlp", "choose"):
@@ -55,14 +64,24 @@ class HighsLP(Backend):
                 status, x, objective = _run(problem, method, False, tolerance, time_limit)
         return SolveResult(
             backend=self.name,
-            status=status,
-            success=status == "Optimal",
+            status=STATUS.get(status, Status.OTHER),
+            raw_status=status,
             objective=objective,
             primal=x,
             wall_time=elapsed[0],
             messages=messages,
             info={"method": method},
         )
+
+
+def _seconds(name: str, value: object) -> float:
+    """A positive finite number of seconds, or a ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected a real number of seconds, got {value!r}")
+    seconds = float(value)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{name}: must be a finite number greater than 0, got {value!r}")
+    return seconds
 
 
 def _run(

@@ -10,12 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Backend, MaxFlowProblem, SolveResult, stopwatch
-from solvers.registry import register
+from solvers.base import Backend, MaxFlowProblem, SolveResult, Status, stopwatch
 from solvers.scaling import DEFAULT_SCALE_BITS, INFINITE_CAPACITY, integer_capacities
 
 
-@register
 class NetworkxMaxFlow(Backend):
     name = "networkx-maxflow"
     accepts = (MaxFlowProblem,)
@@ -48,13 +46,13 @@ class NetworkxMaxFlow(Backend):
             flows = np.array(
                 [flow[t][h] for t, h in zip(tails, heads, strict=True)], dtype=np.float64
             )
-        return SolveResult(
-            self.name,
-            "optimal",
-            True,
-            float(scaled.to_real(value)),
-            scaled.to_real(flows),
-            elapsed[0],
+        return SolveResult(  # preflow-push either finishes with a maximum flow or raises
+            backend=self.name,
+            status=Status.OPTIMAL,
+            raw_status="optimal",
+            objective=float(scaled.to_real(value)),
+            primal=scaled.to_real(flows),
+            wall_time=elapsed[0],
             messages=[scaled.describe(scale_bits)],
             info={"scale": scaled.scale, "precision": scaled.precision},
         )

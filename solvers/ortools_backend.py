@@ -7,12 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Backend, MaxFlowProblem, SolveResult, stopwatch
-from solvers.registry import register
+from solvers.base import Backend, MaxFlowProblem, SolveResult, Status, stopwatch
 from solvers.scaling import DEFAULT_SCALE_BITS, integer_capacities
 
 
-@register
 class OrToolsMaxFlow(Backend):
     name = "ortools-maxflow"
     accepts = (MaxFlowProblem,)
@@ -45,8 +43,9 @@ class OrToolsMaxFlow(Backend):
                 side[np.asarray(solver.get_source_side_min_cut(), dtype=np.int64)] = True
         return SolveResult(
             backend=self.name,
-            status=str(status).rsplit(".", 1)[-1],
-            success=status == solver.OPTIMAL,
+            # OPTIMAL or one of POSSIBLE_OVERFLOW, BAD_INPUT, BAD_RESULT
+            status=Status.OPTIMAL if status == solver.OPTIMAL else Status.OTHER,
+            raw_status=str(status).rsplit(".", 1)[-1],
             objective=float(value),
             primal=flows,
             wall_time=elapsed[0],

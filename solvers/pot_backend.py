@@ -6,11 +6,17 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Backend, SolveResult, TransportProblem, stopwatch
-from solvers.registry import register
+from solvers.base import Backend, SolveResult, Status, TransportProblem, stopwatch
+
+# ot.emd's ``result_code`` in scipy's codes (1 is optimal; a warning makes it Status.OTHER)
+STATUS = {
+    1: Status.OPTIMAL,
+    3: Status.LIMIT_REACHED,
+    0: Status.INFEASIBLE,
+    2: Status.UNBOUNDED,
+}
 
 
-@register
 class PotEmd(Backend):
     name = "pot"
     accepts = (TransportProblem,)
@@ -31,10 +37,11 @@ class PotEmd(Backend):
                 a, b, np.ascontiguousarray(problem.cost), numItermax=max_iterations, log=True
             )
         warning = log.get("warning")
+        status = STATUS.get(log.get("result_code", 1), Status.OTHER)
         return SolveResult(
             backend=self.name,
-            status="optimal" if warning is None else str(warning),
-            success=warning is None and log.get("result_code", 1) == 1,
+            status=Status.OTHER if warning is not None and status == 0 else status,
+            raw_status="optimal" if warning is None else str(warning),
             objective=float(log["cost"]),
             primal=np.asarray(plan, dtype=np.float64),
             wall_time=elapsed[0],

@@ -1,54 +1,57 @@
-"""Backend registry: look backends up by name, list the ones usable here."""
+"""The backend table: every backend by name, in one module (the habit of cvxpy's
+``reductions/solvers/defines.py``), instead of registration as a side effect of imports.
+
+Backend modules import their solver library inside ``solve`` only, so loading this table
+loads no solver library; :func:`available_backends` asks :func:`importlib.util.find_spec`
+whether a library is installed, without importing it.
+"""
 
 from __future__ import annotations
 
 from solvers.base import Backend
+from solvers.cvxpy_backend import CvxpyLP
+from solvers.highs_backend import HighsLP
+from solvers.networkx_backend import NetworkxMaxFlow
+from solvers.ortools_backend import OrToolsMaxFlow
+from solvers.pot_backend import PotEmd
 
-_REGISTRY: dict[str, type[Backend]] = {}
+BUILTIN_BACKENDS: tuple[type[Backend], ...] = (
+    HighsLP,
+    CvxpyLP,
+    OrToolsMaxFlow,
+    NetworkxMaxFlow,
+    PotEmd,
+)
+_TABLE: dict[str, type[Backend]] = {cls.name: cls for cls in BUILTIN_BACKENDS}
 
 
 def register(cls: type[Backend]) -> type[Backend]:
-    """Class decorator adding a backend under ``cls.name``."""
-    _REGISTRY[cls.name] = cls
+    """Class decorator adding a further (e.g. third-party) backend under ``cls.name``; the
+    built-in ones are listed in ``BUILTIN_BACKENDS``."""
+    _TABLE[cls.name] = cls
     return cls
 
 
-def _load_builtin() -> None:
-    # Importing the modules registers their backends; each imports its library lazily.
-    from solvers import (  # noqa: F401
-        cvxpy_backend,
-        highs_backend,
-        networkx_backend,
-        ortools_backend,
-        pot_backend,
-    )
-
-
 def backend_names() -> list[str]:
-    """Names of all registered backends, usable here or not."""
-    _load_builtin()
-    return sorted(_REGISTRY)
+    """Names of all backends in the table, usable here or not."""
+    return sorted(_TABLE)
 
 
 def available_backends() -> list[str]:
-    """Names of backends whose libraries import here."""
-    return [name for name in backend_names() if _REGISTRY[name]().available()]
+    """Names of backends whose libraries are installed here (found, not imported)."""
+    return [name for name in backend_names() if _TABLE[name]().available()]
 
 
 def backend_class(name: str) -> type[Backend]:
-    """The class registered as ``name``, whether or not its library is installed."""
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise ValueError(f"backend: unknown {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]
+    """The class listed as ``name``, whether or not its library is installed."""
+    if name not in _TABLE:
+        raise ValueError(f"backend: unknown {name!r}; known: {', '.join(sorted(_TABLE))}")
+    return _TABLE[name]
 
 
 def get_backend(name: str) -> Backend:
     """An instance of the backend called ``name``; ``ValueError`` if unknown or unavailable."""
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise ValueError(f"backend: unknown {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    backend = _REGISTRY[name]()
+    backend = backend_class(name)()
     if not backend.available():
         raise ValueError(
             f"backend: {name!r} needs {', '.join(backend.requires)}, which is not installed"

@@ -10,8 +10,8 @@ import pytest
 
 import otlp
 from otlp.cli import main
-from otlp.commands.compare import Case, evaluate
 from otlp.rules import names
+from otlp.rules.compare import Case, evaluate
 from otlp.rules.single import SpeculativeSampling
 
 

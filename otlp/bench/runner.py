@@ -11,7 +11,7 @@ import csv
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,6 +70,23 @@ class BenchInterrupted(KeyboardInterrupt):
 
 
 @dataclass(frozen=True)
+class BenchProgress:
+    """One step of a run, handed to ``run_bench(progress=...)``: once at the start (``work``
+    and ``cells`` 0), then as each work unit arrives — its estimated ``work`` and the
+    ``cells`` it completed (a cell split in parts counts once all its parts arrived), out of
+    ``total_work`` and ``total_cells``; ``description`` names the cell (None at the start)."""
+
+    work: float
+    cells: int
+    total_work: float
+    total_cells: int
+    description: str | None
+
+
+ProgressCallback = Callable[[BenchProgress], None]
+
+
+@dataclass(frozen=True)
 class BenchOutcome:
     """What a run did and wrote."""
 
@@ -93,7 +110,7 @@ def run_bench(
     scheduler: str | None = None,
     workers: int | None = None,
     fresh: bool = False,
-    progress: bool = True,
+    progress: ProgressCallback | None = None,
     command: str = "otlp bench",
     console: Console | None = None,
     figure_format: str = "png",
@@ -102,7 +119,8 @@ def run_bench(
 
     Cells already in ``out_dir/results.jsonl`` are reused unless ``fresh``. Groups run on a
     local pool of ``workers`` processes (default: the config's), or on the Dask cluster at
-    ``scheduler``.
+    ``scheduler``. ``progress`` is called with a :class:`BenchProgress` at the start and
+    for every work unit that arrives (``otlp bench`` draws its bar from these).
     """
     start = time.perf_counter()
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -175,25 +193,31 @@ def _check_selections(cells: Sequence[Cell]) -> None:
 
 
 def _with_progress(
-    stream: Iterator[Records], units: Sequence[WorkUnit], enabled: bool
+    stream: Iterator[Records], units: Sequence[WorkUnit], report: ProgressCallback | None
 ) -> Iterator[Records]:
-    """Pass ``stream`` through, drawing progress by estimated work (ETA from work done) and
-    counting a group's cells once all its units arrived."""
-    from otlp.commands.common import progress
-
+    """Pass ``stream`` through, reporting each unit's estimated work to ``report`` (an ETA
+    from work done) and counting a group's cells once all its units arrived."""
+    if not callable(report):  # None, or the bool flag of earlier releases: the caller draws
+        yield from stream
+        return
     total_cells = len({cell.id for unit in units for cell in unit.cells})
     cost = {(unit.cells[0].id, unit.part): unit.cost for unit in units}
+    total_work = sum(cost.values())
+    report(BenchProgress(0.0, 0, total_work, total_cells, None))
     arrived: dict[str, int] = {}
-    with progress("otlp bench", sum(cost.values()), total_cells, "cells", enabled=enabled) as bar:
-        for records in stream:
-            first, cell = records[0], records[0]["cell"]
-            arrived[first["id"]] = arrived.get(first["id"], 0) + 1
-            bar.advance(
+    for records in stream:
+        first, cell = records[0], records[0]["cell"]
+        arrived[first["id"]] = arrived.get(first["id"], 0) + 1
+        report(
+            BenchProgress(
                 cost[(first["id"], first["part"])],
-                items=len(records) if arrived[first["id"]] == first["parts"] else 0,
-                description=f"{cell['suite']} k={cell['k']} n={cell['n']}",
+                len(records) if arrived[first["id"]] == first["parts"] else 0,
+                total_work,
+                total_cells,
+                f"{cell['suite']} k={cell['k']} n={cell['n']}",
             )
-            yield records
+        )
+        yield records
 
 
 def _merged_cells(stream: Iterator[Records]) -> Iterator[Records]:

@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import otlp
 from otlp.commands.common import (
     RESULTS_ROOT,
     CommaList,
+    Tracker,
     add_command,
     add_output_arguments,
     add_progress_argument,
     output_path,
     print_json,
+    progress,
     progress_enabled,
     stderr_console,
 )
 from otlp.plotting.style import add_format_argument
+
+if TYPE_CHECKING:
+    from otlp.bench.runner import BenchProgress, ProgressCallback
 
 DEFAULT_CONFIG = Path("benchmarks") / "configs" / "default.toml"
 DEFAULT_OUT = RESULTS_ROOT / "bench"
@@ -123,18 +131,19 @@ def run(args: argparse.Namespace) -> int:
     output_path("--out", args.out, folder=True, mkdir=args.mkdir)
     console = stderr_console()
     try:
-        outcome = run_bench(
-            config,
-            args.out,
-            suites=args.suite,
-            scheduler=args.scheduler,
-            workers=args.workers,
-            fresh=not args.resume,
-            progress=progress_enabled(args),
-            command=command_line(args),
-            console=console,
-            figure_format=args.format,
-        )
+        with progress_bar(progress_enabled(args)) as report:
+            outcome = run_bench(
+                config,
+                args.out,
+                suites=args.suite,
+                scheduler=args.scheduler,
+                workers=args.workers,
+                fresh=not args.resume,
+                progress=report,
+                command=command_line(args),
+                console=console,
+                figure_format=args.format,
+            )
     except BenchInterrupted as stop:
         console.print(
             f"interrupted: {stop.cells_kept} of {stop.cells_total} cells finished and kept in "
@@ -169,3 +178,31 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         console.print(f"[red]{errors} token(s) raised an error[/] (see tokens.csv)")
     return 1 if failed or errors else 0
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
+    """A callback drawing the run's :class:`~otlp.bench.runner.BenchProgress` as the usual bar
+    (by estimated work, ETA from work done), opened at the first event, which carries the
+    totals, and closed with the last cell; None when progress is off."""
+    if not enabled:
+        yield None
+        return
+    with ExitStack() as stack:
+        bar: Tracker | None = None
+        done = 0
+
+        def report(event: BenchProgress) -> None:
+            nonlocal bar, done
+            if bar is None:
+                bar = stack.enter_context(
+                    progress(
+                        "otlp bench", event.total_work, event.total_cells, "cells", enabled=True
+                    )
+                )
+            bar.advance(event.work, items=event.cells, description=event.description)
+            done += event.cells
+            if done == event.total_cells:
+                stack.close()  # every cell is in: the bar ends before the outputs are written
+
+        yield report

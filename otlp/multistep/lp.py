@@ -157,7 +157,7 @@ def multi_path_lp(
         result = solver.solve(program, method="simplex")
         total_time += result.wall_time
         if not result.success:
-            raise RuntimeError(f"multi-path LP: backend {backend!r} returned {result.status!r}")
+            raise RuntimeError(f"multi-path LP: backend {backend!r} returned {result.raw_status!r}")
         beta = np.clip(result.primal[: space.size], 0.0, None)
         violated = [
             a for a, v in antichain_violations(mb * beta, ms, space, paths) if v > FEASIBILITY_TOL
@@ -180,7 +180,7 @@ def multi_path_lp(
         violation,
         int(rows.shape[0] + slopes.shape[0]),
         rounds,
-        result.status,
+        result.raw_status,
         total_time,
     )
 

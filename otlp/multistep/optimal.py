@@ -187,7 +187,7 @@ def optimal_path_selection(
     )
     result = get_backend(backend).solve(program, method="simplex")
     if not result.success:
-        raise RuntimeError(f"Theorem 4.6 LP: backend {backend!r} returned {result.status!r}")
+        raise RuntimeError(f"Theorem 4.6 LP: backend {backend!r} returned {result.raw_status!r}")
     skewed = np.clip(result.primal[size:], 0.0, None)
     skewed = skewed / skewed.sum()
     value = skewed_objective(tgt, skewed, gamma)

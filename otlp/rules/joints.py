@@ -167,7 +167,7 @@ def hub_lp_optimum(inst: Instance, joint: DraftJoint, backend: str = "highs") ->
     lp = spechub_lp(inst.p_local, members, mass).lp
     result = get_backend(backend).solve(lp)
     if not result.success:
-        raise RuntimeError(f"SpecHub LP: backend {backend!r} returned {result.status!r}")
+        raise RuntimeError(f"SpecHub LP: backend {backend!r} returned {result.raw_status!r}")
     return float(result.objective)
 
 
