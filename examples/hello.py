@@ -1,0 +1,2 @@
+"""Nothing yet."""
+print("hi")
