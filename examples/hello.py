@@ -1,2 +1,0 @@
-"""Nothing yet."""
-print("hi")
