@@ -4,5 +4,4 @@ import sys
 
 from otlp.cli import main
 
-if __name__ == "__main__":
-    sys.exit(main())
+sys.exit(main())
