@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from numpy.typing import ArrayLike
@@ -10,6 +11,13 @@ from otlp.global_resolution.engine import FloatArray, GlobalResolution
 from otlp.global_resolution.reports import TokenReport
 from otlp.plan import TransportPlan
 from otlp.verify import Tolerances
+
+
+@lru_cache(maxsize=64)
+def _tolerances(tau: float) -> Tolerances:
+    """[GR] §6.3's tolerances for ``tau`` (frozen; built once per tau, not per token)."""
+    return Tolerances.global_resolution(tau)
+
 
 _LAZY_FIELDS = frozenset({"columns", "explicit", "row_residual", "col_residual"})
 
@@ -30,7 +38,7 @@ class GlobalResolutionPlan(TransportPlan):
         self.wall_time = 0.0
         self.messages: list[str] = []
         self.info: dict[str, Any] = {
-            "tolerances": Tolerances.global_resolution(engine.tau),
+            "tolerances": _tolerances(engine.tau),
             "tau": engine.tau,
             "minimizer": engine.minimizer,
         }

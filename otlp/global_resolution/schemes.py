@@ -178,7 +178,7 @@ class SchemeGlobalResolution(GlobalResolution):
             seconds = time.perf_counter() - start
             self.seconds += seconds
             self.reports[unit] = SolveReport(
-                OUTER, 0, 0, 0.0, 0, 0.0, 0.0, False, seconds, "exact max-flow (by design)"
+                str(OUTER), 0, 0, 0.0, 0, 0.0, 0.0, False, seconds, "exact max-flow (by design)"
             )
         return targets
 
