@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from math import comb
 
 import numpy as np
 import scipy.sparse as sp
@@ -145,14 +146,18 @@ def unit_columns(
     ``otlp.limits`` for this unit alone, before anything is enumerated.
     """
     n, tokens = inst.n, np.flatnonzero(allowed)
-    sizes = set_sizes(inst.scheme, tokens.shape[0], n)
-    count = cb.count_sets(tokens.shape[0], sizes)
-    check_size(f"the exact fallback's draft sets (k = {tokens.shape[0]}, n = {n})", count * n)
-    distinct = not np.all(inst.draft_rows == inst.draft_rows[:1])
-    check_work(
-        f"the exact fallback's set masses ({inst.scheme}, k = {tokens.shape[0]}, n = {n})",
-        mass_operations(inst.scheme, tokens.shape[0], n, sizes, distinct),
+    size = tokens.shape[0]
+    sizes = set_sizes(inst.scheme, size, n)
+    check_size(
+        f"the exact fallback's draft sets (k = {size}, n = {n})", cb.count_sets(size, sizes) * n
     )
+    distinct = not np.all(inst.draft_rows == inst.draft_rows[:1])
+    missing = 0 if required is None else size - int(required[tokens].sum())
+    work = 0  # the masses of the kept sets only: those that meet ``required``
+    for j in sizes:
+        per_size = mass_operations(inst.scheme, size, n, range(j, j + 1), distinct)
+        work += per_size * (comb(size, j) - comb(missing, j)) // max(comb(size, j), 1)
+    check_work(f"the exact fallback's set masses ({inst.scheme}, k = {size}, n = {n})", work)
     blocks, masses = [], []
     for j in sizes:
         subsets = tokens[cb.colex_subsets(tokens.shape[0], j)]
