@@ -33,6 +33,7 @@ RIDGE = 1e-13  # relative diagonal shift against exactly singular Hessians
 MAX_STEP = 10.0  # largest change of any alpha in one step (each coordinate is clipped)
 MAX_TRIALS = 40  # line-search evaluations per step
 SHIFT_LIMIT = 50.0  # largest common shift of the inner start (see :func:`_shift_start`)
+COMMON_SHARE = 0.9  # a shortfall this much along the common direction gets a shift step
 CONVERGED, ITERATION_LIMIT, LINE_SEARCH_FAILED = 0, 1, 2
 MESSAGES = ("converged", "iteration limit", "line search failed")
 
@@ -223,6 +224,30 @@ def _shift_start(
 
 
 @nb.njit(cache=True)
+def _common_shift(
+    alpha: FloatArray,
+    residual: FloatArray,
+    wanted: float,
+    tol: float,
+    q_pow: FloatArray,
+    base_pow: FloatArray,
+    level: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """The evaluation at ``alpha`` plus the common shift that leaves the residual its share.
+
+    When the receipts fall short by a common factor (slack 1, the inner system), the mass
+    kept for the residual, R = wanted - Σ(g - x), decays like e^-s in a common shift s of
+    alpha, and Newton's step on that direction is about +1: with almost no slack (alpha*
+    close to 1, R needed ~1e-7) it then takes one iteration per factor e (eight at
+    tau = 1e-6 on a peaked pair). The shift log(R / max(wanted, tol / 4)) takes it at once;
+    the caller keeps it only if it lowers ||g - x||_1.
+    """
+    mass = wanted - residual.sum()
+    shift = min(max(math.log(mass / max(wanted, 0.25 * tol)), 0.0), SHIFT_LIMIT)
+    return evaluate_kernel(alpha + shift, q_pow, base_pow, 1.0, False, level)
+
+
+@nb.njit(cache=True)
 def newton_kernel(
     q: FloatArray,
     targets: FloatArray,
@@ -256,6 +281,7 @@ def newton_kernel(
     ev = evaluate_kernel(alpha0, q_pow, base_pow, slack, True, level)
     has_hessian = True
     residual = ev[1] - targets
+    wanted = (base_pow[1] + q.sum()) ** n - base**n - targets.sum()  # the residual's share
     iterations, status = 0, ITERATION_LIMIT
     grad_norm = deviation = np.inf
     while True:
@@ -266,6 +292,13 @@ def newton_kernel(
             break
         if iterations >= max_iter:
             break
+        if slack > 0.0 and m > 1 and -residual.sum() > COMMON_SHARE * grad_norm:
+            shifted = _common_shift(ev[0], residual, wanted, tol, q_pow, base_pow, level)
+            evaluations += 1
+            if np.abs(shifted[1] - targets).sum() < grad_norm:
+                ev, residual, has_hessian = shifted, shifted[1] - targets, False
+                iterations += 1
+                continue
         if not has_hessian:  # line-search trials carry receipts only
             ev = evaluate_kernel(ev[0], q_pow, base_pow, slack, True, level)
             evaluations += 1
@@ -343,10 +376,10 @@ def chunked_newton(
     and whether the budget stopped it.
     """
     if time_budget is None:
-        return (*newton_kernel(*args, alpha, max_iter), False)
+        return (*newton_kernel(*args, alpha, max_iter, True), False)
     chunk = min(FIRST_CHUNK, max_iter)
     alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
-        *args, alpha, chunk
+        *args, alpha, chunk, True
     )
     out_of_time = False
     while status == ITERATION_LIMIT and iterations < max_iter:

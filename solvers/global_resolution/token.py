@@ -211,7 +211,7 @@ def solve_system(
         return np.zeros(m), 0, 0.0, 0.0, False
     start = initial_alpha(q, targets, base, n, slack == 0.0)
     alpha, iterations, _, grad_norm, deviation, _ = newton_kernel(
-        q, targets, base, slack, n, budget, start, max_iter
+        q, targets, base, slack, n, budget, start, max_iter, True
     )
     return alpha, iterations, grad_norm, deviation, not deviation <= budget
 
