@@ -49,18 +49,28 @@ class TokenReport(SolveReport):
     """The per-token report: the solve report of the unit ``omega`` needed, where ``seconds``
     is the wall time of this call (H*, targets and solves included when they were not cached
     yet) and ``cached`` says the unit had already been solved for an earlier slice of the
-    same (p, q)."""
+    same (p, q); ``time_budget`` is the limit (seconds, None: none) its convex solve ran
+    under."""
 
     omega: tuple[int, ...]
     cached: bool
+    time_budget: float | None = None
 
     @classmethod
     def of_unit(
-        cls, report: SolveReport, *, omega: tuple[int, ...], seconds: float, cached: bool
+        cls,
+        report: SolveReport,
+        *,
+        omega: tuple[int, ...],
+        seconds: float,
+        cached: bool,
+        time_budget: float | None = None,
     ) -> TokenReport:
         """``report``'s fields with this token's ``omega``, ``seconds`` and ``cached``."""
         fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(SolveReport)}
-        return cls(**(fields | {"seconds": seconds}), omega=omega, cached=cached)
+        return cls(
+            **(fields | {"seconds": seconds}), omega=omega, cached=cached, time_budget=time_budget
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

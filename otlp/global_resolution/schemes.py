@@ -178,7 +178,7 @@ class SchemeGlobalResolution(GlobalResolution):
             seconds = time.perf_counter() - start
             self.seconds += seconds
             self.reports[unit] = SolveReport(
-                system=OUTER,
+                system=str(OUTER),
                 block=0,
                 variables=0,
                 iterations=0,

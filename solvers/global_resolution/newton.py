@@ -33,6 +33,7 @@ RIDGE = 1e-13  # relative diagonal shift against exactly singular Hessians
 MAX_STEP = 10.0  # largest change of any alpha in one step (each coordinate is clipped)
 MAX_TRIALS = 40  # line-search evaluations per step
 SHIFT_LIMIT = 50.0  # largest common shift of the inner start (see :func:`_shift_start`)
+COMMON_SHARE = 0.9  # a shortfall this much along the common direction gets a shift step
 CONVERGED, ITERATION_LIMIT, LINE_SEARCH_FAILED = 0, 1, 2
 MESSAGES = ("converged", "iteration limit", "line search failed")
 
@@ -223,6 +224,30 @@ def _shift_start(
 
 
 @nb.njit(cache=True)
+def _common_shift(
+    alpha: FloatArray,
+    residual: FloatArray,
+    wanted: float,
+    tol: float,
+    q_pow: FloatArray,
+    base_pow: FloatArray,
+    level: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """The evaluation at ``alpha`` plus the common shift that leaves the residual its share.
+
+    When the receipts fall short by a common factor (slack 1, the inner system), the mass
+    kept for the residual, R = wanted - Σ(g - x), decays like e^-s in a common shift s of
+    alpha, and Newton's step on that direction is about +1: with almost no slack (alpha*
+    close to 1, R needed ~1e-7) it then takes one iteration per factor e (eight at
+    tau = 1e-6 on a peaked pair). The shift log(R / max(wanted, tol / 4)) takes it at once;
+    the caller keeps it only if it lowers ||g - x||_1.
+    """
+    mass = wanted - residual.sum()
+    shift = min(max(math.log(mass / max(wanted, 0.25 * tol)), 0.0), SHIFT_LIMIT)
+    return evaluate_kernel(alpha + shift, q_pow, base_pow, 1.0, False, level)
+
+
+@nb.njit(cache=True)
 def newton_kernel(
     q: FloatArray,
     targets: FloatArray,
@@ -232,9 +257,13 @@ def newton_kernel(
     tol: float,
     alpha0: FloatArray,
     max_iter: int,
+    fresh: bool = True,
 ) -> tuple[FloatArray, int, int, float, float, int]:
     """Damped Newton from ``alpha0``: (alpha, iterations, evaluations, ||grad||_1, certified
     deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT`` or ``LINE_SEARCH_FAILED``.
+
+    ``fresh=False`` resumes from an iterate of an earlier call (no start shift), so a solve
+    split into calls of a few iterations (to check a clock between them) takes the same steps.
     """
     q_pow, base_pow = power_table(q, base, n)
     m = q.shape[0]
@@ -245,13 +274,14 @@ def newton_kernel(
         free = np.arange(m)
     level = coarsest_level(tol)  # the coarsest quadrature the certificate allows
     evaluations = 1
-    if slack > 0.0 and max_iter > 0 and m > 1:
+    if fresh and slack > 0.0 and max_iter > 0 and m > 1:
         total = base_pow[1] + q.sum()  # columns with a variable: Q^n - base^n
         alpha0, used = _shift_start(alpha0, targets, q_pow, base_pow, total**n - base**n, level)
         evaluations += used
     ev = evaluate_kernel(alpha0, q_pow, base_pow, slack, True, level)
     has_hessian = True
     residual = ev[1] - targets
+    wanted = (base_pow[1] + q.sum()) ** n - base**n - targets.sum()  # the residual's share
     iterations, status = 0, ITERATION_LIMIT
     grad_norm = deviation = np.inf
     while True:
@@ -262,6 +292,13 @@ def newton_kernel(
             break
         if iterations >= max_iter:
             break
+        if slack > 0.0 and m > 1 and -residual.sum() > COMMON_SHARE * grad_norm:
+            shifted = _common_shift(ev[0], residual, wanted, tol, q_pow, base_pow, level)
+            evaluations += 1
+            if np.abs(shifted[1] - targets).sum() < grad_norm:
+                ev, residual, has_hessian = shifted, shifted[1] - targets, False
+                iterations += 1
+                continue
         if not has_hessian:  # line-search trials carry receipts only
             ev = evaluate_kernel(ev[0], q_pow, base_pow, slack, True, level)
             evaluations += 1
@@ -289,33 +326,23 @@ def newton(
 ) -> MinimizeResult:
     """Minimise F until the certified deviation is at most ``tol`` (:func:`newton_kernel`).
 
-    With a ``time_budget`` the kernel runs one iteration per call and the clock is checked
-    between calls.
+    With a ``time_budget`` (seconds) the kernel runs ``FIRST_CHUNK`` iterations, then one
+    per call, and the clock is checked between calls (:func:`chunked_newton`).
     """
     start = time.perf_counter()
     alpha = system.initial_alpha() if alpha0 is None else np.array(alpha0, dtype=np.float64)
-    args = (system.q, system.targets, float(system.base), float(system.slack), system.n, tol)
-    if time_budget is None:
-        alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
-            *args, alpha, max_iter
-        )
-        message = MESSAGES[status]
-    else:
-        iterations = evaluations = 0
-        while True:
-            out_of_time = time.perf_counter() - start > time_budget
-            chunk = 0 if out_of_time or iterations >= max_iter else 1
-            alpha, used_iter, used_eval, grad_norm, deviation, status = newton_kernel(
-                *args, alpha, chunk
-            )
-            iterations, evaluations = iterations + used_iter, evaluations + used_eval
-            if status != ITERATION_LIMIT or chunk == 0:
-                break
-        message = (
-            "time budget exhausted"
-            if status == ITERATION_LIMIT and out_of_time
-            else (MESSAGES[status])
-        )
+    args: NewtonArgs = (
+        system.q,
+        system.targets,
+        float(system.base),
+        float(system.slack),
+        system.n,
+        tol,
+    )
+    alpha, iterations, evaluations, grad_norm, deviation, status, out_of_time = chunked_newton(
+        args, alpha, max_iter, time_budget, start
+    )
+    message = "time budget exhausted" if out_of_time else MESSAGES[status]
     return MinimizeResult(
         alpha,
         int(iterations),
@@ -326,3 +353,41 @@ def newton(
         message,
         time.perf_counter() - start,
     )
+
+
+FIRST_CHUNK = 4  # Newton iterations before the clock is first checked (most solves need fewer)
+
+
+NewtonArgs = tuple[FloatArray, FloatArray, float, float, int, float]
+
+
+def chunked_newton(
+    args: NewtonArgs,
+    alpha: FloatArray,
+    max_iter: int,
+    time_budget: float | None,
+    start: float,
+) -> tuple[FloatArray, int, int, float, float, int, bool]:
+    """:func:`newton_kernel` on ``args`` (q, targets, base, slack, n, tol) within a time budget.
+
+    Without a budget, one call. With one, ``FIRST_CHUNK`` iterations, then one per call,
+    resumed (``fresh=False``, the same steps as one call) until convergence, ``max_iter``
+    or ``start + time_budget`` (``time.perf_counter`` seconds). Returns the kernel's tuple
+    and whether the budget stopped it.
+    """
+    if time_budget is None:
+        return (*newton_kernel(*args, alpha, max_iter, True), False)
+    chunk = min(FIRST_CHUNK, max_iter)
+    alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
+        *args, alpha, chunk, True
+    )
+    out_of_time = False
+    while status == ITERATION_LIMIT and iterations < max_iter:
+        if time.perf_counter() - start > time_budget:
+            out_of_time = True
+            break
+        alpha, used_iter, used_eval, grad_norm, deviation, status = newton_kernel(
+            *args, alpha, 1, False
+        )
+        iterations, evaluations = iterations + used_iter, evaluations + used_eval
+    return alpha, iterations, evaluations, grad_norm, deviation, status, out_of_time
