@@ -25,7 +25,6 @@ def _tolerances(tau: float) -> Tolerances:
     return Tolerances.global_resolution(tau)
 
 
-
 @dataclass
 class _Entries:
     """The explicit entries of Eq. (18), once materialised."""
