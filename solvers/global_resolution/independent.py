@@ -204,7 +204,7 @@ def _box_bound(
     A minimiser H has p_j <= q1_j b + q2_j a - q1_j q2_j for j ∈ H and
     p_j >= q1_j b + q2_j a + q1_j q2_j for j ∉ H ((a, b) = (q1(H), q2(H))), so
     L ⊆ H ⊆ U with L, U from the box's low and high corners. Returns (|D|, psi(L) lower bound
-    over L ∪ X for X ⊆ D = U \ L, q1(L), q2(L), p(L), feasible) with D's ids in ``work``.
+    over L ∪ X for X ⊆ D = U \\ L, q1(L), q2(L), p(L), feasible) with D's ids in ``work``.
     """
     k = p.shape[0]
     pl, l1, l2 = 0.0, 0.0, 0.0
