@@ -2,28 +2,33 @@
 
 Two drafts, one token each from q1 and q2, target p over the draft vocabulary:
 psi(H) = p(H) - q1(H) q2(H) is submodular and alpha* = 1 + min psi ([GR] Theorem 3.1).
-Everything here rests on one inequality. For a base set G with A = q1(G), B = q2(G),
+Everything here rests on one identity. For a base set G with A = q1(G), B = q2(G),
 
     psi(G ∪ X) - psi(G) = c(X) - q1(X) q2(X),   c_j = p_j - A q2_j - B q1_j   (X ∩ G = ∅)
     psi(G \\ Y) - psi(G) = -c(Y) - q1(Y) q2(Y)                                   (Y ⊆ G)
 
 and for a general H = (G \\ Y) ∪ X the cross terms only help:
 psi(H) - psi(G) >= [c(X) - q1(X) q2(X)] + [-c(Y) - q1(Y) q2(Y)]. So every question below is
-"is f(X) = w(X) - q1(X) q2(X) >= 0 for all X ⊆ S?", answered by :func:`certify`: a token of
-a minimiser X' of f over subsets of S satisfies w_j <= q1_j q2(X') + q2_j q1(X') - q1_j q2_j
+"is f(X) = w(X) - q1(X) q2(X) >= 0 for all X ⊆ S?", answered for the chain by
+:func:`certify`: a token of a minimiser X' of f over subsets of S satisfies w_j <= q1_j q2(X') + q2_j q1(X') - q1_j q2_j
 <= q1_j q2(S) + q2_j q1(S) - q1_j q2_j, so tokens that violate this can be dropped from S,
 repeatedly; what remains is enumerated (Gray code) when small, else bounded by
 q1(X) q2(X) <= (q1(X) q2(S) + q2(X) q1(S)) / 2. The answer is "certified", "refuted" (with
 the violating X) or "unknown" — never a false "certified".
 
-* H* (:func:`minimise_psi`). A minimiser is a half-plane set: j ∈ H* iff
-  p_j < q1_j q2(H*) + q2_j q1(H*) (up to ties), i.e. a fixed point of the monotone map
-  T(H) = {j : p_j < q1_j q2(H) + q2_j q1(H)}. Iterating T from the whole vocabulary descends to
-  its greatest fixed point, which contains every such minimiser; exact single-token moves then
-  improve it, and the candidate G is certified by both inequalities above (X outside G, Y
-  inside it). A refuting X or Y is applied (psi drops by exactly f) and the loop repeats.
-* Outer targets (:func:`removal_chain`): from the whole vocabulary down to H*, remove the token
-  with the smallest r_v(H) = (q1_v q2(H) + q2_v q1(H)) / p_v. The chain is *good* (every
+* H* (:func:`minimise_psi`). A minimiser H is a half-plane set: with (a, b) = (q1(H), q2(H)),
+  j ∈ H needs p_j <= q1_j b + q2_j a - q1_j q2_j and j ∉ H needs p_j >= q1_j b + q2_j a +
+  q1_j q2_j (single-token moves do not help). An incumbent comes from iterating the monotone
+  map T(H) = {j : p_j < q1_j q2(H) + q2_j q1(H)} from the whole vocabulary (its greatest
+  fixed point) and exact single-token moves; then branch and bound over boxes of the
+  (a, b) square proves it optimal: in a box every minimiser lies between the sets L and U
+  of the box's low and high corners, its (a, b) must be consistent with them, and
+  psi(L ∪ X) over X ⊆ U \\ L is bounded below by the inequality above with
+  q1(X) q2(X) <= (q1(X) Q2 + q2(X) Q1) / 2 (Q the box's room left for X). A box that cannot
+  hold a better set is dropped, a box with few undecided tokens is enumerated, any other
+  is split in four. A search that exceeds its box budget reports "not certified".
+* Outer targets (:func:`independent_outer`): from the whole vocabulary down to H*, remove the
+  token with the smallest r_v(H) = (q1_v q2(H) + q2_v q1(H)) / p_v. The chain is *good* (every
   min over supersets of H_i is the cumulative minimum of psi along it, so Theorem 6.2's targets
   and tight-set blocks follow as for i.i.d. drafts) when, with C *closed* meaning
   psi(C) = min over T ⊇ C of psi(T): a step that does not raise psi from a closed set lands on
