@@ -8,13 +8,15 @@ Everything here rests on one identity. For a base set G with A = q1(G), B = q2(G
     psi(G \\ Y) - psi(G) = -c(Y) - q1(Y) q2(Y)                                   (Y ⊆ G)
 
 and for a general H = (G \\ Y) ∪ X the cross terms only help:
-psi(H) - psi(G) >= [c(X) - q1(X) q2(X)] + [-c(Y) - q1(Y) q2(Y)]. So every question below is
-"is f(X) = w(X) - q1(X) q2(X) >= 0 for all X ⊆ S?", answered for the chain by
+psi(H) - psi(G) >= [c(X) - q1(X) q2(X)] + [-c(Y) - q1(Y) q2(Y)].
+
+The chain checks ask "is f(X) = w(X) - q1(X) q2(X) >= 0 for all X ⊆ S?", answered by
 :func:`certify`: a token of a minimiser X' of f over subsets of S satisfies
 w_j <= q1_j q2(X') + q2_j q1(X') - q1_j q2_j <= q1_j q2(S) + q2_j q1(S) - q1_j q2_j,
 so tokens that violate this can be dropped from S, repeatedly; what remains is enumerated
-(Gray code) when small, else bounded by q1(X) q2(X) <= (q1(X) q2(S) + q2(X) q1(S)) / 2. The answer is "certified", "refuted" (with
-the violating X) or "unknown" — never a false "certified".
+(Gray code) when small, else bounded by q1(X) q2(X) <= (q1(X) q2(S) + q2(X) q1(S)) / 2.
+The answer is "certified", "refuted" (with the violating X) or "unknown", never a false
+"certified".
 
 * H* (:func:`minimise_psi`). A minimiser H is a half-plane set: with (a, b) = (q1(H), q2(H)),
   j ∈ H needs p_j <= q1_j b + q2_j a - q1_j q2_j and j ∉ H needs p_j >= q1_j b + q2_j a +
