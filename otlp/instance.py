@@ -24,6 +24,7 @@ from otlp.validation import (
     positive_int,
     probability_vector,
 )
+from solvers.global_resolution.sorting import top_tokens
 
 SCHEMES = ("iid", "independent", "without_replacement", "greedy")
 FloatArray = NDArray[np.float64]
@@ -248,17 +249,8 @@ def _exact_unit(arr: FloatArray) -> FloatArray:
 def _top_tokens(row: FloatArray, top_k: int | None) -> NDArray[np.int64]:
     """Positive-probability tokens of ``row``, the top_k largest (ties by token id).
 
-    O(V): a selection finds the k-th largest value, then only the k survivors are sorted
-    (by decreasing probability, ties by increasing token id).
+    The project's one top-k selection, :func:`solvers.global_resolution.sorting.top_tokens`
+    (O(V): a bounded heap or a histogram selection, then a sort of the k survivors), which
+    the fused decoder path calls on the same rows.
     """
-    if top_k is None or top_k >= row.shape[0]:
-        chosen = np.flatnonzero(row > 0)
-    else:
-        kth = float(np.partition(row, row.shape[0] - top_k)[row.shape[0] - top_k])
-        if kth > 0:
-            above = np.flatnonzero(row > kth)
-            ties = np.flatnonzero(row == kth)[: top_k - above.shape[0]]
-            chosen = np.concatenate([above, ties])
-        else:  # fewer than top_k positive tokens
-            chosen = np.flatnonzero(row > 0)
-    return chosen[np.lexsort((chosen, -row[chosen]))]
+    return top_tokens(np.ascontiguousarray(row, dtype=np.float64), top_k or 0)

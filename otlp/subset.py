@@ -6,7 +6,8 @@ psi(H) = p(H) - P(all n drafts fall in H). Methods:
   (O(k log k), [GR] §5.1 and Lemma 6.3, for i.i.d. drafts). For sampling without
   replacement (Hu et al. 2025, Thm 4, cited in [GR] Appendix S) P(all drafts in H) has no
   product form; all k + 1 prefix values come from one certified quadrature in O(R k n)
-  (:mod:`otlp.subset_wor`), and the prefix rule is checked against brute force in the tests.
+  (:mod:`solvers.global_resolution.clocks`), and the prefix rule is checked against brute
+  force in the tests.
 * ``mincut``  — n = 2 independent drafts: psi is a submodular quadratic pseudo-boolean
   function, minimised by one s-t minimum cut ([GR] Appendix D).
 * ``maxflow`` — any scheme: the minimum cut of the relaxed-OTLP flow network (§5.2); the
@@ -28,7 +29,11 @@ from otlp import greedy
 from otlp.instance import Instance, require_instance
 from otlp.limits import check_size
 from otlp.reprs import dataclass_repr
-from otlp.subset_wor import QuadratureRangeError, complement_in, prefix_psi_without_replacement
+from solvers.global_resolution.clocks import (
+    QuadratureRangeError,
+    complement_in,
+    prefix_psi_without_replacement,
+)
 
 METHODS = ("auto", "prefix", "mincut", "maxflow", "brute", "greedy")
 BRUTE_FORCE_MAX_K = 16

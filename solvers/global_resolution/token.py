@@ -9,7 +9,7 @@ omega needs (the earliest outer block it meets, else the inner system) by
 :func:`~solvers.global_resolution.newton.newton_kernel`, and the slice of Eq. (18).
 
 A unit that misses its 5 tau budget is reported (``FALLBACK``) and never used: the caller
-solves that token exactly (:mod:`otlp.global_resolution`). :class:`otlp.global_resolution`'s
+solves that token exactly (:mod:`otlp.global_resolution`), whose
 object API uses :func:`analyse` and the same Newton kernel, so both paths agree to rounding.
 """
 
@@ -21,20 +21,26 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from solvers.global_resolution.constants import (
+    BAD_DRAFT,
+    BAD_P,
+    BAD_Q,
+    BUDGET_FACTOR,
+    FALLBACK,
+    INNER,
+    OK,
+    OUTER,
+    PSI_TIE,
+    SUM_P,
+    SUM_Q,
+)
 from solvers.global_resolution.newton import newton_kernel
 from solvers.global_resolution.polymatroid import target_blocks
 from solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
-from solvers.global_resolution.sorting import largest, stable_argsort
+from solvers.global_resolution.sorting import stable_argsort, top_tokens
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
-
-PSI_TIE = 1e-13  # min psi above -PSI_TIE counts as alpha* = 1 (H* = empty set)
-HEAP_SHARE = 256  # top-k by a heap while k <= V / HEAP_SHARE, else by selection
-BUDGET_FACTOR = 5.0  # each system may deviate by 5 tau ([GR] Lemma 6.6: 15 tau, 10 tau overall)
-# Row status codes of :func:`token_row` / :func:`batch`.
-OK, FALLBACK, BAD_P, BAD_Q, SUM_P, SUM_Q, BAD_DRAFT = 0, 1, 2, 3, 4, 5, 6
-OUTER, INNER = 0, 1  # the ``system`` field of a row report
 
 
 @nb.njit(cache=True, fastmath={"reassoc"})
@@ -60,65 +66,6 @@ def scan(p: NDArray, q: NDArray, atol: float) -> tuple[int, float, float]:
     if not abs(q_sum - 1.0) <= atol:
         return SUM_Q, p_sum, q_sum
     return OK, p_sum, q_sum
-
-
-@nb.njit(cache=True)
-def _worse(value_a: float, id_a: int, value_b: float, id_b: int) -> bool:
-    return value_a < value_b or (value_a == value_b and id_a > id_b)
-
-
-@nb.njit(cache=True)
-def top_tokens(q: NDArray, top_k: int) -> IntArray:
-    """The positive tokens of q, its ``top_k`` largest (all if top_k <= 0), by decreasing q,
-    ties by increasing id — the list of ``otlp.instance._top_tokens``.
-
-    For k up to V / HEAP_SHARE, a min-heap of the k best seen so far: scanning ids upwards,
-    a token enters only when it beats the heap's worst strictly (a tie loses to the smaller
-    id), so most of V costs one comparison. For larger k the heap's O(k log k) dominates
-    (2.3 ms at k = 10,000 of V = 32,000) and a histogram selection with a radix sort of
-    the survivors (:func:`~solvers.global_resolution.sorting.largest`, 0.16 ms) is used.
-    """
-    size_v = q.shape[0]
-    keep = size_v if top_k <= 0 else min(top_k, size_v)
-    if keep * HEAP_SHARE > size_v:
-        return largest(q, keep)
-    values = np.empty(keep)
-    ids = np.empty(keep, dtype=np.int64)
-    size = 0
-    for i in range(size_v):
-        v = float(q[i])
-        if not v > 0.0:
-            continue
-        if size < keep:  # sift up
-            pos = size
-            size += 1
-            while pos > 0:
-                parent = (pos - 1) // 2
-                if not _worse(v, i, values[parent], ids[parent]):
-                    break
-                values[pos], ids[pos] = values[parent], ids[parent]
-                pos = parent
-            values[pos], ids[pos] = v, i
-        elif v > values[0]:  # replace the worst, sift down
-            pos = 0
-            while True:
-                child = 2 * pos + 1
-                if child >= size:
-                    break
-                if child + 1 < size and _worse(
-                    values[child + 1], ids[child + 1], values[child], ids[child]
-                ):
-                    child += 1
-                if not _worse(values[child], ids[child], v, i):
-                    break
-                values[pos], ids[pos] = values[child], ids[child]
-                pos = child
-            values[pos], ids[pos] = v, i
-    by_id = np.sort(ids[:size])
-    keys = np.empty(size)
-    for j in range(size):
-        keys[j] = -float(q[by_id[j]])
-    return by_id[stable_argsort(keys)]
 
 
 @nb.njit(cache=True)

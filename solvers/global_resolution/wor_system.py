@@ -1,7 +1,7 @@
 """Softmax systems for n draws without replacement by a double quadrature ([GR] App. S).
 
 Draws without replacement are the order in which exponential clocks E_j ~ Exp(q_j) ring
-(see :mod:`otlp.subset_wor`), so the mass of a drafted set s of size n is
+(see :mod:`~solvers.global_resolution.clocks`), so the mass of a drafted set s of size n is
 
     w(s) = ∫_0^∞ Σ_{l∉s} q_l e^{-q_l u} Π_{j∉s, j≠l} e^{-q_j u} Π_{j∈s} (1 - e^{-q_j u}) du
 
@@ -19,7 +19,7 @@ base tokens (in the unit's sets but not variables) and the excluded ones (drawn 
 unit's sets avoid them). The coefficient excluding i comes from prefix and suffix products,
 so every term is a product of nonnegative numbers: nothing cancels, nothing overflows. One
 evaluation costs O(R_t R_u m n). The u-integral is the trapezoidal rule in log u; as for
-:mod:`otlp.subset_wor` its relative error per set is bounded by
+:mod:`~solvers.global_resolution.clocks` its relative error per set is bounded by
 ``discretisation_bound(n + 1, h)`` (the integrand has n factors 1 - e^{-w}) plus the tails,
 u < u_low (relative <= u_low^{n+1} / (n + 1), since w(s) >= Π_{j∈s} q_j) and
 u > u_high (relative <= e^{-30}). Positive terms carry relative errors over to the receipts.
@@ -42,7 +42,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.subset_wor import QuadratureRangeError, discretisation_bound, step
+from solvers.global_resolution.clocks import QuadratureRangeError, discretisation_bound, step
 from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
 from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, evaluate
 

@@ -1,30 +1,12 @@
-"""Global resolution ([GR] §6, Algorithm 1): slices of the OT for i.i.d. drafts.
+"""The global-resolution engine for i.i.d. drafts ([GR] §6, Algorithm 1).
 
 Per (p, q): H* by subset selection, the outer residual targets by the greedy polymatroid
-algorithm (Theorem 6.2), then for a drafted omega only the system omega needs — the outer
-system (Theorem 6.4) if some drafted token lies outside H*, else the inner one (Theorem 6.5)
-— and the slice of the approximate OT of Eq. (18). Solved parameters are cached on the
-plan, so further slices of the same (p, q) are free.
-
-Two minimisers:
-
-* ``"newton"`` (default) — no truncation: receipts and Hessians over *all* draft sets via
-  exponential sums (:mod:`solvers.global_resolution.softmax_system`), damped Newton with the
-  exact Hessian, and the outer system split into its tight-set blocks
-  (:mod:`solvers.global_resolution.polymatroid`); blocks of one token are exact and free.
-  A system's deviation is certified as ||grad||_1 plus the quadrature bound.
-* ``"seed"`` — the seed's configuration (Appendix K): the smallest truncation T with
-  eps_T <= tau (gamma_T <= tau), |T| capped at 50/20/10/10 for n = 2/3/4/5, grouped sets,
-  L-BFGS-B for at most 25 iterations; deviation ||grad||_1 + 3 eps_T (3 gamma_T).
-
-Each system may deviate by 5 tau (an outer block by its share of it), so the plan deviates
-from p by at most 15 tau (L1) and from alpha* by at most 10 tau (Lemma 6.6). A unit (the
-inner system or one outer block) that misses its budget within the iteration/time limits
-falls back — and says so in its report — to the exact max-flow on its own network of §5.3:
-the inner network, or the block's part of the outer network with the polymatroid targets
-as source capacities, so the result stays consistent with the other units and Eq. (18).
-Nothing is ever silently out of tolerance, and ``otlp.solve`` still verifies the
-materialised plan.
+algorithm (Theorem 6.2), then for a drafted omega only the unit omega needs — the earliest
+outer block it meets (Theorem 6.4), else the inner system (Theorem 6.5) — and the slice of
+the approximate OT of Eq. (18). Solved parameters are cached on the engine, so further
+slices of the same (p, q) are free. Other draft schemes replace the scheme-dependent steps
+in :mod:`otlp.global_resolution.schemes`; :func:`otlp.global_resolution.method.make_engine`
+picks the engine.
 """
 
 from __future__ import annotations
@@ -32,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -42,14 +23,29 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.builders import BipartiteSystem, inner_system, outer_system
 from otlp.columns import DraftColumns
+from otlp.global_resolution.constants import (
+    BUDGET_FACTOR,
+    INNER,
+    MINIMIZERS,
+    NUMERICAL_FAILURES,
+    OUTER,
+    SEED_T_LIMITS,
+    System,
+    Unit,
+    check_tau,
+    check_unit_size,
+)
+from otlp.global_resolution.exact import (
+    ExactUnit,
+    block_network,
+    max_flow_values,
+    outer_arc_blocks,
+    restore_rounded_outer_flow,
+)
+from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.instance import Instance
-from otlp.limits import check_size
-from otlp.methods import register_method
-from otlp.plan import TransportPlan
 from otlp.subset import SubsetSelection
-from otlp.subset_wor import QuadratureRangeError
 from otlp.validation import canonical_name, positive_int, real_number
-from otlp.verify import Tolerances
 from solvers.global_resolution import (
     ALPHA_LIMIT,
     MinimizeResult,
@@ -58,168 +54,21 @@ from solvers.global_resolution import (
     lbfgs,
     newton,
 )
-from solvers.global_resolution.token import BUDGET_FACTOR, analyse, budget_share
-from solvers.registry import get_backend
+from solvers.global_resolution.token import analyse, budget_share
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
-
-MINIMIZERS = ("newton", "seed")
-SEED_T_LIMITS = {2: 50, 3: 20, 4: 10, 5: 10}  # [GR] Appendix K (10 beyond n = 5)
-INNER, OUTER = "inner", "outer"
-Unit = tuple[str, int | None]
-# Below TAU_MIN the Newton certificate (quadrature error ~1e-8 relative) can never be met, so
-# every unit would fall back, and the verifier's 15 tau approaches floating-point rounding.
-TAU_MIN = 1e-10
-GUARD_NODES = 64  # quadrature nodes assumed by the size guard (20-60 in practice)
-
-
-def check_tau(tau: object) -> float:
-    """tau as a float in [TAU_MIN, 1), or a ValueError naming it."""
-    value = real_number("tau", tau, minimum=TAU_MIN)
-    if not value < 1.0:
-        raise ValueError(f"tau: must lie in [{TAU_MIN:g}, 1), got {value:g}")
-    return value
-
-
-# Max-flow on int64 capacities (scale 2^50 of the largest) rounds away flows below ~1e-15 of
-# it; an outer column short by at most this much lost its flow to that rounding.
-ROUNDING_SHORTFALL = 1e-12
-
-
-def restore_rounded_outer_flow(
-    network: BipartiteSystem, values: FloatArray, target_rows: FloatArray
-) -> FloatArray:
-    """Put back the flow that integer rounding took from saturated outer columns.
-
-    Every column of the outer system is transported in full ([GR] Theorem 5.1), but a column
-    of tiny mass (1e-300, subnormal) gets no flow from a max-flow on scaled int64 capacities,
-    and its slice pi(.|omega) would sum to 0. A shortfall of at most ``ROUNDING_SHORTFALL`` is
-    spread over the column's own arcs in proportion to their target rows (equally when those
-    are all 0); the marginals move by no more than the rounding already lost.
-    """
-    if values.size == 0:
-        return values
-    cols = network.arc_columns()
-    mass = network.columns.mass
-    short = mass - np.bincount(cols, weights=values, minlength=mass.shape[0])
-    fix = (short > 0) & (short <= ROUNDING_SHORTFALL)
-    if not fix[cols].any():
-        return values
-    weight = target_rows[network.arc_tokens()]
-    total = np.bincount(cols, weights=weight, minlength=mass.shape[0])
-    arcs = np.bincount(cols, minlength=mass.shape[0]).astype(float)
-    share = np.where(total[cols] > 0, weight / np.where(total > 0, total, 1.0)[cols], 0.0)
-    share = np.where(total[cols] > 0, share, 1.0 / np.maximum(arcs[cols], 1.0))
-    return values + np.where(fix[cols], short[cols] * share, 0.0)
-
-
-# Beyond 64 drafts the exponential sums need ever more quadrature nodes and Newton stalls: on
-# V <= 10, n = 64 takes <= 0.23 s per plan but n = 80 takes 3-14 s before falling back (and
-# 171! overflows float64). Larger n is refused; the exact methods handle it.
-MAX_DRAFTS = 64
-# A unit whose convex solve hits one of these (masses at the edge of float64: a singular or
-# non-finite Hessian, a quadrature out of range) is solved exactly instead, and says so.
-NUMERICAL_FAILURES = (
-    np.linalg.LinAlgError,
-    OverflowError,
-    FloatingPointError,
-    QuadratureRangeError,
-)
-
-
-def check_unit_size(k: int, n: int) -> None:
-    """Refuse a draft vocabulary whose one Newton evaluation would exceed ``otlp.limits``.
-
-    An evaluation holds the Hessian's low-rank factor: (n - 1) rows per quadrature node
-    (20-60 nodes in practice) over the k draft tokens ([GR] Appendix L), and costs O(k n^2) per
-    node; without top-k on a large vocabulary that is seconds and gigabytes per token.
-    """
-    if n > MAX_DRAFTS:
-        raise ValueError(
-            f"n: global resolution handles at most {MAX_DRAFTS} drafts (beyond that its "
-            f"quadrature and Newton steps stop being reliable or fast), got {n}; use "
-            "method='maxflow_cs' for the exact OT"
-        )
-    check_size(
-        f"global resolution over k = {k:,} draft tokens with n = {n} (pass top_k, e.g. "
-        "top_k=1000, to restrict the draft): one Newton evaluation's Hessian factor",
-        GUARD_NODES * max(n - 1, 1) * k,
-    )
-
-
-@dataclass(frozen=True)
-class SolveReport:
-    """How one unit was solved: the inner system, or one block of the outer system.
-
-    ``variables`` is |T|, the number of alpha optimised (after the seed's truncation, whose
-    eps_T or gamma_T is ``truncation_error``); ``deviation`` is the certified L1 deviation of
-    the unit's receipts from its targets; ``fallback`` says it missed its budget and was
-    solved exactly by max-flow instead (``seconds`` includes that).
-    """
-
-    system: str
-    block: int | None
-    variables: int
-    truncation_error: float
-    iterations: int
-    grad_norm: float
-    deviation: float
-    fallback: bool
-    seconds: float
-    message: str
-
-
-@dataclass(frozen=True)
-class TokenReport:
-    """The per-token report: what producing the slice for ``omega`` took.
-
-    ``variables`` is |T| of the unit solved for it; ``seconds`` is the wall time of this
-    call (H*, targets and solves included when they were not cached yet); ``cached`` says
-    the unit had already been solved for an earlier slice of the same (p, q).
-    """
-
-    omega: tuple[int, ...]
-    system: str
-    block: int | None
-    variables: int
-    iterations: int
-    grad_norm: float
-    deviation: float
-    fallback: bool
-    seconds: float
-    cached: bool
-    message: str
-
-
-@dataclass
-class _Exact:
-    """A unit solved exactly: arc values on its max-flow network ([GR] §5.3, App. F).
-
-    ``arcs`` indexes the unit's arcs within the full outer or inner system's arc list.
-    """
-
-    network: BipartiteSystem
-    values: FloatArray
-    arcs: IntArray
-
-    @cached_property
-    def matrix(self) -> sp.csc_matrix:
-        cols = self.network.columns
-        return sp.csc_matrix(
-            (self.values, (self.network.arc_tokens(), self.network.arc_columns())),
-            shape=(cols.k, cols.count),
-        )
 
 
 class GlobalResolution:
     """The engine behind a global-resolution plan: per-(p, q) state and cached solutions.
 
-    The units solved independently are the inner system, ``("inner", None)``, and each block
-    b of the outer system, ``("outer", b)``.
+    The units solved independently are the inner system, ``(INNER, None)``, and each block
+    b of the outer system, ``(OUTER, b)`` (:class:`~otlp.global_resolution.constants.System`
+    members equal the strings ``"inner"`` and ``"outer"``).
     """
 
-    SCHEMES: tuple[str, ...] = ("iid",)  # other schemes: otlp.global_resolution_schemes
+    SCHEMES: tuple[str, ...] = ("iid",)  # other schemes: otlp.global_resolution.schemes
 
     def __init__(
         self,
@@ -259,7 +108,7 @@ class GlobalResolution:
         self.time_budget = time_budget
         self.allow_fallback = fallback
         self.reports: dict[Unit, SolveReport] = {}
-        self.exact: dict[Unit, _Exact] = {}
+        self.exact: dict[Unit, ExactUnit] = {}
         self.seconds = 0.0
         self._alpha_outer = np.zeros(inst.k)
         self._inner_weights = np.zeros(inst.k)
@@ -442,44 +291,18 @@ class GlobalResolution:
     @cached_property
     def _outer_arc_blocks(self) -> tuple[IntArray, NDArray[np.bool_]]:
         """Each outer arc's token block, and whether it is the earliest block of its column."""
-        network = self._networks[OUTER]
-        blocks = self.outer.block_of[network.arc_tokens()]
-        cols = network.arc_columns()
-        earliest = np.full(network.columns.count, np.iinfo(np.int64).max)
-        np.minimum.at(earliest, cols, blocks)
-        return blocks, blocks == earliest[cols]
+        return outer_arc_blocks(self._networks[OUTER], self.outer)
 
     def _unit_network(self, unit: Unit) -> tuple[BipartiteSystem, IntArray]:
-        """The unit's own network and its arcs' positions in the full system's arc list.
-
-        An outer block keeps the columns whose earliest block it is and the arcs to its own
-        tokens; its source capacities are the polymatroid targets, so the exact flow meets
-        them and stays consistent with the other units and with Eq. (18).
-        """
+        """The unit's own network and its arcs' positions in the full system's arc list."""
         name, block = unit
         network = self._networks[name]
         if name == INNER:
             return network, np.arange(network.num_arcs)
-        blocks, active = self._outer_arc_blocks
-        arcs = np.flatnonzero(active & (blocks == block))
-        tokens, cols = network.arc_tokens()[arcs], network.arc_columns()[arcs]
         assert block is not None
-        left = self.outer.block_tokens(block)
-        position = np.full(self.instance.k, -1, dtype=np.int64)
-        position[left] = np.arange(left.shape[0])
-        right, arc_right = np.unique(cols, return_inverse=True)
-        sub = BipartiteSystem(
-            network.columns,
-            left,
-            self.outer.block_targets(block),
-            right,
-            network.columns.mass[right],
-            position[tokens],
-            arc_right.astype(np.int64),
-        )
-        return sub, arcs
+        return block_network(network, self.outer, block, self._outer_arc_blocks, self.instance.k)
 
-    def _solve_exactly(self, unit: Unit) -> _Exact:
+    def _solve_exactly(self, unit: Unit) -> ExactUnit:
         """Max-flow (OR-Tools) on the unit's network; the plan says so in its reports."""
         if not self.allow_fallback:
             raise RuntimeError(
@@ -488,13 +311,10 @@ class GlobalResolution:
             )
         start = time.perf_counter()
         network, arcs = self._unit_network(unit)
-        values = np.zeros(network.num_arcs)
-        if network.num_arcs:
-            result = get_backend("ortools-maxflow").solve(network.to_maxflow())
-            values = network.arc_values_from_flow(result.primal)
+        values = max_flow_values(network)
         if unit[0] == OUTER:
             values = restore_rounded_outer_flow(network, values, self.instance.target_rows)
-        self.exact[unit] = _Exact(network, values, arcs)
+        self.exact[unit] = ExactUnit(network, values, arcs)
         seconds = time.perf_counter() - start
         self.seconds += seconds
         failed = self.reports[unit]
@@ -578,7 +398,7 @@ class GlobalResolution:
         return columns, tokens, cols, values
 
     def _softmax_values(
-        self, name: str, tokens: IntArray, cols: IntArray, columns: DraftColumns
+        self, name: System, tokens: IntArray, cols: IntArray, columns: DraftColumns
     ) -> FloatArray:
         """Eqs. (14)/(17): the softmax entries of the outer blocks or of the inner system."""
         if tokens.size == 0:
@@ -614,90 +434,3 @@ class GlobalResolution:
                 deviation[unit[0]] += report.deviation
         outer, inner = deviation[OUTER], deviation[INNER]
         return {"target_l1": outer + 2.0 * inner, "acceptance": outer + inner}
-
-
-_LAZY_FIELDS = frozenset({"columns", "explicit", "row_residual", "col_residual"})
-
-
-class GlobalResolutionPlan(TransportPlan):
-    """A lazily evaluated :class:`TransportPlan` backed by a :class:`GlobalResolution` engine.
-
-    :meth:`local_slice`, :meth:`slice` and :meth:`sample` solve only the unit a drafted omega
-    needs. The explicit entries (``columns``, ``explicit``, ``row_residual``,
-    ``col_residual``) are materialised on first access — e.g. by :func:`otlp.verify` — which
-    solves everything, so the verifier checks the full plan.
-    """
-
-    def __init__(self, engine: GlobalResolution) -> None:  # fields filled lazily
-        self.engine = engine
-        self.instance = engine.instance
-        self.method = "global_resolution"
-        self.wall_time = 0.0
-        self.messages: list[str] = []
-        self.info: dict[str, Any] = {
-            "tolerances": Tolerances.global_resolution(engine.tau),
-            "tau": engine.tau,
-            "minimizer": engine.minimizer,
-        }
-        self.token_reports: list[TokenReport] = []
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _LAZY_FIELDS and "engine" in self.__dict__:
-            self._materialize()
-            return self.__dict__[name]
-        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
-
-    def _materialize(self) -> None:
-        columns, explicit, row_residual, col_residual = self.engine.materialize()
-        self.columns, self.explicit = columns, explicit
-        self.row_residual, self.col_residual = row_residual, col_residual
-        self.wall_time = self.engine.seconds
-        self.info["units"] = dict(self.engine.reports)
-        self.info["fallback"] = [unit for unit in self.engine.units() if unit in self.engine.exact]
-        self.info["deviation_bounds"] = self.engine.deviation_bounds()
-        self.info["H"] = self.engine.selection.H
-
-    def local_slice(self, omega: ArrayLike) -> FloatArray:
-        return self.token_report(omega)[0]
-
-    def token_report(self, omega: ArrayLike) -> tuple[FloatArray, TokenReport]:
-        """The slice over the draft vocabulary plus the outside row, and the token report."""
-        out, report = self.engine.local_slice(omega)
-        self.token_reports.append(report)
-        self.wall_time = self.engine.seconds
-        return out, report
-
-
-@register_method(
-    "global_resolution",
-    "polymatroid targets + convex solvers (§6; i.i.d., without replacement, 2 independent), "
-    "per-token slices, exact fallback",
-)
-def solve_global_resolution(
-    inst: Instance,
-    form: str = "sets",
-    *,
-    tau: float = 1e-3,
-    minimizer: str = "newton",
-    max_iter: int | None = None,
-    time_budget: float | None = None,
-    fallback: bool = True,
-) -> GlobalResolutionPlan:
-    """A lazy global-resolution plan (nothing is solved until a slice or entry is needed)."""
-    # One draft is one draw from q under every scheme: the i.i.d. engine serves it.
-    if isinstance(inst, Instance) and inst.scheme != "iid" and inst.n > 1:
-        from otlp.global_resolution_schemes import scheme_engine
-
-        engine_class: Any = scheme_engine
-    else:
-        engine_class = GlobalResolution
-    engine = engine_class(
-        inst,
-        tau,
-        minimizer=minimizer,
-        form=form,
-        max_iter=max_iter,
-        time_budget=time_budget,
-        fallback=fallback,
-    )
-    return GlobalResolutionPlan(engine)

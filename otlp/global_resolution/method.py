@@ -1,0 +1,50 @@
+"""The ``global_resolution`` method: the front door that picks the engine for a scheme."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from otlp.global_resolution.engine import GlobalResolution
+from otlp.global_resolution.plan import GlobalResolutionPlan
+from otlp.global_resolution.schemes import SCHEMES, SchemeGlobalResolution
+from otlp.instance import Instance
+from otlp.methods import register_method
+
+
+def make_engine(inst: Instance, tau: float = 1e-3, **options: Any) -> GlobalResolution:
+    """The engine for ``inst``'s draft scheme: i.i.d. (and any single draft, which is one
+    draw from q under every scheme), or without replacement / two independent drafts.
+    Every other instance is refused with a ValueError naming ``inst``."""
+    if isinstance(inst, Instance) and inst.scheme != "iid" and inst.n > 1:
+        if inst.scheme not in SCHEMES:
+            raise ValueError(f"inst: scheme {inst.scheme!r} is not one of {SCHEMES}")
+        return SchemeGlobalResolution(inst, tau, **options)
+    return GlobalResolution(inst, tau, **options)
+
+
+@register_method(
+    "global_resolution",
+    "polymatroid targets + convex solvers (§6; i.i.d., without replacement, 2 independent), "
+    "per-token slices, exact fallback",
+)
+def solve_global_resolution(
+    inst: Instance,
+    form: str = "sets",
+    *,
+    tau: float = 1e-3,
+    minimizer: str = "newton",
+    max_iter: int | None = None,
+    time_budget: float | None = None,
+    fallback: bool = True,
+) -> GlobalResolutionPlan:
+    """A lazy global-resolution plan (nothing is solved until a slice or entry is needed)."""
+    engine = make_engine(
+        inst,
+        tau,
+        minimizer=minimizer,
+        form=form,
+        max_iter=max_iter,
+        time_budget=time_budget,
+        fallback=fallback,
+    )
+    return GlobalResolutionPlan(engine)

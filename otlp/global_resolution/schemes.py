@@ -1,0 +1,259 @@
+"""Global resolution beyond i.i.d. drafts ([GR] §6 and Appendix S).
+
+The engine of :mod:`otlp.global_resolution.engine` (units, Eq. (18) slices, certified deviations,
+per-unit exact max-flow fallback, lazy plans and per-token reports) with the three
+scheme-dependent steps replaced:
+
+* ``scheme="without_replacement"`` (any n). H* by the q/p prefix rule (Hu et al. 2025,
+  Thm 4) with P(all drafts in H) from the certified exponential-clock quadrature of
+  :mod:`otlp.subset_wor`. Outer targets by the greedy polymatroid algorithm (Theorem 6.2) in
+  increasing q/p order with cumulative minimums: Lemma 6.3's prefix reduction
+  min_{A ⊆ S ⊆ B} psi(S) = min over q/p-prefixes carries over (checked against max-flow in
+  the tests), so min_{T ⊇ H_i} psi(T) = min_{j <= i} psi(H_j) as for i.i.d. drafts, and the
+  records of the cumulative minimum are again tight sets that split the outer system into
+  independent blocks. Convex systems: for n = 2 the pair masses q_i q_j (1/(1 - q_i) +
+  1/(1 - q_j)) are sums of two products, so receipts and a rank-2-per-node Hessian cost
+  O(R m) (:class:`~solvers.global_resolution.pair_system.PairSystem`); for n >= 3 a double
+  quadrature (exponential clocks for the set masses, the exponential sum for the softmax)
+  costs O(R_t R_u m n) per evaluation
+  (:class:`~solvers.global_resolution.wor_system.WithoutReplacementSystem`). The exact
+  groups of set masses (:class:`~solvers.global_resolution.explicit_system.ExplicitSystem`,
+  O(C(k, n))) serve as the reference (``explicit_sets=True``) and for a unit whose largest
+  set holds all the draft mass (k = n).
+* ``scheme="independent"``, n = 2. H* by the QPBO min cut ([GR] Appendix D). The pair masses
+  q1_i q2_j + q1_j q2_i and singletons q1_i q2_i again give a
+  :class:`~solvers.global_resolution.pair_system.PairSystem` for the inner system. The outer
+  targets need min psi over the supersets of a chain of sets, and psi = p(H) - q1(H) q2(H)
+  has no prefix structure (the minimiser over T ⊇ A is a threshold set of
+  p - mu q1 - nu q2 for (mu, nu) depending on that minimiser), so each would be its own min
+  cut on the k^2-arc QPBO graph: the outer system is solved exactly by max-flow instead and
+  its row sums are the targets. Its report says ``"exact max-flow (by design)"``.
+
+Every plan still obeys Lemma 6.6 (15 tau in L1, 10 tau in acceptance) by certificate, and
+``otlp.solve`` verifies the materialised plan.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.builders import outer_system
+from otlp.global_resolution.constants import OUTER, PSI_TIE, Unit
+from otlp.global_resolution.engine import GlobalResolution
+from otlp.global_resolution.exact import ExactUnit, max_flow_values, restore_rounded_outer_flow
+from otlp.global_resolution.reports import SolveReport
+from otlp.instance import Instance
+from otlp.subset import SubsetSelection, optimal_acceptance, prefix_psi
+from solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
+from solvers.global_resolution.explicit_system import ExplicitSystem
+from solvers.global_resolution.pair_system import PairSystem, others_sum
+from solvers.global_resolution.system_newton import system_newton
+from solvers.global_resolution.wor_system import WithoutReplacementSystem
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+SCHEMES = ("without_replacement", "independent")
+
+
+def chain_targets(
+    outside: IntArray, p_outside: FloatArray, psi_chain: FloatArray, k: int
+) -> OuterTargets:
+    """Theorem 6.2 targets and tight-set blocks from psi along the chain.
+
+    ``outside`` lists the tokens outside H* in the greedy order v_1..v_K; ``psi_chain[i]`` is
+    psi(H* ∪ {v_{i+1}, ..., v_K}) for i = 0..K (so ``psi_chain[K]`` = psi(H*)), and every
+    min over supersets is a cumulative minimum of it (Lemma 6.3). A record of the cumulative
+    minimum after v_i makes {v_1..v_i} tight and ends a block ([GR] §6.1).
+    """
+    cummin = np.minimum.accumulate(psi_chain)
+    targets = np.maximum(p_outside + cummin[1:] - cummin[:-1], 0.0)
+    ends = np.flatnonzero(psi_chain[1:] <= cummin[1:]) + 1
+    if outside.shape[0] and (ends.shape[0] == 0 or ends[-1] != outside.shape[0]):
+        ends = np.append(ends, outside.shape[0])
+    starts = np.concatenate([[0], ends[:-1]])[: ends.shape[0]].astype(np.int64)
+    block_of = np.full(k, -1, dtype=np.int64)
+    block_of[outside] = np.repeat(np.arange(ends.shape[0]), ends - starts)
+    bases = np.zeros(ends.shape[0])  # unused: the systems below carry their own base terms
+    return OuterTargets(outside, targets, starts, ends.astype(np.int64), bases, block_of)
+
+
+class SchemeGlobalResolution(GlobalResolution):
+    """Global resolution for sampling without replacement and for two independent drafts."""
+
+    SCHEMES = SCHEMES
+
+    def __init__(
+        self, inst: Instance, tau: float = 1e-3, *, explicit_sets: bool = False, **options: Any
+    ) -> None:
+        if options.get("minimizer", "newton") != "newton":
+            raise ValueError(
+                f"minimizer: the seed's truncated L-BFGS-B is defined for i.i.d. drafts only; "
+                f"scheme {inst.scheme!r} needs 'newton', got {options['minimizer']!r}"
+            )
+        if inst.scheme == "independent" and inst.n > 2:
+            raise ValueError(
+                f"inst: global resolution for independent drafts needs n = 2 ([GR] Appendix S: "
+                f"H* is a general submodular minimisation for n >= 3), got n = {inst.n}"
+            )
+        super().__init__(inst, tau, **options)
+        self.explicit_sets = explicit_sets  # n >= 3: sum exact set masses instead (reference)
+
+    # ----- pair masses ---------------------------------------------------------------------
+    @cached_property
+    def _pair_factors(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(a, b, d) with w({i, j}) = a_i b_j + b_i a_j and w({i}) = d_i (n = 2)."""
+        inst = self.instance
+        if inst.scheme == "independent":
+            q1, q2 = inst.draft_rows[0], inst.draft_rows[1]
+            return q1, q2, q1 * q2
+        q = inst.q_local
+        return q / np.maximum(others_sum(q), np.finfo(float).tiny), q, np.zeros_like(q)
+
+    # ----- H* and the outer targets -------------------------------------------------------
+    @cached_property
+    def _prefix_psi(self) -> tuple[IntArray, FloatArray]:
+        """The q/p order and psi of all its prefixes (one quadrature for H* and targets)."""
+        return prefix_psi(self.instance)
+
+    @cached_property
+    def selection(self) -> SubsetSelection:
+        """alpha* and H*: the q/p prefix rule without replacement, the QPBO min cut for two
+        independent drafts. When min psi is 0 up to rounding (alpha* = 1) the empty set is
+        used, as for i.i.d. drafts: Eq. (18) then has residual rows for the inner system."""
+        inst = self.instance
+        if inst.scheme == "without_replacement":
+            order, psi = self._prefix_psi
+            best = int(np.argmin(psi))
+            mask = np.zeros(inst.k, dtype=bool)
+            mask[order[:best]] = True
+            value = float(psi[best])
+            selection = SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, "prefix")
+        else:
+            selection = optimal_acceptance(inst)
+        if selection.H_mask.any() and selection.psi_min > -PSI_TIE:
+            empty = np.zeros_like(selection.H_mask)
+            return SubsetSelection(1.0, empty, inst.tokens[empty], 0.0, selection.method)
+        return selection
+
+    def _minimize(self, system: SoftmaxSystem, stop: float) -> MinimizeResult:
+        return system_newton(
+            system,  # type: ignore[arg-type]  # every system here evaluates itself
+            stop,
+            max_iter=self.max_iter,
+            time_budget=self.time_budget,
+        )
+
+    @cached_property
+    def outer(self) -> OuterTargets:
+        inst, inside = self.instance, self.selection.H_mask
+        if inst.scheme == "independent":
+            return self._exact_outer()
+        order, psi = self._prefix_psi
+        if inside.any():  # H* is the prefix of the order that subset selection chose
+            assert inside[order[: int(inside.sum())]].all()
+        outside = order[int(inside.sum()) :][::-1].astype(np.int64)  # increasing q/p
+        return chain_targets(outside, inst.p_local[outside], psi[::-1][: outside.size + 1], inst.k)
+
+    def _exact_outer(self) -> OuterTargets:
+        """Independent drafts: the outer system by max-flow; its row sums are the targets."""
+        start = time.perf_counter()
+        inst, inside = self.instance, self.selection.H_mask
+        outside = np.flatnonzero(~inside).astype(np.int64)
+        network = outer_system(inst, inside)  # the inner network is built only if needed
+        values = restore_rounded_outer_flow(network, max_flow_values(network), inst.target_rows)
+        rows = np.bincount(network.arc_tokens(), weights=values, minlength=inst.k).astype(float)
+        count = np.array([outside.shape[0]], dtype=np.int64)
+        block_of = np.where(inside, -1, 0).astype(np.int64)
+        targets = OuterTargets(
+            outside, rows[outside], np.zeros(1, np.int64), count, np.zeros(1), block_of
+        )
+        if outside.size:
+            unit: Unit = (OUTER, 0)
+            self.exact[unit] = ExactUnit(network, values, np.arange(network.num_arcs))
+            seconds = time.perf_counter() - start
+            self.seconds += seconds
+            self.reports[unit] = SolveReport(
+                OUTER, 0, 0, 0.0, 0, 0.0, 0.0, False, seconds, "exact max-flow (by design)"
+            )
+        return targets
+
+    # ----- convex systems ------------------------------------------------------------------
+    def _system(self, unit: Unit) -> tuple[IntArray, SoftmaxSystem]:
+        inst = self.instance
+        name, block = unit
+        inside = self.selection.H_mask
+        if name == OUTER:
+            assert block is not None
+            tokens = self.outer.block_tokens(block)
+            targets = self.outer.block_targets(block)
+            base = inside | (self.outer.block_of > block)
+            slack = 0.0
+        else:
+            tokens = np.flatnonzero(inside & (inst.p_local > 0)).astype(np.int64)
+            targets = inst.p_local[tokens]
+            base = inside & (inst.p_local <= 0)
+            slack = 1.0
+        q = inst.q_local[tokens]
+        if inst.n == 2:
+            a, b, d = self._pair_factors
+            system: SoftmaxSystem = PairSystem(
+                q,
+                targets,
+                float(inst.q_local[base].sum()),
+                slack,
+                2,
+                a[tokens],
+                b[tokens],
+                d[tokens],
+                float(a[base].sum()),
+                float(b[base].sum()),
+            )
+        elif self.explicit_sets or (
+            not self._excluded(unit).any() and base.sum() + tokens.size <= inst.n
+        ):
+            members, weights = self._groups(unit, tokens)
+            system = ExplicitSystem(
+                q, targets, float(inst.q_local[base].sum()), slack, inst.n, members, weights
+            )
+        else:  # (one draft of an "independent" instance is the same single draw from q)
+            system = WithoutReplacementSystem(
+                q,
+                targets,
+                float(inst.q_local[base].sum()),
+                slack,
+                inst.n,
+                inst.q_local[base],
+                float(inst.q_local[self._excluded(unit)].sum()),
+            )
+        return tokens, system
+
+    def _excluded(self, unit: Unit) -> NDArray[np.bool_]:
+        """Tokens that no set of the unit contains: earlier blocks, or everything outside H*."""
+        name, block = unit
+        if name == OUTER:
+            assert block is not None
+            return (self.outer.block_of >= 0) & (self.outer.block_of < block)
+        return ~self.selection.H_mask
+
+    def _groups(self, unit: Unit, tokens: IntArray) -> tuple[IntArray, FloatArray]:
+        """The unit's draft sets grouped by their variable tokens, with summed exact masses."""
+        cols = self.instance.columns("sets")
+        name, block = unit
+        network = self._networks[name]
+        if name == OUTER:
+            blocks, active = self._outer_arc_blocks
+            keep = np.unique(network.arc_columns()[active & (blocks == block)])
+        else:
+            keep = network.right
+        position = np.full(self.instance.k + 1, -1, dtype=np.int64)
+        position[tokens] = np.arange(tokens.shape[0])
+        rows = np.sort(position[cols.members[keep]], axis=1)[:, ::-1]  # -1 padding last
+        groups, inverse = np.unique(rows, axis=0, return_inverse=True)
+        weights = np.bincount(inverse.ravel(), weights=cols.mass[keep], minlength=len(groups))
+        real = (groups >= 0).any(axis=1)
+        return np.ascontiguousarray(groups[real], dtype=np.int64), weights[real].astype(float)
