@@ -20,14 +20,16 @@ scheme-dependent steps replaced:
   groups of set masses (:class:`~solvers.global_resolution.explicit_system.ExplicitSystem`,
   O(C(k, n))) serve as the reference (``explicit_sets=True``) and for a unit whose largest
   set holds all the draft mass (k = n).
-* ``scheme="independent"``, n = 2. H* by the QPBO min cut ([GR] Appendix D). The pair masses
-  q1_i q2_j + q1_j q2_i and singletons q1_i q2_i again give a
-  :class:`~solvers.global_resolution.pair_system.PairSystem` for the inner system. The outer
-  targets need min psi over the supersets of a chain of sets, and psi = p(H) - q1(H) q2(H)
-  has no prefix structure (the minimiser over T ⊇ A is a threshold set of
-  p - mu q1 - nu q2 for (mu, nu) depending on that minimiser), so each would be its own min
-  cut on the k^2-arc QPBO graph: the outer system is solved exactly by max-flow instead and
-  its row sums are the targets. Its report says ``"exact max-flow (chain not certified)"``.
+* ``scheme="independent"``, n = 2. H* by a certified branch and bound over
+  (q1(H), q2(H)) (a minimiser is a half-plane set), the QPBO min cut ([GR] Appendix D) where
+  the search is not certified. The outer targets need min psi over the supersets of a chain
+  of sets and psi = p(H) - q1(H) q2(H) has no prefix structure; a removal chain whose
+  records are certified closed by submodularity and per-phase checks gives them exactly, with
+  the same tight-set blocks as a prefix chain
+  (:mod:`solvers.global_resolution.independent`). Where a check fails, the outer system is
+  solved by max-flow and its row sums are the targets (``outer_method`` says which). The
+  pair masses q1_i q2_j + q1_j q2_i and singletons q1_i q2_i again give a
+  :class:`~solvers.global_resolution.pair_system.PairSystem`.
 
 Every plan still obeys Lemma 6.6 (15 tau in L1, 10 tau in acceptance) by certificate, and
 ``otlp.solve`` verifies the materialised plan.
