@@ -84,8 +84,9 @@ def verify_drafts(
     parallel: bool = False,
     max_iter: int = 50,
     atol: float | None = None,
+    scheme: str = "iid",
 ) -> DraftVerification:
-    """Verify a batch of i.i.d. drafts: one output token per row of ``drafts``.
+    """Verify a batch of drafts: one output token per row of ``drafts``.
 
     Parameters
     ----------
@@ -105,7 +106,27 @@ def verify_drafts(
         An int seed, None or a ``numpy.random.Generator``.
     parallel:
         Global resolution only: run the batch loop on numba's threads.
+    scheme:
+        How the drafts were drawn: ``iid`` (default), ``without_replacement``,
+        ``independent`` (n = 2, q of shape (2, V) or (B, 2, V)) or ``greedy``; the other
+        schemes and their methods are in :mod:`otlp.decode_schemes`.
     """
+    from otlp.decode_schemes import handles, verify_scheme_drafts
+
+    if handles(scheme, method):
+        return verify_scheme_drafts(
+            p,
+            q,
+            drafts,
+            scheme=scheme,
+            method=method,
+            top_k=top_k,
+            tau=tau,
+            rng=rng,
+            parallel=parallel,
+            max_iter=max_iter,
+            atol=atol,
+        )
     from otlp.global_resolution import check_tau, check_unit_size  # registers the method
 
     method = canonical_name(method, "method")
