@@ -111,8 +111,7 @@ def build_columns(form: str, draft_rows: FloatArray, n: int, scheme: str) -> Dra
     if form not in FORMS:
         raise ValueError(f"form: expected one of {FORMS}, got {form!r}")
     k = draft_rows.shape[1]
-    exact_size = scheme in ("without_replacement", "greedy")
-    sizes = range(n, n + 1) if exact_size else range(1, min(n, k) + 1)
+    sizes = set_sizes(scheme, k, n)
     _, pairs = column_count(form, k, n, sizes)
     check_size(f"draft columns ({form}, k={k}, n={n})", pairs)
     if form == "sets":
@@ -133,12 +132,7 @@ def _set_columns(draft_rows: FloatArray, n: int, scheme: str, sizes: range) -> D
         subsets = cb.colex_subsets(k, j)
         offsets[j] = start
         start += subsets.shape[0]
-        if scheme == "without_replacement":
-            mass = _without_replacement_mass(draft_rows[0], subsets)
-        elif scheme == "greedy":
-            mass = greedy.set_mass(draft_rows[0], n, subsets)
-        else:
-            mass = _independent_set_mass(draft_rows, subsets)
+        mass = set_mass(draft_rows, n, scheme, subsets)
         padded = np.full((subsets.shape[0], n), -1, dtype=np.int64)
         padded[:, :j] = subsets
         blocks.append(padded)
@@ -151,6 +145,21 @@ def _set_columns(draft_rows: FloatArray, n: int, scheme: str, sizes: range) -> D
     return DraftColumns(
         "sets", k, n, members, mass, inc_token, inc_col, tuple(sizes), offsets, binom
     )
+
+
+def set_mass(draft_rows: FloatArray, n: int, scheme: str, subsets: NDArray[np.int64]) -> FloatArray:
+    """P(set(omega) = s) for each row s of ``subsets`` (local ids, all of one size)."""
+    if scheme == "without_replacement":
+        return _without_replacement_mass(draft_rows[0], subsets)
+    if scheme == "greedy":
+        return greedy.set_mass(draft_rows[0], n, subsets)
+    return _independent_set_mass(draft_rows, subsets)
+
+
+def set_sizes(scheme: str, k: int, n: int) -> range:
+    """The sizes a set of distinct drafted tokens can have under ``scheme``."""
+    exact_size = scheme in ("without_replacement", "greedy")
+    return range(n, n + 1) if exact_size else range(1, min(n, k) + 1)
 
 
 def _independent_set_mass(draft_rows: FloatArray, subsets: NDArray[np.int64]) -> FloatArray:

@@ -16,7 +16,9 @@ ids to the output token, side by side with the sweep's other cells:
   time over B, shown as tokens/s in the throughput table; ``NAME@B:parallel`` passes
   ``parallel=True`` (numba's threads);
 * any other ``otlp.solve`` method (e.g. ``highs``): ``Instance`` + ``solve`` + ``sample``, all
-  inside the clock (the object API end to end).
+  inside the clock (the object API end to end);
+* ``NAME:object`` (e.g. ``global_resolution:object``): the object API on a prebuilt
+  ``Instance`` (built outside the clock): ``otlp.solve`` + ``plan.sample`` for the token.
 
 ``[methods.NAME]`` size caps and tau grids apply to decoder cells of the same NAME. This
 module is the one definition of a decoder cell: its names, which ones run, its tau, the
@@ -38,6 +40,7 @@ DECODE = "decode"
 FLOORS = ("argpartition", "sps_numpy")
 BATCH_SEPARATOR = "@"
 PARALLEL_SUFFIX = ":parallel"
+OBJECT_SUFFIX = ":object"
 REFERENCE = "global_resolution"  # the ratio table divides by this decoder's median
 
 
@@ -46,6 +49,7 @@ def split_name(name: str) -> tuple[str, int, bool]:
     batch 1, serial."""
     parallel = name.endswith(PARALLEL_SUFFIX)
     base, _, batch = name.removesuffix(PARALLEL_SUFFIX).partition(BATCH_SEPARATOR)
+    base = base.removesuffix(OBJECT_SUFFIX)
     if not batch:
         return base, 1, parallel
     if not batch.isdigit() or int(batch) < 1:
@@ -103,6 +107,11 @@ def _work(cell: Any, item: Any, omega: np.ndarray) -> Callable[[], Any]:
         return lambda: np.argpartition(first, -k)[-k:]
     if base == "sps_numpy":
         return lambda: _sps_numpy(p, q, int(omega[0]), rng)
+    if cell.name.endswith(OBJECT_SUFFIX):
+        inst = otlp.Instance(p, q, n, top_k=k)  # prebuilt: outside the clock
+        return lambda: otlp.solve(inst, base, check=False, **tau, **dict(cell.options)).sample(
+            omega, rng
+        )
     if base in _batched_methods():
         if batch == 1:
             rows_p, rows_q, drafts = p, q, omega[None, :]

@@ -36,6 +36,7 @@ in :mod:`solvers.global_resolution`; the fused per-token decoder path is
 
 from otlp.global_resolution.constants import (
     BUDGET_FACTOR,
+    DEFAULT_TIME_BUDGET,
     GUARD_NODES,
     INNER,
     MAX_DRAFTS,
@@ -61,6 +62,7 @@ from otlp.global_resolution.schemes import SCHEMES, SchemeGlobalResolution
 
 __all__ = [
     "BUDGET_FACTOR",
+    "DEFAULT_TIME_BUDGET",
     "GUARD_NODES",
     "INNER",
     "MAX_DRAFTS",

@@ -25,6 +25,7 @@ from otlp.builders import BipartiteSystem, inner_system, outer_system
 from otlp.columns import DraftColumns
 from otlp.global_resolution.constants import (
     BUDGET_FACTOR,
+    DEFAULT_TIME_BUDGET,
     INNER,
     MINIMIZERS,
     NUMERICAL_FAILURES,
@@ -38,9 +39,12 @@ from otlp.global_resolution.constants import (
 from otlp.global_resolution.exact import (
     ExactUnit,
     block_network,
+    full_arcs,
     max_flow_values,
     outer_arc_blocks,
     restore_rounded_outer_flow,
+    unit_columns,
+    unit_network,
 )
 from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.instance import Instance
@@ -54,7 +58,7 @@ from solvers.global_resolution import (
     lbfgs,
     newton,
 )
-from solvers.global_resolution.token import analyse, budget_share
+from solvers.global_resolution.token import analyse, budget_share, slice_of
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -78,7 +82,7 @@ class GlobalResolution:
         minimizer: str = "newton",
         form: str = "sets",
         max_iter: int | None = None,
-        time_budget: float | None = None,
+        time_budget: float | None = DEFAULT_TIME_BUDGET,
         fallback: bool = True,
     ) -> None:
         if not isinstance(inst, Instance):
@@ -110,8 +114,7 @@ class GlobalResolution:
         self.reports: dict[Unit, SolveReport] = {}
         self.exact: dict[Unit, ExactUnit] = {}
         self.seconds = 0.0
-        self._alpha_outer = np.zeros(inst.k)
-        self._inner_weights = np.zeros(inst.k)
+        self._alpha = np.zeros(inst.k)  # each solved unit's alpha, per variable token
 
     # ----- shared per-(p, q) quantities ---------------------------------------------------
     @cached_property
@@ -153,6 +156,11 @@ class GlobalResolution:
         out[-1] = inst.p_outside
         return out
 
+    @cached_property
+    def _inner_variables(self) -> NDArray[np.bool_]:
+        """The inner system's variables: the tokens of H* with p > 0."""
+        return self.selection.H_mask & (self.instance.p_local > 0)
+
     def units(self) -> list[Unit]:
         """Every unit of this (p, q): the outer blocks, then the inner system if H* ≠ ∅."""
         blocks: list[Unit] = [(OUTER, b) for b in range(self.outer.num_blocks)]
@@ -170,10 +178,7 @@ class GlobalResolution:
         if unit not in self.reports:
             tokens, system = self._system(unit)
             alpha, report = self._solve_unit(unit, system)
-            if unit[0] == OUTER:
-                self._alpha_outer[tokens] = alpha - alpha.max() if alpha.size else alpha
-            else:
-                self._inner_weights[tokens] = np.exp(np.minimum(alpha, ALPHA_LIMIT))
+            self._alpha[tokens] = alpha
             self.reports[unit] = report
             self.seconds += report.seconds
             if report.fallback:
@@ -194,7 +199,7 @@ class GlobalResolution:
             targets, base = self.outer.block_targets(block), float(self.outer.bases[block])
             return tokens, SoftmaxSystem(inst.q_local[tokens], targets, base, 0.0, inst.n)
         inside = self.selection.H_mask
-        tokens = np.flatnonzero(inside & (inst.p_local > 0)).astype(np.int64)
+        tokens = np.flatnonzero(self._inner_variables).astype(np.int64)
         base = float(inst.q_local[inside & (inst.p_local <= 0)].sum())
         return tokens, SoftmaxSystem(inst.q_local[tokens], inst.p_local[tokens], base, 1.0, inst.n)
 
@@ -234,7 +239,7 @@ class GlobalResolution:
         alpha = np.zeros(system.size)
         if system.size == 0 or (system.size == 1 and system.gauge_free):
             return alpha, SolveReport(
-                name, block, system.size, 0.0, 0, 0.0, 0.0, False, 0.0, "exact"
+                str(name), block, system.size, 0.0, 0, 0.0, 0.0, False, 0.0, "exact"
             )
         truncation_error, keep, message = 0.0, np.arange(system.size), ""
         if self.minimizer == "seed":
@@ -265,7 +270,7 @@ class GlobalResolution:
             message = f"{message}; deviation {deviation:.3g} > budget {budget:.3g}"
         seconds = time.perf_counter() - start
         report = SolveReport(
-            name,
+            str(name),
             block,
             system.size,
             truncation_error,
@@ -293,9 +298,26 @@ class GlobalResolution:
         """Each outer arc's token block, and whether it is the earliest block of its column."""
         return outer_arc_blocks(self._networks[OUTER], self.outer)
 
-    def _unit_network(self, unit: Unit) -> tuple[BipartiteSystem, IntArray]:
-        """The unit's own network and its arcs' positions in the full system's arc list."""
+    def _unit_network(self, unit: Unit) -> tuple[BipartiteSystem, IntArray | None]:
+        """The unit's own network and its arcs' positions in the full system's arc list.
+
+        Over sets, only the unit's own columns are built (:func:`unit_columns`), so a unit's
+        fallback never pays for the whole outer or inner system; its arcs are placed in the
+        full system only if the plan is materialised (None until then).
+        """
         name, block = unit
+        if self.form == "sets":
+            inst, outer = self.instance, self.outer
+            if name == INNER:
+                inside = self.selection.H_mask
+                left = np.flatnonzero(inside).astype(np.int64)
+                columns = unit_columns(inst, inside, None)
+                return unit_network(columns, left, inst.p_local[left], inst.k), None
+            assert block is not None
+            allowed = (outer.block_of < 0) | (outer.block_of >= block)
+            columns = unit_columns(inst, allowed, outer.block_of == block)
+            left = outer.block_tokens(block)
+            return unit_network(columns, left, outer.block_targets(block), inst.k), None
         network = self._networks[name]
         if name == INNER:
             return network, np.arange(network.num_arcs)
@@ -314,7 +336,7 @@ class GlobalResolution:
         values = max_flow_values(network)
         if unit[0] == OUTER:
             values = restore_rounded_outer_flow(network, values, self.instance.target_rows)
-        self.exact[unit] = ExactUnit(network, values, arcs)
+        self.exact[unit] = ExactUnit(network, values, arcs, own_columns=arcs is None)
         seconds = time.perf_counter() - start
         self.seconds += seconds
         failed = self.reports[unit]
@@ -341,21 +363,18 @@ class GlobalResolution:
         if unit in self.exact:
             out = self._exact_slice(unit, local)
         else:
-            out = np.zeros(inst.k + 1)
-            tokens = np.unique(local)
-            if unit[0] == OUTER:
-                members = tokens[self.outer.block_of[tokens] == unit[1]]
-                alpha = self._alpha_outer[members]
-                weights = np.exp(alpha - alpha.max())
-                out[members] = weights / weights.sum()
-            else:
-                weights = self._inner_weights[tokens]
-                denominator = 1.0 + float(weights.sum())
-                out[tokens] = weights / denominator
-                out += self._residual_share() / denominator
+            block = -1 if unit[1] is None else unit[1]
+            out = slice_of(
+                self._alpha,
+                self._inner_variables,
+                self.outer.block_of,
+                self.row_residual,
+                local,
+                block,
+            )
         token_report = TokenReport(
             tuple(int(t) for t in np.atleast_1d(omega)),
-            unit[0],
+            str(unit[0]),
             unit[1],
             report.variables,
             report.iterations,
@@ -365,13 +384,14 @@ class GlobalResolution:
             time.perf_counter() - start,
             cached,
             report.message,
+            self.time_budget,
         )
         return out, token_report
 
     def _exact_slice(self, unit: Unit, local: IntArray) -> FloatArray:
         exact = self.exact[unit]
         cols = exact.network.columns
-        column = int(cols.indices_of(local[None, :])[0])
+        column = exact.column(local)
         out = np.zeros(self.instance.k + 1)
         out[:-1] = exact.matrix[:, column].toarray().ravel() / float(cols.mass[column])
         if unit[0] == INNER:
@@ -390,6 +410,8 @@ class GlobalResolution:
             values = self._softmax_values(name, tokens, cols, columns)
             for unit, exact in self.exact.items():
                 if unit[0] == name:
+                    if exact.arcs is None:
+                        exact.arcs = full_arcs(exact.network, network)
                     values[exact.arcs] = exact.values
             parts.append((tokens, cols, values))
         tokens = np.concatenate([t for t, _, _ in parts])
@@ -404,11 +426,12 @@ class GlobalResolution:
         if tokens.size == 0:
             return np.zeros(0)
         if name == INNER:
-            weights = self._inner_weights[tokens]
+            alpha = np.minimum(self._alpha[tokens], ALPHA_LIMIT)
+            weights = np.where(self._inner_variables[tokens], np.exp(alpha), 0.0)
             denominator = 1.0 + np.bincount(cols, weights=weights, minlength=columns.count)
             return columns.mass[cols] * weights / denominator[cols]
         _, active = self._outer_arc_blocks
-        alpha = np.where(active, self._alpha_outer[tokens], -np.inf)
+        alpha = np.where(active, self._alpha[tokens], -np.inf)
         top = np.full(columns.count, -np.inf)
         np.maximum.at(top, cols, alpha)
         weights = np.exp(alpha - top[cols])  # a stable softmax per column

@@ -14,8 +14,12 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from otlp import combinatorics as cb
 from otlp.builders import BipartiteSystem
+from otlp.columns import DraftColumns, mass_operations, set_mass, set_sizes
 from otlp.global_resolution.constants import ROUNDING_SHORTFALL
+from otlp.instance import Instance
+from otlp.limits import check_size, check_work
 from solvers.global_resolution import OuterTargets
 from solvers.registry import get_backend
 
@@ -27,12 +31,21 @@ IntArray = NDArray[np.int64]
 class ExactUnit:
     """A unit solved exactly: arc values on its max-flow network ([GR] §5.3, App. F).
 
-    ``arcs`` indexes the unit's arcs within the full outer or inner system's arc list.
+    ``arcs`` indexes the unit's arcs within the full outer or inner system's arc list (None
+    until the plan is materialised, for a network built over the unit's own columns:
+    ``own_columns``).
     """
 
     network: BipartiteSystem
     values: FloatArray
-    arcs: IntArray
+    arcs: IntArray | None
+    own_columns: bool = False
+
+    def column(self, local: IntArray) -> int:
+        """The network's column of the drafted local ids."""
+        if self.own_columns:
+            return column_of(self.network.columns, local)
+        return int(self.network.columns.indices_of(local[None, :])[0])
 
     @cached_property
     def matrix(self) -> sp.csc_matrix:
@@ -119,3 +132,97 @@ def block_network(
         arc_right.astype(np.int64),
     )
     return sub, arcs
+
+
+def unit_columns(
+    inst: Instance, allowed: NDArray[np.bool_], required: NDArray[np.bool_] | None
+) -> DraftColumns:
+    """The draft sets of one unit, with their exact masses, without the rest of the system.
+
+    The sets of the scheme's sizes inside ``allowed`` that meet ``required`` (None: all):
+    for the inner system the sets inside H*; for outer block b the sets that meet b and no
+    earlier block (their earliest block is b). Sizes and work are checked against
+    ``otlp.limits`` for this unit alone, before anything is enumerated.
+    """
+    n, tokens = inst.n, np.flatnonzero(allowed)
+    sizes = set_sizes(inst.scheme, tokens.shape[0], n)
+    count = cb.count_sets(tokens.shape[0], sizes)
+    check_size(f"the exact fallback's draft sets (k = {tokens.shape[0]}, n = {n})", count * n)
+    distinct = not np.all(inst.draft_rows == inst.draft_rows[:1])
+    check_work(
+        f"the exact fallback's set masses ({inst.scheme}, k = {tokens.shape[0]}, n = {n})",
+        mass_operations(inst.scheme, tokens.shape[0], n, sizes, distinct),
+    )
+    blocks, masses = [], []
+    for j in sizes:
+        subsets = tokens[cb.colex_subsets(tokens.shape[0], j)]
+        if required is not None:
+            subsets = subsets[required[subsets].any(axis=1)]
+        padded = np.full((subsets.shape[0], n), -1, dtype=np.int64)
+        padded[:, :j] = subsets
+        blocks.append(padded)
+        masses.append(set_mass(inst.draft_rows, n, inst.scheme, subsets))
+    members = np.vstack(blocks) if blocks else np.zeros((0, n), dtype=np.int64)
+    real = members >= 0
+    return DraftColumns(
+        "sets",
+        inst.k,
+        n,
+        members,
+        np.concatenate(masses) if masses else np.zeros(0),
+        members[real],
+        np.nonzero(real)[0].astype(np.int64),
+        tuple(sizes),
+    )
+
+
+def unit_network(
+    columns: DraftColumns,
+    left: IntArray,
+    left_cap: FloatArray,
+    k: int,
+) -> BipartiteSystem:
+    """Tokens ``left`` (capacities ``left_cap``) and all of ``columns``, with the arcs from
+    each column to its members among ``left``."""
+    position = np.full(k, -1, dtype=np.int64)
+    position[left] = np.arange(left.shape[0])
+    keep = position[columns.inc_token] >= 0
+    return BipartiteSystem(
+        columns,
+        left,
+        left_cap,
+        np.arange(columns.count, dtype=np.int64),
+        columns.mass,
+        position[columns.inc_token[keep]],
+        columns.inc_col[keep],
+    )
+
+
+def column_of(columns: DraftColumns, local: IntArray) -> int:
+    """The column of ``columns`` whose set is the set of the drafted local ids."""
+    distinct = np.unique(local)
+    row = np.full(columns.n, -1, dtype=np.int64)
+    row[: distinct.shape[0]] = distinct
+    found = np.flatnonzero((columns.members == row).all(axis=1))
+    if found.shape[0] != 1:
+        raise ValueError("omega: its draft set is not a column of this unit")
+    return int(found[0])
+
+
+def full_arcs(unit: BipartiteSystem, full: BipartiteSystem) -> IntArray:
+    """Positions in ``full``'s arc list of ``unit``'s arcs (the same token and draft set).
+
+    A unit network's columns are a subset of the full system's sets (both "sets" form):
+    each set is ranked in the full columns by its members (padding repeats a member).
+    """
+    members = unit.columns.members
+    padded = np.where(members >= 0, members, members[:, :1])
+    full_column = full.columns.indices_of(padded)[unit.arc_columns()]
+    width = full.columns.k + 1
+    full_keys = full.arc_columns() * width + full.arc_tokens()
+    order = np.argsort(full_keys, kind="stable")
+    keys = full_column * width + unit.arc_tokens()
+    found = order[np.searchsorted(full_keys, keys, sorter=order)]
+    if not np.array_equal(full_keys[found], keys):
+        raise AssertionError("a unit's arc is missing from the full system")
+    return found.astype(np.int64)

@@ -12,8 +12,8 @@ driver (the i.i.d. row runs entirely compiled: :func:`solvers.global_resolution.
    independent drafts);
 3. only the unit omega needs (the earliest outer block it meets, else the inner system),
    solved by Newton to its 5 tau budget (its share for an outer block);
-4. the slice of Eq. (18) (:func:`~solvers.global_resolution.scheme_token.unit_slice`) and
-   the draw.
+4. the slice of Eq. (18) (:func:`~solvers.global_resolution.token.slice_of`, the kernel the
+   i.i.d. path and the object API use) and the draw.
 
 The greedy scheme needs no solve: its optimal plan has a closed form
 (:func:`~solvers.global_resolution.scheme_token.greedy_slice`). Every step uses the same
@@ -44,11 +44,7 @@ from otlp.global_resolution.scheme_parts import (
 from solvers.global_resolution import OuterTargets
 from solvers.global_resolution.clocks import QuadratureRangeError
 from solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
-from solvers.global_resolution.scheme_token import (
-    greedy_slice,
-    independent_vocabulary,
-    unit_slice,
-)
+from solvers.global_resolution.scheme_token import greedy_slice, independent_vocabulary
 from solvers.global_resolution.sorting import top_tokens
 from solvers.global_resolution.system_newton import system_newton
 from solvers.global_resolution.token import (
@@ -57,6 +53,7 @@ from solvers.global_resolution.token import (
     local_drafts,
     restrict,
     scan,
+    slice_of,
     unit_of,
 )
 
@@ -130,14 +127,13 @@ def analysis(scheme: str, n: int, vocab: RowVocabulary) -> tuple[Selection, Oute
     return selection, outer
 
 
-def residual_share(vocab: RowVocabulary, outer: OuterTargets) -> FloatArray:
-    """Eq. (18)'s residual rows p(i) - p_i outside H*, the outside mass last, normalised."""
+def residual_rows(vocab: RowVocabulary, outer: OuterTargets) -> FloatArray:
+    """Eq. (18)'s residual rows: p(i) - p_i outside H*, 0 in H*, the outside mass last."""
     k = vocab.p_local.shape[0]
     out = np.zeros(k + 1)
     out[outer.order] = np.maximum(vocab.p_local[outer.order] - outer.targets, 0.0)
     out[k] = vocab.p_outside
-    total = float(out.sum())
-    return out / total if total > 0 else out
+    return out
 
 
 def row_slice(
@@ -204,8 +200,11 @@ def row_slice(
                 FALLBACK, -1, name, block_id, system.size, iterations, deviation, budget, message
             )
             return report, None, None
-    residual = residual_share(vocab, outer) if block < 0 else np.zeros(k + 1)
-    probs = unit_slice(k, local, parts.tokens, np.asarray(alpha, float), block >= 0, residual)
+    solved = np.zeros(k)
+    solved[parts.tokens] = alpha
+    inner = np.zeros(k, dtype=bool)
+    inner[parts.tokens] = block < 0
+    probs = slice_of(solved, inner, outer.block_of, residual_rows(vocab, outer), local, block)
     report = RowResult(OK, -1, name, block_id, system.size, iterations, deviation, budget, message)
     return report, probs, vocab.tokens
 

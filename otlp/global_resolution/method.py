@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.engine import GlobalResolution
 from otlp.global_resolution.plan import GlobalResolutionPlan
 from otlp.global_resolution.schemes import SCHEMES, SchemeGlobalResolution
@@ -34,10 +35,16 @@ def solve_global_resolution(
     tau: float = 1e-3,
     minimizer: str = "newton",
     max_iter: int | None = None,
-    time_budget: float | None = None,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
     fallback: bool = True,
 ) -> GlobalResolutionPlan:
-    """A lazy global-resolution plan (nothing is solved until a slice or entry is needed)."""
+    """A lazy global-resolution plan (nothing is solved until a slice or entry is needed).
+
+    ``time_budget`` (seconds, default ``DEFAULT_TIME_BUDGET``; None for no limit) bounds the
+    convex solve of each unit, i.e. of each token's slice: a solve that runs past it stops
+    and the unit is solved exactly instead (``fallback=True`` in its reports, which state the
+    budget).
+    """
     engine = make_engine(
         inst,
         tau,

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from numpy.typing import ArrayLike
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from otlp.global_resolution.engine import FloatArray, GlobalResolution
 from otlp.global_resolution.reports import TokenReport
 from otlp.plan import TransportPlan
+from otlp.validation import as_generator
 from otlp.verify import Tolerances
+from solvers.global_resolution.token import draw
+
+
+@lru_cache(maxsize=64)
+def _tolerances(tau: float) -> Tolerances:
+    """[GR] §6.3's tolerances for ``tau`` (frozen; built once per tau, not per token)."""
+    return Tolerances.global_resolution(tau)
+
 
 _LAZY_FIELDS = frozenset({"columns", "explicit", "row_residual", "col_residual"})
 
@@ -30,7 +41,7 @@ class GlobalResolutionPlan(TransportPlan):
         self.wall_time = 0.0
         self.messages: list[str] = []
         self.info: dict[str, Any] = {
-            "tolerances": Tolerances.global_resolution(engine.tau),
+            "tolerances": _tolerances(engine.tau),
             "tau": engine.tau,
             "minimizer": engine.minimizer,
         }
@@ -61,3 +72,23 @@ class GlobalResolutionPlan(TransportPlan):
         self.token_reports.append(report)
         self.wall_time = self.engine.seconds
         return out, report
+
+    def sample(
+        self, omega: ArrayLike, rng: object = None, size: int | None = None
+    ) -> int | NDArray[np.int64]:
+        """Draw verified token(s) from pi(. | omega); global token ids.
+
+        One token (``size=None``) is drawn as the fused decoder path draws it
+        (:func:`solvers.global_resolution.token.draw`, two uniforms, the outside row spread
+        over the tokens outside the draft vocabulary in proportion to p); several as
+        :meth:`TransportPlan.sample` does.
+        """
+        if size is not None:
+            return super().sample(omega, rng, size)
+        generator = as_generator(rng)
+        local = self.local_slice(omega)
+        if not np.isfinite(local).all():
+            raise ValueError("omega: pi(. | omega) of this plan is not a probability vector")
+        u = generator.random(2)
+        inst = self.instance
+        return int(draw(np.clip(local, 0.0, None), inst.p, inst.tokens, u[0], u[1]))

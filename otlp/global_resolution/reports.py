@@ -33,7 +33,8 @@ class TokenReport:
 
     ``variables`` is |T| of the unit solved for it; ``seconds`` is the wall time of this
     call (H*, targets and solves included when they were not cached yet); ``cached`` says
-    the unit had already been solved for an earlier slice of the same (p, q).
+    the unit had already been solved for an earlier slice of the same (p, q);
+    ``time_budget`` is the limit (seconds, None: none) its convex solve ran under.
     """
 
     omega: tuple[int, ...]
@@ -47,3 +48,4 @@ class TokenReport:
     seconds: float
     cached: bool
     message: str
+    time_budget: float | None = None

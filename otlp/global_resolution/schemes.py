@@ -175,16 +175,7 @@ class SchemeGlobalResolution(GlobalResolution):
             seconds = time.perf_counter() - start
             self.seconds += seconds
             self.reports[unit] = SolveReport(
-                OUTER,
-                0,
-                0,
-                0.0,
-                0,
-                0.0,
-                0.0,
-                False,
-                seconds,
-                "exact max-flow (chain not certified)",
+                str(OUTER), 0, 0, 0.0, 0, 0.0, 0.0, False, seconds, self.outer_method
             )
         return targets
 

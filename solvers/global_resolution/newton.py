@@ -232,9 +232,13 @@ def newton_kernel(
     tol: float,
     alpha0: FloatArray,
     max_iter: int,
+    fresh: bool = True,
 ) -> tuple[FloatArray, int, int, float, float, int]:
     """Damped Newton from ``alpha0``: (alpha, iterations, evaluations, ||grad||_1, certified
     deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT`` or ``LINE_SEARCH_FAILED``.
+
+    ``fresh=False`` resumes from an iterate of an earlier call (no start shift), so a solve
+    split into calls of a few iterations (to check a clock between them) takes the same steps.
     """
     q_pow, base_pow = power_table(q, base, n)
     m = q.shape[0]
@@ -245,7 +249,7 @@ def newton_kernel(
         free = np.arange(m)
     level = coarsest_level(tol)  # the coarsest quadrature the certificate allows
     evaluations = 1
-    if slack > 0.0 and max_iter > 0 and m > 1:
+    if fresh and slack > 0.0 and max_iter > 0 and m > 1:
         total = base_pow[1] + q.sum()  # columns with a variable: Q^n - base^n
         alpha0, used = _shift_start(alpha0, targets, q_pow, base_pow, total**n - base**n, level)
         evaluations += used
@@ -289,33 +293,23 @@ def newton(
 ) -> MinimizeResult:
     """Minimise F until the certified deviation is at most ``tol`` (:func:`newton_kernel`).
 
-    With a ``time_budget`` the kernel runs one iteration per call and the clock is checked
-    between calls.
+    With a ``time_budget`` (seconds) the kernel runs ``FIRST_CHUNK`` iterations, then one
+    per call, and the clock is checked between calls (:func:`chunked_newton`).
     """
     start = time.perf_counter()
     alpha = system.initial_alpha() if alpha0 is None else np.array(alpha0, dtype=np.float64)
-    args = (system.q, system.targets, float(system.base), float(system.slack), system.n, tol)
-    if time_budget is None:
-        alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
-            *args, alpha, max_iter
-        )
-        message = MESSAGES[status]
-    else:
-        iterations = evaluations = 0
-        while True:
-            out_of_time = time.perf_counter() - start > time_budget
-            chunk = 0 if out_of_time or iterations >= max_iter else 1
-            alpha, used_iter, used_eval, grad_norm, deviation, status = newton_kernel(
-                *args, alpha, chunk
-            )
-            iterations, evaluations = iterations + used_iter, evaluations + used_eval
-            if status != ITERATION_LIMIT or chunk == 0:
-                break
-        message = (
-            "time budget exhausted"
-            if status == ITERATION_LIMIT and out_of_time
-            else (MESSAGES[status])
-        )
+    args: NewtonArgs = (
+        system.q,
+        system.targets,
+        float(system.base),
+        float(system.slack),
+        system.n,
+        tol,
+    )
+    alpha, iterations, evaluations, grad_norm, deviation, status, out_of_time = chunked_newton(
+        args, alpha, max_iter, time_budget, start
+    )
+    message = "time budget exhausted" if out_of_time else MESSAGES[status]
     return MinimizeResult(
         alpha,
         int(iterations),
@@ -326,3 +320,41 @@ def newton(
         message,
         time.perf_counter() - start,
     )
+
+
+FIRST_CHUNK = 4  # Newton iterations before the clock is first checked (most solves need fewer)
+
+
+NewtonArgs = tuple[FloatArray, FloatArray, float, float, int, float]
+
+
+def chunked_newton(
+    args: NewtonArgs,
+    alpha: FloatArray,
+    max_iter: int,
+    time_budget: float | None,
+    start: float,
+) -> tuple[FloatArray, int, int, float, float, int, bool]:
+    """:func:`newton_kernel` on ``args`` (q, targets, base, slack, n, tol) within a time budget.
+
+    Without a budget, one call. With one, ``FIRST_CHUNK`` iterations, then one per call,
+    resumed (``fresh=False``, the same steps as one call) until convergence, ``max_iter``
+    or ``start + time_budget`` (``time.perf_counter`` seconds). Returns the kernel's tuple
+    and whether the budget stopped it.
+    """
+    if time_budget is None:
+        return (*newton_kernel(*args, alpha, max_iter), False)
+    chunk = min(FIRST_CHUNK, max_iter)
+    alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
+        *args, alpha, chunk
+    )
+    out_of_time = False
+    while status == ITERATION_LIMIT and iterations < max_iter:
+        if time.perf_counter() - start > time_budget:
+            out_of_time = True
+            break
+        alpha, used_iter, used_eval, grad_norm, deviation, status = newton_kernel(
+            *args, alpha, 1, False
+        )
+        iterations, evaluations = iterations + used_iter, evaluations + used_eval
+    return alpha, iterations, evaluations, grad_norm, deviation, status, out_of_time

@@ -5,8 +5,6 @@ Arrays in, arrays out; the per-row driver is :mod:`otlp.global_resolution.fused`
 * :func:`independent_vocabulary` — the union of two drafts' top-k lists (sorted ids, as
   ``otlp.Instance`` lists them) with p sliced there (not renormalised) and each draft
   renormalised on its own top k ([GR] Appendix N).
-* :func:`unit_slice` — pi(.|omega) of Eq. (18) from a solved unit: a softmax over the drafted
-  members of an outer block, or the inner system's weights with the residual rows.
 * :func:`greedy_slice` — the greedy scheme ([GR] Appendix O): the n - 1 top draft tokens T
   are always drafted and the last draft x comes from r = q restricted to the other tokens.
   Its optimal plan has a closed form: column x keeps min(r_x, p_x) on x, sends its excess
@@ -17,14 +15,11 @@ Arrays in, arrays out; the per-row driver is :mod:`otlp.global_resolution.fused`
 
 from __future__ import annotations
 
-import math
-
 import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
 from solvers.global_resolution.constants import OK
-from solvers.global_resolution.softmax_system import ALPHA_LIMIT
 from solvers.global_resolution.sorting import top_tokens
 from solvers.global_resolution.token import restrict
 
@@ -65,46 +60,6 @@ def independent_vocabulary(
     rows1 = _renormalised(q1, kept1, tokens, q1_sum)
     rows2 = _renormalised(q2, kept2, tokens, q2_sum)
     return tokens, p_local, rows1, rows2, p_outside
-
-
-@nb.njit(cache=True)
-def unit_slice(
-    k: int,
-    drafts: IntArray,
-    variables: IntArray,
-    alpha: FloatArray,
-    outer: bool,
-    residual: FloatArray,
-) -> FloatArray:
-    """pi(.|omega) over the draft vocabulary plus the outside row (length k + 1).
-
-    ``variables``/``alpha``: the solved unit. Outer block: a softmax over the drafted
-    variables. Inner system: e^alpha_d / (1 + Σ e^alpha) on the distinct drafted variables
-    and ``residual`` (Eq. 18's residual rows, summing to one or all zero) times
-    1 / (1 + Σ e^alpha).
-    """
-    value = np.full(k, -np.inf)
-    for j in range(variables.shape[0]):
-        value[variables[j]] = alpha[j]
-    out = np.zeros(k + 1)
-    if outer:
-        top = -np.inf
-        for d in drafts:
-            top = max(top, value[d])
-        total = 0.0
-        for d in drafts:
-            if value[d] > -np.inf and out[d] == 0.0:
-                out[d] = math.exp(value[d] - top)
-                total += out[d]
-        return out / total
-    denominator = 1.0
-    for d in drafts:
-        if value[d] > -np.inf and out[d] == 0.0:
-            out[d] = math.exp(min(value[d], ALPHA_LIMIT))
-            denominator += out[d]
-    for j in range(k + 1):
-        out[j] = (out[j] + residual[j]) / denominator
-    return out
 
 
 @nb.njit(cache=True)

@@ -217,6 +217,92 @@ def solve_system(
 
 
 @nb.njit(cache=True)
+def unit_system(
+    p_local: FloatArray,
+    q_local: FloatArray,
+    order: IntArray,
+    size: int,
+    targets: FloatArray,
+    starts: IntArray,
+    ends: IntArray,
+    bases: FloatArray,
+    block: int,
+) -> tuple[IntArray, FloatArray, float, float]:
+    """(variables, their targets, base mass, slack) of outer block ``block`` (slack 0,
+    Theorem 6.4) or, for ``block`` = -1, of the inner system (slack 1, Theorem 6.5)."""
+    if block >= 0:
+        lo, hi = starts[block], ends[block]
+        return order[size:][::-1][lo:hi].copy(), targets[lo:hi].copy(), bases[block], 0.0
+    variables, base = inner_variables(p_local, q_local, order, size)
+    return variables, p_local[variables], base, 1.0
+
+
+@nb.njit(cache=True)
+def unit_budget(
+    tau: float, targets: FloatArray, starts: IntArray, ends: IntArray, block: int
+) -> float:
+    """The unit's deviation budget: 5 tau for the inner system, a block's share of it."""
+    share = budget_share(targets, starts, ends, block) if block >= 0 else 1.0
+    return BUDGET_FACTOR * tau * share
+
+
+@nb.njit(cache=True)
+def residual_rows(
+    p_local: FloatArray, p_outside: float, order: IntArray, size: int, targets: FloatArray
+) -> FloatArray:
+    """Eq. (18) residual rows: p(i) - p_i outside H*, 0 in H*, the outside-V0 mass last."""
+    k = p_local.shape[0]
+    residual = np.zeros(k + 1)
+    outside = order[size:][::-1]
+    for j in range(outside.shape[0]):
+        residual[outside[j]] = max(p_local[outside[j]] - targets[j], 0.0)
+    residual[k] = p_outside
+    return residual
+
+
+@nb.njit(cache=True)
+def slice_of(
+    alpha: FloatArray,
+    inner: NDArray[np.bool_],
+    block_of: IntArray,
+    residual: FloatArray,
+    drafts: IntArray,
+    block: int,
+) -> FloatArray:
+    """pi(.|omega) over the draft vocabulary plus the outside row ([GR] Eq. 18) from the
+    solved alpha of the unit omega needs (any draft scheme: only the unit's alpha differ).
+
+    Outer block ``block``: a softmax of alpha over the drafted members of the block
+    (Eq. 14). Inner system (``block`` = -1): weights e^alpha of the drafted inner variables
+    (``inner``) over 1 + their sum, the rest on the ``residual`` rows in proportion (Eq. 17).
+    """
+    k = alpha.shape[0]
+    out = np.zeros(k + 1)
+    if block >= 0:
+        best = -np.inf
+        for d in drafts:
+            if block_of[d] == block:
+                best = max(best, alpha[d])
+        total = 0.0
+        for d in drafts:
+            if block_of[d] == block and out[d] == 0.0:
+                out[d] = math.exp(alpha[d] - best)
+                total += out[d]
+        out /= total
+        return out
+    denominator = 1.0
+    for d in drafts:
+        if inner[d] and out[d] == 0.0:
+            out[d] = math.exp(min(alpha[d], ALPHA_LIMIT))
+            denominator += out[d]
+    out /= denominator
+    total = residual.sum()
+    if total > 0:
+        out += residual / total / denominator
+    return out
+
+
+@nb.njit(cache=True)
 def token_slice(
     p_local: FloatArray,
     q_local: FloatArray,
@@ -230,54 +316,23 @@ def token_slice(
     local ids, and (system, block, variables, iterations, deviation, budget, fallback)."""
     k = p_local.shape[0]
     order, size, _, targets, starts, ends, bases, block_of = analyse(p_local, q_local, n)
-    out = np.zeros(k + 1)
     block = unit_of(block_of, drafts)
-    if block >= 0:  # outer block: a softmax over the drafted members of the block
-        lo, hi = starts[block], ends[block]
-        variables = order[size:][::-1][lo:hi].copy()
-        budget = BUDGET_FACTOR * tau * budget_share(targets, starts, ends, block)
-        alpha, iterations, _, deviation, fallback = solve_system(
-            q_local[variables], targets[lo:hi], bases[block], 0.0, n, budget, max_iter
-        )
-        shifted = np.full(k, -np.inf)
-        top = alpha.max()
-        for j in range(variables.shape[0]):
-            shifted[variables[j]] = alpha[j] - top
-        best = -np.inf
-        for d in drafts:
-            if block_of[d] == block:
-                best = max(best, shifted[d])
-        total = 0.0
-        for d in drafts:
-            if block_of[d] == block and out[d] == 0.0:
-                out[d] = math.exp(shifted[d] - best)
-                total += out[d]
-        out /= total
-        return out, OUTER, block, variables.shape[0], iterations, deviation, budget, fallback
-    variables, base = inner_variables(p_local, q_local, order, size)
-    budget = BUDGET_FACTOR * tau
-    alpha, iterations, _, deviation, fallback = solve_system(
-        q_local[variables], p_local[variables], base, 1.0, n, budget, max_iter
+    variables, x, base, slack = unit_system(
+        p_local, q_local, order, size, targets, starts, ends, bases, block
     )
-    weights = np.zeros(k)
+    budget = unit_budget(tau, targets, starts, ends, block)
+    solved, iterations, _, deviation, fallback = solve_system(
+        q_local[variables], x, base, slack, n, budget, max_iter
+    )
+    alpha = np.zeros(k)
+    inner = np.zeros(k, dtype=np.bool_)
     for j in range(variables.shape[0]):
-        weights[variables[j]] = math.exp(min(alpha[j], ALPHA_LIMIT))
-    denominator = 1.0
-    for d in drafts:
-        if out[d] == 0.0 and weights[d] > 0.0:
-            out[d] = weights[d]
-            denominator += weights[d]
-    out /= denominator
-    # Eq. (18) residual rows: p(i) - p_i outside H*, the outside-V0 mass last
-    residual = np.zeros(k + 1)
-    outside = order[size:][::-1]
-    for j in range(outside.shape[0]):
-        residual[outside[j]] = max(p_local[outside[j]] - targets[j], 0.0)
-    residual[k] = p_outside
-    total = residual.sum()
-    if total > 0:
-        out += residual / total / denominator
-    return out, INNER, -1, variables.shape[0], iterations, deviation, budget, fallback
+        alpha[variables[j]] = solved[j]
+        inner[variables[j]] = block < 0
+    residual = residual_rows(p_local, p_outside, order, size, targets)
+    out = slice_of(alpha, inner, block_of, residual, drafts, block)
+    system = OUTER if block >= 0 else INNER
+    return out, system, block, variables.shape[0], iterations, deviation, budget, fallback
 
 
 @nb.njit(cache=True)
