@@ -14,7 +14,8 @@ The chain checks ask "is f(X) = w(X) - q1(X) q2(X) >= 0 for all X ⊆ S?", answe
 :func:`certify`: a token of a minimiser X' of f over subsets of S satisfies
 w_j <= q1_j q2(X') + q2_j q1(X') - q1_j q2_j <= q1_j q2(S) + q2_j q1(S) - q1_j q2_j,
 so tokens that violate this can be dropped from S, repeatedly; what remains is enumerated
-(Gray code) when small, else bounded by q1(X) q2(X) <= (q1(X) q2(S) + q2(X) q1(S)) / 2.
+(Gray code) when small, else bounded by q1(X) q2(X) <= (q1(X) q2(S) + q2(X) q1(S)) / 2,
+else minimised by the branch and bound below (f has the form of psi with w for p).
 The answer is "certified", "refuted" (with the violating X) or "unknown", never a false
 "certified".
 
@@ -114,11 +115,21 @@ def certify(
     for t in range(m):
         s1 += q1[live[t]]
         s2 += q2[live[t]]
+    bounded = True
     for t in range(m):
         j = live[t]
         if w[j] < 0.5 * (q1[j] * s2 + q2[j] * s1) - tol:
-            return UNKNOWN, empty
-    return CERTIFIED, empty
+            bounded = False
+            break
+    if bounded:
+        return CERTIFIED, empty
+    # f has the form of psi itself (w in place of p): the branch and bound of minimise_psi
+    certified, inside, value = minimise_psi(w[live], q1[live], q2[live])
+    if not certified:
+        return UNKNOWN, empty
+    if value >= -tol:
+        return CERTIFIED, empty
+    return REFUTED, live[inside]
 
 
 @nb.njit(cache=True)
