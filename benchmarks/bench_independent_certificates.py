@@ -80,8 +80,10 @@ def measure(triples: Iterator[Triple], exact: int) -> dict[str, float]:
         ours.append(time.perf_counter() - start)
         counts["H not certified"] += not certified
         counts["chain not certified"] += certified and not good
-        if counts["tokens"] <= exact and p.sum() > 1 - 1e-9:
-            inst = otlp.Instance(p, [q1, q2], 2, "independent")
+        if counts["tokens"] <= exact:  # the target mass outside as one token no draft has
+            rest = max(1.0 - p.sum(), 0.0)
+            drafts = [np.append(q1, 0.0), np.append(q2, 0.0)]
+            inst = otlp.Instance(np.append(p, rest), drafts, 2, "independent", renormalize=True)
             start = time.perf_counter()
             selection = otlp.optimal_acceptance(inst, method="mincut")
             max_flow_values(outer_system(inst, selection.H_mask))

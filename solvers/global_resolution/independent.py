@@ -29,7 +29,9 @@ The answer is "certified", "refuted" (with the violating X) or "unknown", never 
   psi(L ∪ X) over X ⊆ U \\ L is bounded below by the inequality above with
   q1(X) q2(X) <= (q1(X) Q2 + q2(X) Q1) / 2 (Q the box's room left for X). A box that cannot
   hold a better set is dropped, a box with few undecided tokens is enumerated, any other
-  is split in four. A search that exceeds its box budget reports "not certified".
+  is split in four; a box still undecided after MAX_DEPTH halvings (exact ties) is settled
+  by its linear minimiser when that lies within PSI_TOL of the box's bound. A search that
+  exceeds its box budget reports "not certified".
 * Outer targets (:func:`independent_outer`): from the whole vocabulary down to H*, remove the
   token with the smallest r_v(H) = (q1_v q2(H) + q2_v q1(H)) / p_v. The chain is *good* (every
   min over supersets of H_i is the cumulative minimum of psi along it, so Theorem 6.2's targets
@@ -329,8 +331,18 @@ def minimise_psi(p: FloatArray, q1: FloatArray, q2: FloatArray) -> tuple[bool, B
                 _local_search(p, q1, q2, mask)
                 best = psi_of(p, q1, q2, mask)
             continue
-        if depth >= MAX_DEPTH:
-            return False, mask, best
+        if depth >= MAX_DEPTH:  # ties: take the linear minimiser, certified up to PSI_TOL
+            candidate = _low_set(p, q1, q2, a_lo, b_lo)
+            for t in range(size):
+                j = work[t]
+                c = p[j] - l1 * q2[j] - l2 * q1[j]
+                candidate[j] = c < 0.0
+            value = psi_of(p, q1, q2, candidate)
+            if value < best:
+                mask, best = candidate, value
+            if value > bound + PSI_TOL:
+                return False, mask, best
+            continue
         a_mid, b_mid = 0.5 * (a_lo + a_hi), 0.5 * (b_lo + b_hi)
         stack[top] = (a_lo, a_mid, b_lo, b_mid, depth + 1)
         stack[top + 1] = (a_mid, a_hi, b_lo, b_mid, depth + 1)
