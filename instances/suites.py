@@ -19,6 +19,9 @@ from instances.realmodel.load import load_smollm2
 from otlp.reprs import dataclass_repr
 
 FloatArray = NDArray[np.float64]
+# Two independent drafts from one suite item: its draft and the same draft at this
+# temperature (a second, more diverse drafter: q^(1/T) renormalised).
+SECOND_DRAFT_TEMPERATURE = 1.5
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,16 @@ class SuiteItem:
     meta: dict[str, Any] = field(default_factory=dict)
 
     __repr__ = dataclass_repr
+
+    def draft(self, scheme: str) -> FloatArray:
+        """The draft argument of ``otlp.Instance`` for ``scheme``: q, or for two independent
+        drafts the (2, V) rows q and q at ``SECOND_DRAFT_TEMPERATURE``."""
+        if scheme != "independent":
+            return self.q
+        with np.errstate(divide="ignore"):
+            logits = np.log(self.q) / SECOND_DRAFT_TEMPERATURE
+        second = np.exp(logits - logits.max())
+        return np.stack([self.q, second / second.sum()])
 
 
 @dataclass(frozen=True)

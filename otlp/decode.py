@@ -21,36 +21,22 @@ is one of its drafts, and a report per row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.decode_rows import DraftVerification, batch_arrays, draw_token, local_drafts
+from otlp.decode_schemes import handles, verify_scheme_drafts
 from otlp.global_resolution.reports import RowReport
 from otlp.instance import Instance
-from otlp.tensors import as_float64, as_index_array, check_distributions
 from otlp.validation import (
     as_generator,
     canonical_name,
     positive_int,
-    real_number,
 )
 
+__all__ = ["METHODS", "DraftVerification", "RowReport", "global_resolution_rows", "verify_drafts"]
+
 METHODS = ("global_resolution", "sps", "rrs", "kseq", "maxflow_cs")
-
-
-@dataclass(frozen=True)
-class DraftVerification:
-    """The B output tokens (global ids), whether each is one of its drafts, per-row reports."""
-
-    tokens: NDArray[np.int64]
-    accepted: NDArray[np.bool_]
-    reports: tuple[RowReport, ...]
-    method: str
-
-    @property
-    def fallbacks(self) -> int:
-        return sum(report.fallback for report in self.reports)
 
 
 def verify_drafts(
@@ -65,8 +51,9 @@ def verify_drafts(
     parallel: bool = False,
     max_iter: int = 50,
     atol: float | None = None,
+    scheme: str = "iid",
 ) -> DraftVerification:
-    """Verify a batch of i.i.d. drafts: one output token per row of ``drafts``.
+    """Verify a batch of drafts: one output token per row of ``drafts``.
 
     Parameters
     ----------
@@ -90,13 +77,31 @@ def verify_drafts(
         An int seed, None or a ``numpy.random.Generator``.
     parallel:
         Global resolution only: run the batch loop on numba's threads.
+    scheme:
+        How the drafts were drawn: ``iid`` (default), ``without_replacement``,
+        ``independent`` (n = 2, q of shape (2, V) or (B, 2, V)) or ``greedy``; the other
+        schemes and their methods are in :mod:`otlp.decode_schemes`.
     """
+    if handles(scheme, method):
+        return verify_scheme_drafts(
+            p,
+            q,
+            drafts,
+            scheme=scheme,
+            method=method,
+            top_k=top_k,
+            tau=tau,
+            rng=rng,
+            parallel=parallel,
+            max_iter=max_iter,
+            atol=atol,
+        )
     from otlp.global_resolution import check_tau, check_unit_size  # registers the method
 
     method = canonical_name(method, "method")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
-    p_arr, q_arr, draft_arr, atol = _batch_arrays(p, q, drafts, atol)
+    p_arr, q_arr, draft_arr, atol = batch_arrays(p, q, drafts, atol)
     rows, n = draft_arr.shape
     vocab = p_arr.shape[1]
     if top_k is not None:
@@ -172,42 +177,6 @@ def global_resolution_rows(
     return DraftVerification(tokens, accepted, tuple(reports), "global_resolution")
 
 
-def _batch_arrays(
-    p: object, q: object, drafts: object, atol: object
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], float]:
-    """p, q as (1 or B, V) float64 arrays, drafts as (B, n) int64, and the kernel's atol.
-
-    Each distribution is judged at its own precision (:func:`otlp.tensors.sum_tolerance`)
-    unless ``atol`` is given; both are computed on in float64, so a float64 q is never rounded
-    to a float32 p's precision. Returns the looser tolerance for the compiled scan once the
-    stricter array has been checked here.
-    """
-    arrays, tolerances = [], []
-    for name, value in (("p", p), ("q", q)):
-        arr, kind = as_float64(name, value)
-        if arr.ndim not in (1, 2) or arr.shape[-1] == 0:
-            raise ValueError(f"{name}: expected shape (V,) or (B, V), got {arr.shape}")
-        arrays.append(arr.reshape(-1, arr.shape[-1]))
-        tolerances.append(kind.sum_tolerance)
-    p_arr, q_arr = arrays
-    if p_arr.shape[1] != q_arr.shape[1]:
-        raise ValueError(f"q: vocabulary size {q_arr.shape[1]} differs from p's {p_arr.shape[1]}")
-    vocab = p_arr.shape[1]
-    draft_arr, _ = as_index_array("drafts", drafts, size=vocab)
-    if draft_arr.ndim != 2 or 0 in draft_arr.shape:
-        raise ValueError(f"drafts: expected shape (B, n) with B, n >= 1, got {draft_arr.shape}")
-    rows = draft_arr.shape[0]
-    for name, arr in (("p", p_arr), ("q", q_arr)):
-        if arr.shape[0] not in (1, rows):
-            raise ValueError(f"{name}: {arr.shape[0]} rows for {rows} rows of drafts")
-    if atol is not None:
-        return p_arr, q_arr, draft_arr, real_number("atol", atol, minimum=0.0)
-    if tolerances[0] != tolerances[1]:  # the compiled scan takes one atol: check the stricter
-        strict = 0 if tolerances[0] < tolerances[1] else 1
-        check_distributions("pq"[strict], arrays[strict], tolerances[strict])
-    return p_arr, q_arr, draft_arr, max(tolerances)
-
-
 _ROW_ERRORS = {
     2: "p[{b}]: has a negative, NaN or infinite entry",
     3: "q[{b}]: has a negative, NaN or infinite entry",
@@ -243,22 +212,7 @@ def _row_instance(
     except ValueError as exc:
         name, _, rest = str(exc).partition(":")
         raise ValueError(f"{name}[{b}]:{rest}") from None
-    return inst, _row_instance_drafts(inst, drafts, b)
-
-
-def _row_instance_drafts(inst: Instance, drafts: NDArray, b: int) -> NDArray[np.int64]:
-    try:
-        return inst.to_local(drafts[b])
-    except ValueError:
-        raise ValueError(
-            f"drafts[{b}]: {drafts[b].tolist()} contains a token the (top-k) draft cannot produce"
-        ) from None
-
-
-def _draw(inst: Instance, probs: NDArray[np.float64], u: NDArray[np.float64]) -> int:
-    from solvers.global_resolution.token import draw
-
-    return int(draw(np.clip(probs, 0.0, None), inst.p, inst.tokens, u[0], u[1]))
+    return inst, local_drafts(inst, drafts, b)
 
 
 def _exact_fallback(
@@ -281,7 +235,7 @@ def _exact_fallback(
     plan = otlp.solve(inst, "global_resolution", tau=tau, max_iter=max_iter, check=False)
     assert isinstance(plan, GlobalResolutionPlan)
     probs, report = plan.token_report(drafts[b])
-    return _draw(inst, probs, u), report.message
+    return draw_token(inst, probs, u), report.message
 
 
 def _exact_rule(
@@ -307,13 +261,13 @@ def _exact_rule(
             inst, local = _row_instance(p, q, drafts, b, top_k, atol)
             plan = otlp.solve(inst, "maxflow-cs", check=False) if rule is None else None
         else:
-            local = _row_instance_drafts(inst, drafts, b)
+            local = local_drafts(inst, drafts, b)
         if plan is not None:
             probs = plan.local_slice(drafts[b])
         else:
             assert rule is not None
             probs = rule.local_conditionals(inst, local[None, :])[0]
-        tokens[b] = _draw(inst, probs, uniforms[b])
+        tokens[b] = draw_token(inst, probs, uniforms[b])
     report = RowReport(
         system=None,
         block=None,

@@ -155,7 +155,7 @@ Q3 = np.array([0.2, 0.3, 0.5])
         ({"top_k": 1}, r"drafts\[0, 0\]: token 1 cannot be drafted"),
         ({"p": np.array([0.5, np.nan, 0.5])}, r"p\[0\]: has a negative, NaN"),
         ({"q": np.array([0.5, 0.6, 0.2])}, r"q\[0\]: does not sum to 1"),
-        ({"method": "spechub"}, "method: expected one of"),
+        ({"method": "rrs_without_replacement"}, "method: expected one of"),
         ({"method": "sps"}, "method: 'sps' verifies one draft"),
         ({"tau": None}, "tau: expected a real number"),
         ({"tau": 1e-300}, "tau: must be at least"),

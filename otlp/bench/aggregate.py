@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from otlp.bench.cells import METHOD, Cell, describe_selection
-from otlp.bench.worker import ERROR, FAILED, OK
+from otlp.bench.records import ERROR, FAILED, OK
 
 SUMMARY_FIELDS = (
     "id",

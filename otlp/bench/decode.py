@@ -7,7 +7,10 @@ ids to the output token, side by side with the sweep's other cells:
 * ``argpartition`` — floor: ``np.argpartition`` over V for the top k, nothing else;
 * ``sps_numpy`` — floor: single-draft speculative sampling over V in numpy;
 * a method of :func:`otlp.verify_drafts` (``global_resolution``, ``sps``, ``rrs``, ``kseq``,
-  ``maxflow_cs``): that call on the token (B = 1), top-k inside the clock;
+  ``maxflow_cs``, and per draft scheme ``rrs_without_replacement``, ``spechub``): that call
+  on the token (B = 1) with the cell's ``scheme``, top-k inside the clock (two independent
+  drafts: the suite item's draft and the same draft at a higher temperature,
+  :meth:`instances.suites.SuiteItem.draft`);
 * ``NAME@B`` (e.g. ``global_resolution@64``): :func:`otlp.verify_drafts` on B rows (the
   token's pair repeated, drafts i.i.d. from its draft); the time per token is the batch
   time over B, shown as tokens/s in the throughput table; ``NAME@B:parallel`` passes
@@ -17,7 +20,10 @@ ids to the output token, side by side with the sweep's other cells:
 * ``NAME:object`` (e.g. ``global_resolution:object``): the object API on a prebuilt
   ``Instance`` (built outside the clock): ``otlp.solve`` + ``plan.sample`` for the token.
 
-``[methods.NAME]`` size caps and tau grids apply to decoder cells of the same NAME.
+``[methods.NAME]`` size caps and tau grids apply to decoder cells of the same NAME. This
+module is the one definition of a decoder cell: its names, which ones run, its tau, the
+timed work, its per-token record and its tables; :mod:`otlp.bench.cells` only places the
+cells in the grid.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+
+from otlp.bench.records import ERROR, NOT_APPLICABLE, OK, TOO_LARGE, token_record
 
 DECODE = "decode"
 FLOORS = ("argpartition", "sps_numpy")
@@ -51,8 +59,9 @@ def split_name(name: str) -> tuple[str, int, bool]:
 
 def _batched_methods() -> tuple[str, ...]:
     from otlp.decode import METHODS
+    from otlp.decode_schemes import SCHEME_METHODS
 
-    return METHODS
+    return tuple(dict.fromkeys([*METHODS, *(m for ms in SCHEME_METHODS.values() for m in ms)]))
 
 
 def known_decoders(names: Iterable[str], notes: dict[str, None]) -> list[str]:
@@ -83,17 +92,19 @@ def _sps_numpy(p: np.ndarray, q: np.ndarray, draft: int, rng: np.random.Generato
     return int(np.searchsorted(np.cumsum(left), rng.random() * left.sum(), side="right"))
 
 
-def _work(cell: Any, p: np.ndarray, q: np.ndarray, omega: np.ndarray) -> Callable[[], Any]:
+def _work(cell: Any, item: Any, omega: np.ndarray) -> Callable[[], Any]:
     """The timed call for ``cell`` on one token (inputs prepared outside the clock)."""
     import otlp
 
     base, batch, parallel = split_name(cell.name)
     extra = {"parallel": True} if parallel else {}
     rng = np.random.default_rng([cell.seed, int(omega[0])])
-    k, n = cell.k, cell.n
+    k, n, scheme = cell.k, cell.n, cell.scheme
+    p, q = np.asarray(item.p), np.asarray(item.draft(scheme))
     tau = {} if cell.tau is None else {"tau": cell.tau}
     if base == "argpartition":
-        return lambda: np.argpartition(q, -k)[-k:]
+        first = q if q.ndim == 1 else q[0]
+        return lambda: np.argpartition(first, -k)[-k:]
     if base == "sps_numpy":
         return lambda: _sps_numpy(p, q, int(omega[0]), rng)
     if cell.name.endswith(OBJECT_SUFFIX):
@@ -105,14 +116,14 @@ def _work(cell: Any, p: np.ndarray, q: np.ndarray, omega: np.ndarray) -> Callabl
         if batch == 1:
             rows_p, rows_q, drafts = p, q, omega[None, :]
         else:
-            rows_p, rows_q = np.tile(p, (batch, 1)), np.tile(q, (batch, 1))
-            drafts = otlp.Instance(p, q, n, top_k=k).sample_drafts(rng, batch)
+            rows_p, rows_q = np.tile(p, (batch, 1)), np.tile(q, (batch,) + (1,) * q.ndim)
+            drafts = otlp.Instance(p, q, n, scheme, top_k=k).sample_drafts(rng, batch)
         return lambda: otlp.verify_drafts(
-            rows_p, rows_q, drafts, method=base, top_k=k, rng=rng, **tau, **extra
+            rows_p, rows_q, drafts, method=base, top_k=k, rng=rng, scheme=scheme, **tau, **extra
         )
 
     def object_api() -> Any:
-        inst = otlp.Instance(p, q, n, top_k=k)
+        inst = otlp.Instance(p, q, n, scheme, top_k=k)
         plan = otlp.solve(inst, base, check=False, **tau, **dict(cell.options))
         return plan.sample(omega, rng)
 
@@ -120,30 +131,30 @@ def _work(cell: Any, p: np.ndarray, q: np.ndarray, omega: np.ndarray) -> Callabl
 
 
 def measure_decode(cell: Any, token: Any) -> dict[str, Any]:
-    """One token's record for a decoder cell: the fastest of ``cell.repeats`` calls, per token."""
-    from otlp.bench.worker import ERROR, OK, TOO_LARGE, _record
+    """One token's record for a decoder cell: the fastest of ``cell.repeats`` calls, per token.
+
+    A method that does not take the cell's scheme (a ``ValueError`` naming an argument) is
+    "n/a" for that token."""
     from otlp.errors import ProblemTooLarge
 
     batch = split_name(cell.name)[1]
-    p = np.asarray(token.item.p)
-    q = np.asarray(token.item.q)
     best, result = np.inf, None
+    where = (token.index, token.item, token.omega)
     try:
-        work = _work(cell, p, q, np.asarray(token.omega, dtype=np.int64))
+        work = _work(cell, token.item, np.asarray(token.omega, dtype=np.int64))
         for _ in range(cell.repeats):
             start = time.perf_counter()
             result = work()
             best = min(best, time.perf_counter() - start)
     except ProblemTooLarge as exc:
-        return _record(token.index, token.item, token.omega, TOO_LARGE, message=str(exc))
+        return token_record(*where, TOO_LARGE, message=str(exc))
+    except ValueError as exc:
+        return token_record(*where, NOT_APPLICABLE, message=f"ValueError: {exc}")
     except Exception as exc:  # a crashing decoder is a recorded error, not a dead sweep
-        message = f"{type(exc).__name__}: {exc}"
-        return _record(token.index, token.item, token.omega, ERROR, message=message)
+        return token_record(*where, ERROR, message=f"{type(exc).__name__}: {exc}")
     fallbacks = getattr(result, "fallbacks", None)
-    return _record(
-        token.index,
-        token.item,
-        token.omega,
+    return token_record(
+        *where,
         OK,
         time_s=float(best) / batch,
         acceptance=_accepted(result, token.omega),

@@ -30,6 +30,14 @@ from instances.suites import Suite, SuiteItem, load
 from otlp.api import solve
 from otlp.bench.cells import ALPHA, METHOD, Cell, WorkUnit, suite_indices
 from otlp.bench.decode import DECODE, measure_decode
+from otlp.bench.records import (
+    ERROR,
+    FAILED,
+    NOT_APPLICABLE,
+    OK,
+    TOO_LARGE,
+    token_record,
+)
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.subset import optimal_acceptance
@@ -40,8 +48,6 @@ WARM_UP_K = 10
 WARM_UP_DRAWS = 3
 ACCEPTANCE_SLACK = 1e-9  # a rule's acceptance must lie in [0, 1] up to rounding
 
-# Token statuses.
-OK, FAILED, ERROR, TOO_LARGE, NOT_APPLICABLE = "ok", "failed", "error", "too_large", "n/a"
 
 _warmed: set[tuple[Any, ...]] = set()
 
@@ -80,7 +86,7 @@ def run_group(cells: Sequence[Cell], part: int = 0, parts: int = 1) -> list[dict
         except ValueError as exc:  # k over the vocabulary, too few tokens without replacement
             for cell in cells:
                 results[cell.id].append(
-                    _record(index, item, None, NOT_APPLICABLE, message=f"ValueError: {exc}")
+                    token_record(index, item, None, NOT_APPLICABLE, message=f"ValueError: {exc}")
                 )
             continue
         for cell in cells:
@@ -106,7 +112,7 @@ def run_group(cells: Sequence[Cell], part: int = 0, parts: int = 1) -> list[dict
 def measure(cell: Cell, token: Token) -> dict[str, Any]:
     """One token's record for ``cell``."""
     if cell.kind == ALPHA:
-        return _record(
+        return token_record(
             token.index,
             token.item,
             token.omega,
@@ -145,9 +151,11 @@ def _measure_method(cell: Cell, token: Token) -> dict[str, Any]:
         report = verify(plan, tolerances, alpha_star=token.alpha_star)
     except Exception as exc:  # an unverifiable plan is an error, never a number
         message = f"verify: {type(exc).__name__}: {exc}"
-        return _record(token.index, token.item, token.omega, ERROR, time_s=seconds, message=message)
+        return token_record(
+            token.index, token.item, token.omega, ERROR, time_s=seconds, message=message
+        )
     fallback = _token_fallback(plan)
-    return _record(
+    return token_record(
         token.index,
         token.item,
         token.omega,
@@ -191,7 +199,7 @@ def _measure_rule(cell: Cell, token: Token) -> dict[str, Any]:
         return _unmeasured(token, exc)
     acceptance = float(value)
     valid = np.isfinite(acceptance) and -ACCEPTANCE_SLACK <= acceptance <= 1 + ACCEPTANCE_SLACK
-    return _record(
+    return token_record(
         token.index,
         token.item,
         token.omega,
@@ -232,7 +240,7 @@ def _timed(cell: Cell, item: SuiteItem, work: Callable[[Instance], Any]) -> tupl
 
 
 def _unmeasured(token: Token, exc: Unmeasured) -> dict[str, Any]:
-    return _record(
+    return token_record(
         token.index,
         token.item,
         token.omega,
@@ -244,7 +252,7 @@ def _unmeasured(token: Token, exc: Unmeasured) -> dict[str, Any]:
 
 # ----- tokens ------------------------------------------------------------------------------
 def _instance(cell: Cell, item: SuiteItem, k: int | None = None) -> Instance:
-    return Instance(item.p, item.q, cell.n, cell.scheme, top_k=k or cell.k)
+    return Instance(item.p, item.draft(cell.scheme), cell.n, cell.scheme, top_k=k or cell.k)
 
 
 def token_rng(cell: Cell, index: int) -> np.random.Generator:
@@ -278,34 +286,3 @@ def _warm_up(cell: Cell, item: SuiteItem) -> None:
 @lru_cache(maxsize=8)
 def _suite(name: str) -> Suite:
     return load(name)
-
-
-def _record(
-    index: int,
-    item: SuiteItem,
-    omega: list[int] | None,
-    status: str,
-    *,
-    time_s: float | None = None,
-    acceptance: float | None = None,
-    alpha_star: float | None = None,
-    target_l1: float | None = None,
-    draft_l1: float | None = None,
-    min_entry: float | None = None,
-    fallback: bool | None = None,
-    message: str = "",
-) -> dict[str, Any]:
-    return {
-        "index": index,
-        "item": item.name,
-        "omega": omega,
-        "status": status,
-        "time_s": time_s,
-        "acceptance": acceptance,
-        "alpha_star": alpha_star,
-        "target_l1": target_l1,
-        "draft_l1": draft_l1,
-        "min_entry": min_entry,
-        "fallback": fallback,
-        "message": message,
-    }

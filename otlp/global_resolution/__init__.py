@@ -57,7 +57,8 @@ from otlp.global_resolution.exact import ExactUnit, restore_rounded_outer_flow
 from otlp.global_resolution.method import make_engine, solve_global_resolution
 from otlp.global_resolution.plan import GlobalResolutionPlan
 from otlp.global_resolution.reports import SolveReport, TokenReport
-from otlp.global_resolution.schemes import SCHEMES, SchemeGlobalResolution, chain_targets
+from otlp.global_resolution.scheme_parts import chain_targets
+from otlp.global_resolution.schemes import SCHEMES, SchemeGlobalResolution
 
 __all__ = [
     "BUDGET_FACTOR",

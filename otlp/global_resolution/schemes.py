@@ -20,14 +20,16 @@ scheme-dependent steps replaced:
   groups of set masses (:class:`~solvers.global_resolution.explicit_system.ExplicitSystem`,
   O(C(k, n))) serve as the reference (``explicit_sets=True``) and for a unit whose largest
   set holds all the draft mass (k = n).
-* ``scheme="independent"``, n = 2. H* by the QPBO min cut ([GR] Appendix D). The pair masses
-  q1_i q2_j + q1_j q2_i and singletons q1_i q2_i again give a
-  :class:`~solvers.global_resolution.pair_system.PairSystem` for the inner system. The outer
-  targets need min psi over the supersets of a chain of sets, and psi = p(H) - q1(H) q2(H)
-  has no prefix structure (the minimiser over T ⊇ A is a threshold set of
-  p - mu q1 - nu q2 for (mu, nu) depending on that minimiser), so each would be its own min
-  cut on the k^2-arc QPBO graph: the outer system is solved exactly by max-flow instead and
-  its row sums are the targets. Its report says ``"exact max-flow (by design)"``.
+* ``scheme="independent"``, n = 2. H* by a certified branch and bound over
+  (q1(H), q2(H)) (a minimiser is a half-plane set), the QPBO min cut ([GR] Appendix D) where
+  the search is not certified. The outer targets need min psi over the supersets of a chain
+  of sets and psi = p(H) - q1(H) q2(H) has no prefix structure; a removal chain whose
+  records are certified closed by submodularity and per-phase checks gives them exactly, with
+  the same tight-set blocks as a prefix chain
+  (:mod:`solvers.global_resolution.independent`). Where a check fails, the outer system is
+  solved by max-flow and its row sums are the targets (``outer_method`` says which). The
+  pair masses q1_i q2_j + q1_j q2_i and singletons q1_i q2_i again give a
+  :class:`~solvers.global_resolution.pair_system.PairSystem`.
 
 Every plan still obeys Lemma 6.6 (15 tau in L1, 10 tau in acceptance) by certificate, and
 ``otlp.solve`` verifies the materialised plan.
@@ -43,43 +45,28 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.builders import outer_system
-from otlp.global_resolution.constants import OUTER, PSI_TIE, Unit
+from otlp.global_resolution.constants import OUTER, Unit
 from otlp.global_resolution.engine import GlobalResolution
 from otlp.global_resolution.exact import ExactUnit, max_flow_values, restore_rounded_outer_flow
 from otlp.global_resolution.reports import SolveReport
+from otlp.global_resolution.scheme_parts import (
+    independent_selection,
+    independent_targets,
+    pair_factors,
+    prefix_outer,
+    tie_to_empty,
+    unit_parts,
+    unit_system,
+)
 from otlp.instance import Instance
 from otlp.subset import SubsetSelection, optimal_acceptance, prefix_psi
 from solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
 from solvers.global_resolution.explicit_system import ExplicitSystem
-from solvers.global_resolution.pair_system import PairSystem, others_sum
 from solvers.global_resolution.system_newton import system_newton
-from solvers.global_resolution.wor_system import WithoutReplacementSystem
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 SCHEMES = ("without_replacement", "independent")
-
-
-def chain_targets(
-    outside: IntArray, p_outside: FloatArray, psi_chain: FloatArray, k: int
-) -> OuterTargets:
-    """Theorem 6.2 targets and tight-set blocks from psi along the chain.
-
-    ``outside`` lists the tokens outside H* in the greedy order v_1..v_K; ``psi_chain[i]`` is
-    psi(H* ∪ {v_{i+1}, ..., v_K}) for i = 0..K (so ``psi_chain[K]`` = psi(H*)), and every
-    min over supersets is a cumulative minimum of it (Lemma 6.3). A record of the cumulative
-    minimum after v_i makes {v_1..v_i} tight and ends a block ([GR] §6.1).
-    """
-    cummin = np.minimum.accumulate(psi_chain)
-    targets = np.maximum(p_outside + cummin[1:] - cummin[:-1], 0.0)
-    ends = np.flatnonzero(psi_chain[1:] <= cummin[1:]) + 1
-    if outside.shape[0] and (ends.shape[0] == 0 or ends[-1] != outside.shape[0]):
-        ends = np.append(ends, outside.shape[0])
-    starts = np.concatenate([[0], ends[:-1]])[: ends.shape[0]].astype(np.int64)
-    block_of = np.full(k, -1, dtype=np.int64)
-    block_of[outside] = np.repeat(np.arange(ends.shape[0]), ends - starts)
-    bases = np.zeros(ends.shape[0])  # unused: the systems below carry their own base terms
-    return OuterTargets(outside, targets, starts, ends.astype(np.int64), bases, block_of)
 
 
 class SchemeGlobalResolution(GlobalResolution):
@@ -107,12 +94,7 @@ class SchemeGlobalResolution(GlobalResolution):
     @cached_property
     def _pair_factors(self) -> tuple[FloatArray, FloatArray, FloatArray]:
         """(a, b, d) with w({i, j}) = a_i b_j + b_i a_j and w({i}) = d_i (n = 2)."""
-        inst = self.instance
-        if inst.scheme == "independent":
-            q1, q2 = inst.draft_rows[0], inst.draft_rows[1]
-            return q1, q2, q1 * q2
-        q = inst.q_local
-        return q / np.maximum(others_sum(q), np.finfo(float).tiny), q, np.zeros_like(q)
+        return pair_factors(self.instance.scheme, self.instance.draft_rows)
 
     # ----- H* and the outer targets -------------------------------------------------------
     @cached_property
@@ -121,24 +103,40 @@ class SchemeGlobalResolution(GlobalResolution):
         return prefix_psi(self.instance)
 
     @cached_property
-    def selection(self) -> SubsetSelection:
-        """alpha* and H*: the q/p prefix rule without replacement, the QPBO min cut for two
-        independent drafts. When min psi is 0 up to rounding (alpha* = 1) the empty set is
-        used, as for i.i.d. drafts: Eq. (18) then has residual rows for the inner system."""
+    def _certified(self) -> tuple[SubsetSelection, OuterTargets | None]:
+        """H* and (where available without max-flow) the outer targets.
+
+        Without replacement: the q/p prefix rule and the chain along it. Two independent
+        drafts: the certified branch and bound and removal chain of
+        :mod:`solvers.global_resolution.independent`; H* falls back to the QPBO min cut and
+        the targets to the outer max-flow where a certificate fails (``outer_method`` says
+        which was used).
+        """
         inst = self.instance
+        outer: OuterTargets | None
         if inst.scheme == "without_replacement":
             order, psi = self._prefix_psi
-            best = int(np.argmin(psi))
-            mask = np.zeros(inst.k, dtype=bool)
-            mask[order[:best]] = True
-            value = float(psi[best])
-            selection = SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, "prefix")
+            found, outer = prefix_outer(order, psi, inst.p_local)
         else:
-            selection = optimal_acceptance(inst)
-        if selection.H_mask.any() and selection.psi_min > -PSI_TIE:
-            empty = np.zeros_like(selection.H_mask)
-            return SubsetSelection(1.0, empty, inst.tokens[empty], 0.0, selection.method)
-        return selection
+            q1, q2 = inst.draft_rows[0], inst.draft_rows[1]
+            certified = independent_selection(inst.p_local, q1, q2)
+            if certified is None:
+                exact = optimal_acceptance(inst)
+                certified = tie_to_empty(exact.H_mask, exact.psi_min, exact.method)
+            found = certified
+            outer = independent_targets(inst.p_local, q1, q2, found.H_mask)
+        mask = found.H_mask
+        selection = SubsetSelection(
+            1.0 + found.psi_min, mask, inst.tokens[mask], found.psi_min, found.method
+        )
+        return selection, outer
+
+    @cached_property
+    def selection(self) -> SubsetSelection:
+        """alpha* and H*: the q/p prefix rule without replacement, the certified branch and
+        bound (else the QPBO min cut) for two independent drafts. When min psi is 0 up to
+        rounding (alpha* = 1) the empty set is used, as for i.i.d. drafts."""
+        return self._certified[0]
 
     def _minimize(self, system: SoftmaxSystem, stop: float) -> MinimizeResult:
         return system_newton(
@@ -150,17 +148,16 @@ class SchemeGlobalResolution(GlobalResolution):
 
     @cached_property
     def outer(self) -> OuterTargets:
-        inst, inside = self.instance, self.selection.H_mask
-        if inst.scheme == "independent":
+        outer = self._certified[1]
+        if outer is None:
+            self.outer_method = "exact max-flow (chain not certified)"
             return self._exact_outer()
-        order, psi = self._prefix_psi
-        if inside.any():  # H* is the prefix of the order that subset selection chose
-            assert inside[order[: int(inside.sum())]].all()
-        outside = order[int(inside.sum()) :][::-1].astype(np.int64)  # increasing q/p
-        return chain_targets(outside, inst.p_local[outside], psi[::-1][: outside.size + 1], inst.k)
+        self.outer_method = "certified chain"
+        return outer
 
     def _exact_outer(self) -> OuterTargets:
-        """Independent drafts: the outer system by max-flow; its row sums are the targets."""
+        """The outer system by max-flow (independent drafts whose chain is not certified);
+        its row sums are the targets."""
         start = time.perf_counter()
         inst, inside = self.instance, self.selection.H_mask
         outside = np.flatnonzero(~inside).astype(np.int64)
@@ -184,7 +181,7 @@ class SchemeGlobalResolution(GlobalResolution):
                 iterations=0,
                 deviation=0.0,
                 fallback=False,
-                message="exact max-flow (by design)",
+                message=self.outer_method,
                 truncation_error=0.0,
                 grad_norm=0.0,
                 seconds=seconds,
@@ -194,60 +191,25 @@ class SchemeGlobalResolution(GlobalResolution):
     # ----- convex systems ------------------------------------------------------------------
     def _system(self, unit: Unit) -> tuple[IntArray, SoftmaxSystem]:
         inst = self.instance
-        name, block = unit
-        inside = self.selection.H_mask
-        if name == OUTER:
-            assert block is not None
-            tokens = self.outer.block_tokens(block)
-            targets = self.outer.block_targets(block)
-            base = inside | (self.outer.block_of > block)
-            slack = 0.0
-        else:
-            tokens = np.flatnonzero(inside & (inst.p_local > 0)).astype(np.int64)
-            targets = inst.p_local[tokens]
-            base = inside & (inst.p_local <= 0)
-            slack = 1.0
-        q = inst.q_local[tokens]
-        if inst.n == 2:
-            a, b, d = self._pair_factors
-            system: SoftmaxSystem = PairSystem(
-                q,
-                targets,
-                float(inst.q_local[base].sum()),
-                slack,
-                2,
-                a[tokens],
-                b[tokens],
-                d[tokens],
-                float(a[base].sum()),
-                float(b[base].sum()),
-            )
-        elif self.explicit_sets or (
-            not self._excluded(unit).any() and base.sum() + tokens.size <= inst.n
-        ):
-            members, weights = self._groups(unit, tokens)
+        parts = unit_parts(inst.p_local, self.selection.H_mask, self.outer, unit)
+        factors = self._pair_factors if inst.n == 2 else None
+        system = (
+            None
+            if self.explicit_sets and inst.n > 2
+            else unit_system(inst.scheme, inst.n, inst.draft_rows, parts, factors)
+        )
+        if system is None:  # n >= 3: the exact groups of set masses
+            members, weights = self._groups(unit, parts.tokens)
             system = ExplicitSystem(
-                q, targets, float(inst.q_local[base].sum()), slack, inst.n, members, weights
-            )
-        else:  # (one draft of an "independent" instance is the same single draw from q)
-            system = WithoutReplacementSystem(
-                q,
-                targets,
-                float(inst.q_local[base].sum()),
-                slack,
+                inst.q_local[parts.tokens],
+                parts.targets,
+                float(inst.q_local[parts.base].sum()),
+                parts.slack,
                 inst.n,
-                inst.q_local[base],
-                float(inst.q_local[self._excluded(unit)].sum()),
+                members,
+                weights,
             )
-        return tokens, system
-
-    def _excluded(self, unit: Unit) -> NDArray[np.bool_]:
-        """Tokens that no set of the unit contains: earlier blocks, or everything outside H*."""
-        name, block = unit
-        if name == OUTER:
-            assert block is not None
-            return (self.outer.block_of >= 0) & (self.outer.block_of < block)
-        return ~self.selection.H_mask
+        return parts.tokens, system
 
     def _groups(self, unit: Unit, tokens: IntArray) -> tuple[IntArray, FloatArray]:
         """The unit's draft sets grouped by their variable tokens, with summed exact masses."""

@@ -1,0 +1,83 @@
+"""What every verify_drafts path shares: the batch's input arrays, the result type, a row's
+draft positions and the draw from a local law (one home for the i.i.d. path in
+:mod:`otlp.decode` and the other schemes in :mod:`otlp.decode_schemes`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.global_resolution.reports import RowReport
+from otlp.instance import Instance
+from otlp.tensors import as_float64, as_index_array, check_distributions
+from otlp.validation import real_number
+
+
+@dataclass(frozen=True)
+class DraftVerification:
+    """The B output tokens (global ids), whether each is one of its drafts, per-row reports."""
+
+    tokens: NDArray[np.int64]
+    accepted: NDArray[np.bool_]
+    reports: tuple[RowReport, ...]
+    method: str
+
+    @property
+    def fallbacks(self) -> int:
+        return sum(report.fallback for report in self.reports)
+
+
+def batch_arrays(
+    p: object, q: object, drafts: object, atol: object
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], float]:
+    """p, q as (1 or B, V) float64 arrays, drafts as (B, n) int64, and the kernel's atol.
+
+    Each distribution is judged at its own precision (:func:`otlp.tensors.sum_tolerance`)
+    unless ``atol`` is given; both are computed on in float64, so a float64 q is never rounded
+    to a float32 p's precision. Returns the looser tolerance for the compiled scan once the
+    stricter array has been checked here.
+    """
+    arrays, tolerances = [], []
+    for name, value in (("p", p), ("q", q)):
+        arr, kind = as_float64(name, value)
+        if arr.ndim not in (1, 2) or arr.shape[-1] == 0:
+            raise ValueError(f"{name}: expected shape (V,) or (B, V), got {arr.shape}")
+        arrays.append(arr.reshape(-1, arr.shape[-1]))
+        tolerances.append(kind.sum_tolerance)
+    p_arr, q_arr = arrays
+    if p_arr.shape[1] != q_arr.shape[1]:
+        raise ValueError(f"q: vocabulary size {q_arr.shape[1]} differs from p's {p_arr.shape[1]}")
+    vocab = p_arr.shape[1]
+    draft_arr, _ = as_index_array("drafts", drafts, size=vocab)
+    if draft_arr.ndim != 2 or 0 in draft_arr.shape:
+        raise ValueError(f"drafts: expected shape (B, n) with B, n >= 1, got {draft_arr.shape}")
+    rows = draft_arr.shape[0]
+    for name, arr in (("p", p_arr), ("q", q_arr)):
+        if arr.shape[0] not in (1, rows):
+            raise ValueError(f"{name}: {arr.shape[0]} rows for {rows} rows of drafts")
+    if atol is not None:
+        return p_arr, q_arr, draft_arr, real_number("atol", atol, minimum=0.0)
+    if tolerances[0] != tolerances[1]:  # the compiled scan takes one atol: check the stricter
+        strict = 0 if tolerances[0] < tolerances[1] else 1
+        check_distributions("pq"[strict], arrays[strict], tolerances[strict])
+    return p_arr, q_arr, draft_arr, max(tolerances)
+
+
+def local_drafts(inst: Instance, drafts: NDArray, b: int) -> NDArray[np.int64]:
+    """Row ``b``'s drafts as draft-vocabulary positions of ``inst`` (errors name the row)."""
+    try:
+        return inst.to_local(drafts[b])
+    except ValueError:
+        raise ValueError(
+            f"drafts[{b}]: {drafts[b].tolist()} contains a token the (top-k) draft cannot produce"
+        ) from None
+
+
+def draw_token(inst: Instance, probs: NDArray[np.float64], u: NDArray[np.float64]) -> int:
+    """One token from the local law ``probs`` (the last entry: outside the draft vocabulary,
+    spread in proportion to p), with the fused path's two uniforms ``u``."""
+    from solvers.global_resolution.token import draw
+
+    return int(draw(np.clip(probs, 0.0, None), inst.p, inst.tokens, u[0], u[1]))

@@ -1,0 +1,282 @@
+"""``otlp.verify_drafts`` for draft schemes beyond i.i.d. ([GR] §6, App. N, O, S; [SpecHub]).
+
+A decoder that drafts without replacement (tree decoders: SpecInfer, Sequoia, EAGLE), from
+two independent drafters, or greedily (the top n - 1 draft tokens plus one drawn from the
+rest) verifies its batch with the same call and ``scheme=``:
+
+* ``method="global_resolution"`` — the fused per-row path of
+  :mod:`otlp.global_resolution.fused` (compiled scan and top-k, H*, outer targets, the one
+  unit omega needs, the slice, the draw); a row it cannot certify is solved exactly by the
+  object API (max-flow fallback) and its report says so. For the greedy scheme the optimal
+  plan has a closed form and every row is exact.
+* the exact lossless rules, each row drawn from the rule's exact conditional law given its
+  drafts: ``maxflow_cs`` (the exact OT of the scheme, [GR] §5.3) for every scheme,
+  ``rrs_without_replacement`` ([SpecHub] Algorithm 1) without replacement, and ``spechub``
+  ([SpecHub] §4) for ``scheme="iid"``, n = 2: SpecHub draws its pair from its own hub joint
+  built on q (the hub a = argmax q is always in the pair), so its drafts must contain a.
+
+q is (V,) or (B, V); for ``scheme="independent"`` it holds one row per draft: (2, V) shared
+by every row or (B, 2, V).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from otlp.decode_rows import DraftVerification, batch_arrays, draw_token, local_drafts
+from otlp.global_resolution.constants import check_tau, check_unit_size
+from otlp.global_resolution.fused import scheme_row
+from otlp.global_resolution.reports import RowReport
+from otlp.instance import Instance
+from otlp.validation import (
+    as_generator,
+    canonical_name,
+    positive_int,
+)
+from solvers.global_resolution.constants import (
+    BAD_DRAFT,
+    BAD_P,
+    BAD_Q,
+    FALLBACK,
+    OK,
+    SUM_P,
+    SUM_Q,
+)
+
+SCHEME_METHODS = {
+    "iid": ("spechub",),  # the other i.i.d. methods run in otlp.decode
+    "without_replacement": ("global_resolution", "rrs_without_replacement", "maxflow_cs"),
+    "independent": ("global_resolution", "maxflow_cs"),
+    "greedy": ("global_resolution", "maxflow_cs"),
+}
+_ROW_ERRORS = {
+    BAD_P: "{name}: has a negative, NaN or infinite entry",
+    BAD_Q: "{name}: has a negative, NaN or infinite entry",
+    SUM_P: "{name}: does not sum to 1 within atol",
+    SUM_Q: "{name}: does not sum to 1 within atol",
+}
+
+
+def handles(scheme: object, method: object) -> bool:
+    """Whether ``verify_drafts(..., scheme=scheme, method=method)`` runs here (scheme checked)."""
+    name = canonical_name(scheme, "scheme")
+    if name not in SCHEME_METHODS:
+        raise ValueError(f"scheme: expected one of {', '.join(SCHEME_METHODS)}, got {scheme!r}")
+    return name != "iid" or canonical_name(method, "method") in SCHEME_METHODS["iid"]
+
+
+def verify_scheme_drafts(
+    p: ArrayLike,
+    q: ArrayLike,
+    drafts: ArrayLike,
+    *,
+    scheme: str,
+    method: str,
+    top_k: int | None,
+    tau: float,
+    rng: object,
+    parallel: bool,
+    max_iter: int,
+    atol: float | None,
+) -> DraftVerification:
+    """See the module docstring and :func:`otlp.verify_drafts`."""
+    scheme = canonical_name(scheme, "scheme")
+    method = canonical_name(method, "method")
+    if method not in SCHEME_METHODS[scheme]:
+        raise ValueError(
+            f"method: scheme {scheme!r} takes {', '.join(SCHEME_METHODS[scheme])}, got {method!r}"
+        )
+    p_arr, q_arr, draft_arr, atol = _scheme_arrays(p, q, drafts, scheme, atol)
+    rows, n = draft_arr.shape
+    vocab = p_arr.shape[1]
+    if scheme == "independent" and n != 2:
+        raise ValueError(f"drafts: scheme 'independent' verifies two drafts per row, got n = {n}")
+    if method == "spechub" and n != 2:
+        raise ValueError(f"drafts: 'spechub' verifies a pair per row, got n = {n}")
+    if scheme in ("without_replacement", "greedy"):
+        repeated = np.flatnonzero((np.diff(np.sort(draft_arr, axis=1), axis=1) == 0).any(axis=1))
+        if repeated.size:
+            b = int(repeated[0])
+            raise ValueError(
+                f"drafts[{b}]: {draft_arr[b].tolist()} repeats a token; scheme {scheme!r} "
+                "drafts distinct tokens"
+            )
+    if top_k is not None:
+        top_k = positive_int("top_k", top_k, maximum=vocab)
+    if not isinstance(parallel, bool):
+        raise ValueError(f"parallel: expected True or False, got {parallel!r}")
+    if parallel:
+        raise ValueError(
+            f"parallel: only the i.i.d. fused path runs on numba's threads; scheme {scheme!r} "
+            "verifies its rows one by one"
+        )
+    max_iter = positive_int("max_iter", max_iter, minimum=0)
+    uniforms = as_generator(rng).random((rows, 2))
+    if method != "global_resolution":
+        return _exact_rows(p_arr, q_arr, draft_arr, scheme, method, top_k, atol, uniforms)
+    tau = check_tau(tau)
+    check_unit_size(vocab if top_k is None else top_k, n)
+    tokens = np.empty(rows, dtype=np.int64)
+    reports = []
+    for b in range(rows):
+        pb, qb = _row(p_arr, b), _row(q_arr, b)
+        result = scheme_row(
+            pb, qb, draft_arr[b], scheme, top_k or 0, tau, max_iter, atol, uniforms[b]
+        )
+        if result.status not in (OK, FALLBACK):
+            _raise_for_row(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
+        fallback = result.status == FALLBACK
+        message = result.message
+        if fallback:
+            tokens[b], exact = _exact_fallback(
+                pb, qb, draft_arr[b], scheme, top_k, tau, max_iter, atol, uniforms[b]
+            )
+            message = f"{message}; exact: {exact}"
+        else:
+            tokens[b] = result.token
+        reports.append(
+            RowReport(
+                system=result.system,
+                block=result.block,
+                variables=result.variables,
+                iterations=result.iterations,
+                deviation=result.deviation,
+                budget=result.budget,
+                fallback=fallback,
+                message=message,
+            )
+        )
+    accepted = (tokens[:, None] == draft_arr).any(axis=1)
+    return DraftVerification(tokens, accepted, tuple(reports), method)
+
+
+def _scheme_arrays(
+    p: ArrayLike, q: ArrayLike, drafts: ArrayLike, scheme: str, atol: float | None
+) -> tuple[NDArray, NDArray, NDArray[np.int64], float]:
+    """p as (1 or B, V), q as (1 or B, d, V) with d = 2 for independent drafts, else 1, and
+    the compiled scan's atol (each array judged at its own precision, as in verify_drafts)."""
+    if scheme != "independent":
+        p_arr, q_arr, draft_arr, tol = batch_arrays(p, q, drafts, atol)
+        return p_arr, q_arr[:, None, :], draft_arr, tol
+    q_raw = np.asarray(q)
+    if q_raw.ndim not in (2, 3) or q_raw.shape[-2] != 2:
+        raise ValueError(
+            f"q: scheme 'independent' takes one row per draft, shape (2, V) or (B, 2, V), "
+            f"got {q_raw.shape}"
+        )
+    q_raw = q_raw.reshape(-1, 2, q_raw.shape[-1])
+    parts = [batch_arrays(p, q_raw[:, d], drafts, atol) for d in range(2)]
+    p_arr, draft_arr = parts[0][0], parts[0][2]
+    tol = max(parts[0][3], parts[1][3])
+    return p_arr, np.stack([parts[0][1], parts[1][1]], axis=1), draft_arr, tol
+
+
+def _row(arr: NDArray, b: int) -> NDArray:
+    return arr[0] if arr.shape[0] == 1 else arr[b]
+
+
+def _raise_for_row(
+    status: int, detail: int, b: int, p: NDArray, q: NDArray, drafts: NDArray, scheme: str
+) -> None:
+    if status == BAD_DRAFT:
+        if detail < 0:
+            raise ValueError(
+                f"drafts[{b}]: {drafts[b].tolist()} is not a greedy draft tuple (the top "
+                f"{drafts.shape[1] - 1} draft tokens plus one other token of positive probability)"
+            )
+        raise ValueError(
+            f"drafts[{b}, {detail}]: token {int(drafts[b, detail])} cannot be drafted (draft "
+            "probability 0, or outside the top-k draft)"
+        )
+    if status in (BAD_P, SUM_P):
+        name = f"p[{b if p.shape[0] > 1 else 0}]"
+    else:
+        row = b if q.shape[0] > 1 else 0
+        name = f"q[{row}, {detail}]" if scheme == "independent" else f"q[{row}]"
+    raise ValueError(_ROW_ERRORS[status].format(name=name))
+
+
+def _instance(
+    pb: NDArray, qb: NDArray, n: int, scheme: str, top_k: int | None, atol: float, b: int
+) -> Instance:
+    """The row's Instance (errors name the row)."""
+    q_arg = list(qb) if scheme == "independent" else qb[0]
+    try:
+        return Instance(pb, q_arg, n, scheme, top_k=top_k, atol=atol)
+    except ValueError as exc:
+        name, _, rest = str(exc).partition(":")
+        raise ValueError(f"{name}[{b}]:{rest}") from None
+
+
+def _exact_fallback(
+    pb: NDArray,
+    qb: NDArray,
+    drafts: NDArray,
+    scheme: str,
+    top_k: int | None,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    u: NDArray[np.float64],
+) -> tuple[int, str]:
+    """A row the fused path could not certify: the object API solves it (exactly where its
+    own certificates fail)."""
+    import otlp
+
+    inst = _instance(pb, qb, drafts.shape[0], scheme, top_k, atol, 0)
+    plan = otlp.solve(inst, "global_resolution", tau=tau, max_iter=max_iter, check=False)
+    probs, report = plan.token_report(drafts)  # type: ignore[attr-defined]
+    return draw_token(inst, probs, u), str(report.message)
+
+
+def _exact_rows(
+    p: NDArray,
+    q: NDArray,
+    drafts: NDArray,
+    scheme: str,
+    method: str,
+    top_k: int | None,
+    atol: float,
+    uniforms: NDArray[np.float64],
+) -> DraftVerification:
+    """Each row's token from the exact conditional law of the rule given its drafts."""
+    import otlp
+    import otlp.rules
+
+    rows, n = drafts.shape
+    tokens = np.empty(rows, dtype=np.int64)
+    rule = None if method == "maxflow_cs" else otlp.rules.get(method)
+    shared = p.shape[0] == 1 and q.shape[0] == 1  # one (p, q) for all rows: solve it once
+    inst: Instance | None = None
+    plan = None
+    for b in range(rows):
+        if inst is None or not shared:
+            inst = _instance(_row(p, b), _row(q, b), n, scheme, top_k, atol, b)
+            plan = otlp.solve(inst, "maxflow-cs", check=False) if rule is None else None
+        local = local_drafts(inst, drafts, b)
+        if plan is not None:
+            probs = plan.local_slice(drafts[b])
+        else:
+            assert rule is not None
+            if method == "spechub":
+                hub = int(np.argmax(inst.q_local))
+                if hub not in local:
+                    raise ValueError(
+                        f"drafts[{b}]: {drafts[b].tolist()} does not contain SpecHub's hub "
+                        f"token {int(inst.tokens[hub])} (argmax q): its hub joint cannot draw it"
+                    )
+            probs = rule.local_conditionals(inst, local[None, :])[0]
+        tokens[b] = draw_token(inst, probs, uniforms[b])
+    report = RowReport(
+        system=None,
+        block=None,
+        variables=0,
+        iterations=0,
+        deviation=0.0,
+        budget=0.0,
+        fallback=False,
+        message="exact",
+    )
+    accepted = (tokens[:, None] == drafts).any(axis=1)
+    return DraftVerification(tokens, accepted, (report,) * rows, method)

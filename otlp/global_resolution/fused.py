@@ -1,0 +1,228 @@
+"""Global resolution per decoder row beyond i.i.d. drafts ([GR] §6, App. N, O, S).
+
+One row, from full-vocabulary arrays to a token, in compiled steps with a thin Python
+driver (the i.i.d. row runs entirely compiled: :func:`solvers.global_resolution.token.batch`):
+
+1. an O(V) scan of p and each draft row, the top-k selection and the restriction to the
+   draft vocabulary (:mod:`solvers.global_resolution.token`,
+   :func:`~solvers.global_resolution.scheme_token.independent_vocabulary`);
+2. H* and the outer targets with their tight-set blocks
+   (:mod:`otlp.global_resolution.scheme_parts`: the q/p prefix rule and one quadrature
+   without replacement; the certified branch and bound and removal chain for two
+   independent drafts);
+3. only the unit omega needs (the earliest outer block it meets, else the inner system),
+   solved by Newton to its 5 tau budget (its share for an outer block);
+4. the slice of Eq. (18) (:func:`~solvers.global_resolution.token.slice_of`, the kernel the
+   i.i.d. path and the object API use) and the draw.
+
+The greedy scheme needs no solve: its optimal plan has a closed form
+(:func:`~solvers.global_resolution.scheme_token.greedy_slice`). Every step uses the same
+functions as the object API (:class:`~otlp.global_resolution.schemes.SchemeGlobalResolution`),
+so both give the same slice to rounding. A row that needs what this path does not do — a
+certificate that fails, a unit over its budget, masses the quadrature cannot certify, a
+unit of n >= 3 draws whose sets are all its tokens — returns ``FALLBACK`` and the caller
+solves it exactly through the object API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.global_resolution.constants import BUDGET_FACTOR, INNER, NUMERICAL_FAILURES, OUTER
+from otlp.global_resolution.scheme_parts import (
+    Selection,
+    independent_selection,
+    independent_targets,
+    unit_parts,
+    unit_system,
+    without_replacement_analysis,
+)
+from solvers.global_resolution import OuterTargets
+from solvers.global_resolution.clocks import QuadratureRangeError
+from solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
+from solvers.global_resolution.scheme_token import greedy_slice, independent_vocabulary
+from solvers.global_resolution.sorting import top_tokens
+from solvers.global_resolution.system_newton import system_newton
+from solvers.global_resolution.token import (
+    budget_share,
+    draw,
+    local_drafts,
+    restrict,
+    scan,
+    slice_of,
+    unit_of,
+)
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+FUSED_SCHEMES = ("without_replacement", "independent", "greedy")
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One row: ``status`` (a code of :mod:`solvers.global_resolution.constants`), the
+    token (-1 unless OK), and the unit's report fields. For a bad input ``detail`` is the
+    offending draft row (BAD_P .. SUM_Q) or draft position (BAD_DRAFT)."""
+
+    status: int
+    token: int
+    system: str | None = None
+    block: int | None = None
+    variables: int = 0
+    iterations: int = 0
+    deviation: float = 0.0
+    budget: float = 0.0
+    message: str = ""
+    detail: int = 0
+
+
+@dataclass(frozen=True)
+class RowVocabulary:
+    """A row restricted to its draft vocabulary: global ids, p there, the draft rows there
+    (one for without replacement and greedy, two for independent drafts), p outside."""
+
+    tokens: IntArray
+    p_local: FloatArray
+    rows: FloatArray
+    p_outside: float
+
+
+def row_vocabulary(
+    p: NDArray, q_rows: NDArray, scheme: str, top_k: int, atol: float
+) -> tuple[int, int, RowVocabulary | None]:
+    """(status, offending draft row, vocabulary): the O(V) scans, top-k and restriction."""
+    sums = []
+    for d in range(q_rows.shape[0]):
+        status, p_sum, q_sum = scan(p, q_rows[d], atol)
+        if status != OK:
+            return status, d, None
+        sums.append(q_sum)
+    if scheme == "independent":
+        tokens, p_local, q1, q2, p_outside = independent_vocabulary(
+            p, q_rows[0], q_rows[1], top_k, p_sum, sums[0], sums[1]
+        )
+        return OK, 0, RowVocabulary(tokens, p_local, np.stack((q1, q2)), p_outside)
+    tokens = top_tokens(q_rows[0], top_k)
+    p_local, q_local, p_outside = restrict(p, q_rows[0], tokens, p_sum, sums[0])
+    return OK, 0, RowVocabulary(tokens, p_local, q_local[None, :], p_outside)
+
+
+def analysis(scheme: str, n: int, vocab: RowVocabulary) -> tuple[Selection, OuterTargets] | str:
+    """H* and the outer targets of the row, or why this path cannot give them."""
+    if scheme == "without_replacement":
+        try:
+            return without_replacement_analysis(vocab.p_local, vocab.rows[0], vocab.p_outside, n)
+        except QuadratureRangeError:
+            return "set masses below the quadrature's certified range"
+    selection = independent_selection(vocab.p_local, vocab.rows[0], vocab.rows[1])
+    if selection is None:
+        return "H* search not certified"
+    outer = independent_targets(vocab.p_local, vocab.rows[0], vocab.rows[1], selection.H_mask)
+    if outer is None:
+        return "outer chain not certified"
+    return selection, outer
+
+
+def residual_rows(vocab: RowVocabulary, outer: OuterTargets) -> FloatArray:
+    """Eq. (18)'s residual rows: p(i) - p_i outside H*, 0 in H*, the outside mass last."""
+    k = vocab.p_local.shape[0]
+    out = np.zeros(k + 1)
+    out[outer.order] = np.maximum(vocab.p_local[outer.order] - outer.targets, 0.0)
+    out[k] = vocab.p_outside
+    return out
+
+
+def row_slice(
+    p: NDArray,
+    q_rows: NDArray,
+    drafts: IntArray,
+    scheme: str,
+    top_k: int,
+    tau: float,
+    max_iter: int,
+    atol: float,
+) -> tuple[RowResult, FloatArray | None, IntArray | None]:
+    """(report, pi(.|omega) over the draft vocabulary plus the outside row, its global ids)
+    for one decoder row of ``scheme``; the slice is None unless the status is OK.
+
+    ``q_rows`` is (1, V), or (2, V) for two independent drafts; ``top_k`` 0 keeps every
+    positive draft token.
+    """
+    status, bad_row, vocab = row_vocabulary(p, q_rows, scheme, top_k, atol)
+    if vocab is None:
+        return RowResult(status, -1, detail=bad_row), None, None
+    local = local_drafts(vocab.tokens, drafts)
+    missing = np.flatnonzero(local < 0)
+    if missing.size:
+        return RowResult(BAD_DRAFT, -1, detail=int(missing[0])), None, None
+    n = drafts.shape[0]
+    k = vocab.p_local.shape[0]
+    if scheme == "greedy":
+        bad, probs = greedy_slice(vocab.p_local, vocab.rows[0], vocab.p_outside, n, local)
+        if bad:
+            return RowResult(BAD_DRAFT, -1, detail=-1), None, None
+        return RowResult(OK, -1, message="closed form (exact)"), probs, vocab.tokens
+    found = analysis(scheme, n, vocab)
+    if isinstance(found, str):
+        return RowResult(FALLBACK, -1, message=found), None, None
+    selection, outer = found
+    block = int(unit_of(outer.block_of, local))
+    unit = (OUTER, block) if block >= 0 else (INNER, None)
+    parts = unit_parts(vocab.p_local, selection.H_mask, outer, unit)
+    share = budget_share(outer.targets, outer.starts, outer.ends, block) if block >= 0 else 1.0
+    budget = BUDGET_FACTOR * tau * share
+    system = unit_system(scheme, n, vocab.rows, parts)
+    name = str(unit[0])
+    block_id = block if block >= 0 else None
+    if system is None:
+        return (
+            RowResult(FALLBACK, -1, name, block_id, message="unit needs exact set masses"),
+            None,
+            None,
+        )
+    alpha = np.zeros(system.size)
+    iterations, deviation, message = 0, 0.0, "exact"
+    if not (system.size == 0 or (system.size == 1 and system.gauge_free)):
+        try:
+            result = system_newton(system, budget, max_iter=max_iter)  # type: ignore[arg-type]
+        except NUMERICAL_FAILURES as exc:
+            failure = RowResult(FALLBACK, -1, name, block_id, message=f"numerical failure: {exc}")
+            return failure, None, None
+        alpha, iterations, deviation = result.alpha, result.iterations, result.deviation
+        message = result.message
+        if not deviation <= budget:
+            message = f"{message}; deviation {deviation:.3g} > budget {budget:.3g}"
+            report = RowResult(
+                FALLBACK, -1, name, block_id, system.size, iterations, deviation, budget, message
+            )
+            return report, None, None
+    solved = np.zeros(k)
+    solved[parts.tokens] = alpha
+    inner = np.zeros(k, dtype=bool)
+    inner[parts.tokens] = block < 0
+    probs = slice_of(solved, inner, outer.block_of, residual_rows(vocab, outer), local, block)
+    report = RowResult(OK, -1, name, block_id, system.size, iterations, deviation, budget, message)
+    return report, probs, vocab.tokens
+
+
+def scheme_row(
+    p: NDArray,
+    q_rows: NDArray,
+    drafts: IntArray,
+    scheme: str,
+    top_k: int,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    uniforms: FloatArray,
+) -> RowResult:
+    """One decoder row: :func:`row_slice` and a draw from the slice (two uniforms)."""
+    report, probs, tokens = row_slice(p, q_rows, drafts, scheme, top_k, tau, max_iter, atol)
+    if probs is None or tokens is None:
+        return report
+    token = int(draw(probs, p, tokens, uniforms[0], uniforms[1]))
+    return dataclasses.replace(report, token=token)

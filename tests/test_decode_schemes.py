@@ -1,0 +1,189 @@
+"""``verify_drafts(..., scheme=)``: the fused per-row paths against the object API and the
+exact plans, and every scheme's sampled tokens against its exact law (chi^2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import otlp
+import otlp.rules
+from instances import dirichlet_pair, zipf_llm_pair
+from otlp.global_resolution.fused import row_slice
+from otlp.rules.base import to_global
+from solvers.global_resolution.constants import OK
+from tests.test_decode import _law_test
+
+
+def _pair(vocab: int, seed: int, zipf: bool) -> tuple[np.ndarray, np.ndarray]:
+    pair = (
+        zipf_llm_pair(vocab, similarity=0.6, seed=seed)
+        if zipf
+        else dirichlet_pair(vocab, seed=seed)
+    )
+    return tuple(np.asarray(a, dtype=np.float64) for a in pair)  # type: ignore[return-value]
+
+
+def _case(scheme: str, seed: int, n: int, vocab: int, top_k: int | None, zipf: bool):
+    """(p, q rows for the fused path, q for the call, instance)."""
+    p, q = _pair(vocab, seed, zipf)
+    top = None if top_k is None else min(top_k, vocab)
+    if scheme == "independent":
+        q2 = dirichlet_pair(vocab, seed=seed + 1)[1]
+        rows = np.stack([q, q2])
+        return p, rows, rows, otlp.Instance(p, [q, q2], 2, scheme, top)
+    return p, q[None, :], q, otlp.Instance(p, q, n, scheme, top)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    scheme=st.sampled_from(["without_replacement", "independent"]),
+    seed=st.integers(0, 10**6),
+    n=st.integers(2, 4),
+    vocab=st.sampled_from([6, 12, 60]),
+    top_k=st.sampled_from([None, 5, 9]),
+    zipf=st.booleans(),
+)
+def test_fused_slice_agrees_with_the_object_api(
+    scheme: str, seed: int, n: int, vocab: int, top_k: int | None, zipf: bool
+) -> None:
+    n = 2 if scheme == "independent" else n
+    p, rows, _, inst = _case(scheme, seed, n, vocab, top_k, zipf)
+    plan = otlp.solve(inst, "global_resolution", tau=1e-3, max_iter=50, check=False)
+    for omega in inst.sample_drafts(np.random.default_rng(seed), 4):
+        report, fused, tokens = row_slice(p, rows, omega, scheme, inst.top_k or 0, 1e-3, 50, 1e-6)
+        expected, token_report = plan.token_report(omega)
+        if fused is None:  # this path's own certificate failed: the object API is exact
+            assert report.status != OK
+            continue
+        np.testing.assert_array_equal(tokens, inst.tokens)
+        assert report.system == token_report.system and report.block == token_report.block
+        assert report.iterations == token_report.iterations
+        np.testing.assert_allclose(fused, expected, rtol=0, atol=1e-12)
+        assert fused.min() >= 0 and abs(fused.sum() - 1) <= 1e-12
+
+
+@pytest.mark.parametrize(
+    ("seed", "n", "top_k"), [(s, 2 + s % 3, [None, 4, 7][s % 3]) for s in range(12)]
+)
+def test_greedy_closed_form_is_an_optimal_plan(seed: int, n: int, top_k: int | None) -> None:
+    """Every greedy column's fused slice, weighted by its mass: the marginal is p (1e-12)
+    and the acceptance is alpha* (= the exact OT's)."""
+    p, q = _pair(9, seed, seed % 2 == 0)
+    inst = otlp.Instance(p, q, n, "greedy", top_k)
+    members, mass = otlp.rules.joints.DraftJoint.of(inst, "greedy").enumerate()
+    marginal = np.zeros(inst.k + 1)
+    acceptance = 0.0
+    for column, weight in zip(members, mass, strict=True):
+        omega = inst.tokens[column]
+        report, probs, _ = row_slice(p, q[None, :], omega, "greedy", top_k or 0, 1e-3, 50, 1e-6)
+        assert report.status == OK and probs is not None
+        assert probs.min() >= 0 and abs(probs.sum() - 1) <= 1e-12
+        marginal += weight * probs
+        acceptance += weight * probs[np.unique(column)].sum()
+    np.testing.assert_allclose(marginal, inst.target_rows, rtol=0, atol=1e-12)
+    assert abs(acceptance - otlp.optimal_acceptance(inst).alpha_star) <= 1e-12
+    exact = otlp.solve(inst, "maxflow-cs")
+    assert abs(acceptance - exact.acceptance) <= 1e-9
+
+
+SCHEME_CASES = [
+    ("without_replacement", "global_resolution", 3),
+    ("without_replacement", "rrs_without_replacement", 3),
+    ("without_replacement", "maxflow_cs", 2),
+    ("independent", "global_resolution", 2),
+    ("independent", "maxflow_cs", 2),
+    ("greedy", "global_resolution", 3),
+    ("greedy", "maxflow_cs", 3),
+    ("iid", "spechub", 2),
+]
+
+
+@pytest.mark.parametrize(("scheme", "method", "n"), SCHEME_CASES)
+def test_sampled_tokens_follow_the_exact_law(scheme: str, method: str, n: int) -> None:
+    p, q = dirichlet_pair(9, seed=3)
+    q2 = dirichlet_pair(9, seed=5)[1]
+    draft = np.stack([q, q2]) if scheme == "independent" else q
+    inst = (
+        otlp.Instance(p, [q, q2], 2, scheme, 6)
+        if scheme == "independent"
+        else otlp.Instance(p, q, n, scheme, 6)
+    )
+    omega = inst.sample_drafts(np.random.default_rng(1), 1)[0]
+    if method == "spechub":  # SpecHub's own hub joint draws the pair
+        rule = otlp.rules.get("spechub")
+        omega = inst.tokens[rule.draft_joint(inst).sample(np.random.default_rng(1), 1)[0]]
+    rows = 6000
+    result = otlp.verify_drafts(
+        p, draft, np.tile(omega, (rows, 1)), method=method, top_k=6, rng=7, scheme=scheme
+    )
+    if method == "maxflow_cs":
+        law = otlp.solve(inst, "maxflow-cs").slice(omega)
+    elif method == "global_resolution" and scheme == "greedy":
+        probs = row_slice(p, q[None, :], omega, "greedy", 6, 1e-3, 50, 1e-6)[1]
+        assert probs is not None
+        law = to_global(inst, probs)
+    elif method == "global_resolution":
+        law = otlp.solve(inst, "global_resolution", check=False).slice(omega)
+    else:
+        law = otlp.rules.get(method).conditional(inst, omega)
+    counts = np.bincount(result.tokens, minlength=p.size)
+    if (law > 0).sum() == 1:  # a deterministic output
+        assert counts[law > 0].item() == rows
+    else:
+        assert _law_test(counts, law) > 1e-4
+    np.testing.assert_array_equal(result.accepted, np.isin(result.tokens, omega))
+    assert not any(report.fallback for report in result.reports)
+
+
+def test_batched_rows_and_fallback_rows() -> None:
+    """Per-row (B, 2, V) drafts; a row over its budget (max_iter = 0) is solved exactly by
+    the object API and reported as a fallback."""
+    rows = [zipf_llm_pair(300, similarity=0.6, seed=s) for s in range(4)]
+    p = np.array([r[0] for r in rows])
+    q = np.stack(
+        [
+            np.array([r[1], zipf_llm_pair(300, similarity=0.4, seed=9 + s)[1]])
+            for s, r in enumerate(rows)
+        ]
+    )
+    drafts = np.array(
+        [
+            otlp.Instance(p[b], list(q[b]), 2, "independent", 20).sample_drafts(
+                np.random.default_rng(b), 1
+            )[0]
+            for b in range(4)
+        ]
+    )
+    result = otlp.verify_drafts(p, q, drafts, top_k=20, rng=3, scheme="independent")
+    assert result.tokens.shape == (4,) and result.fallbacks == 0
+    assert all(r.deviation <= r.budget for r in result.reports)
+    forced = otlp.verify_drafts(p, q, drafts, top_k=20, rng=3, scheme="independent", max_iter=0)
+    solved = [r for r in forced.reports if r.variables > 1]
+    assert solved and all(r.fallback and "exact" in r.message for r in solved)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"scheme": "nosuch"}, "scheme"),
+        ({"scheme": "independent", "q": np.full((3, 6), 1 / 6)}, "q:"),
+        ({"scheme": "independent", "drafts": [[0, 1, 2]]}, "drafts"),
+        ({"scheme": "without_replacement", "drafts": [[1, 1]]}, r"drafts\[0\]"),
+        ({"scheme": "greedy", "drafts": [[4, 5]]}, r"drafts\[0\]"),
+        ({"scheme": "without_replacement", "method": "kseq"}, "method"),
+        ({"scheme": "without_replacement", "parallel": True}, "parallel"),
+        ({"scheme": "iid", "method": "spechub", "drafts": [[4, 5]]}, "hub"),
+        ({"scheme": "without_replacement", "p": np.full(6, 0.2)}, r"p\[0\]"),
+    ],
+)
+def test_bad_arguments_name_themselves(kwargs: dict, match: str) -> None:
+    p = np.array([0.3, 0.2, 0.2, 0.1, 0.1, 0.1])
+    q = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
+    call = {"p": p, "q": np.stack([q, q[::-1]]) if kwargs.get("scheme") == "independent" else q}
+    call["drafts"] = [[0, 1]]
+    call.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        otlp.verify_drafts(call.pop("p"), call.pop("q"), call.pop("drafts"), **call)
