@@ -45,7 +45,7 @@ from otlp.columns import DraftColumns
 from otlp.instance import Instance
 from otlp.limits import check_size
 from otlp.methods import register_method
-from otlp.plan import TransportPlan
+from otlp.plan import TransportPlan, fit_columns
 from otlp.subset import SubsetSelection
 from otlp.subset_wor import QuadratureRangeError
 from otlp.validation import canonical_name, positive_int, real_number
@@ -602,8 +602,7 @@ class GlobalResolution:
             (values, (tokens, cols)), shape=(self.instance.k + 1, columns.count)
         )
         explicit.sum_duplicates()
-        col_sums = np.asarray(explicit.sum(axis=0)).ravel()
-        col_residual = np.maximum(columns.mass - col_sums, 0.0)
+        col_residual = fit_columns(explicit, columns.mass)
         return columns, explicit, self.row_residual.copy(), col_residual
 
     def deviation_bounds(self) -> dict[str, float]:

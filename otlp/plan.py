@@ -44,6 +44,34 @@ class SliceStatistics:
     negative: FloatArray
 
 
+def fit_columns(explicit: sp.csc_matrix, mass: FloatArray) -> FloatArray:
+    """Trim ``explicit`` (canonical CSC, entries >= 0) in place so that no column sums above
+    its mass, and return ``col_residual = mass - column sums >= 0``.
+
+    A column whose entries were computed as absolute amounts can exceed its mass by rounding;
+    below the smallest normal double (2.2e-308) one unit of rounding (4.9e-324) is a large
+    share of a column (2% of a column of mass 2.5e-322), and ``max(mass - sums, 0)`` would
+    then leave a conditional pi(. | omega) summing to 1.02. The excess is taken off the
+    column's largest entry, which is exact in the subnormal range (subtraction of subnormals
+    does not round) and relative rounding elsewhere, so every slice
+    ``explicit / mass + col_residual / mass`` sums to 1 up to rounding whatever the mass.
+    """
+    data = explicit.data
+    count = mass.shape[0]
+    col_of = np.repeat(np.arange(count), np.diff(explicit.indptr))
+    cols = np.bincount(col_of, weights=data, minlength=count)
+    over = np.flatnonzero(cols > mass)
+    if over.size:
+        entries = np.flatnonzero(np.isin(col_of, over))
+        order = entries[np.lexsort((data[entries], col_of[entries]))]
+        last = np.flatnonzero(np.append(col_of[order][1:] != col_of[order][:-1], True))
+        largest = order[last]  # the largest entry of each over-full column
+        excess = cols[col_of[largest]] - mass[col_of[largest]]
+        data[largest] = np.maximum(data[largest] - excess, 0.0)
+        cols = np.bincount(col_of, weights=data, minlength=count)
+    return np.maximum(mass - cols, 0.0)
+
+
 @dataclass
 class TransportPlan:
     """A coupling of the target p and the draft joint of ``instance``."""
@@ -127,11 +155,10 @@ class TransportPlan:
         over = cols > mass
         col_factor = np.divide(mass, cols, out=np.ones_like(cols), where=over)
         data *= col_factor[col_of]
+        col_residual = fit_columns(explicit, mass)  # scaling rounds subnormal entries up
         rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
-        cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
         explicit.eliminate_zeros()  # max-flow stores every arc; most carry nothing
         row_residual = np.maximum(target - rows, 0.0)
-        col_residual = np.maximum(mass - cols, 0.0)
         left = float(col_residual.sum())
         if left > 0 and not row_residual.sum() > 0:
             # Nothing left on the rows but rounding left some column mass: spread it like p.
