@@ -14,7 +14,7 @@ over the tokens outside the draft vocabulary in proportion to p.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -25,9 +25,13 @@ from numpy.typing import ArrayLike, NDArray
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
 from otlp.reprs import plan_repr
-from otlp.validation import as_generator, positive_int
+from otlp.validation import as_generator, positive_int, real_number
 
 FloatArray = NDArray[np.float64]
+
+#: The largest infeasibility (L1, in probability mass) :meth:`TransportPlan.polished` repairs:
+#: a thousand times HiGHS's feasibility tolerance (1e-9); no rounding explains more.
+POLISH_LIMIT = 1e-6
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,7 @@ class TransportPlan:
         return cls(inst, columns, explicit, np.zeros(inst.k + 1), np.zeros(columns.count), **meta)
 
     # ----- polishing ------------------------------------------------------------------------
-    def polished(self) -> TransportPlan:
+    def polished(self, limit: float | None = None) -> TransportPlan:
         """The nearest plan of the Eq. (3) form whose every slice is a probability vector.
 
         Exact backends answer to their own tolerances (HiGHS: 1e-9 on the scaled problem),
@@ -133,21 +137,39 @@ class TransportPlan:
         leaves is carried by the rank-one residual term of [GR] Eq. (3) with
         ``row_residual = p - rows(S) >= 0`` and ``col_residual = mass - cols(S) >= 0``. Then
         every column sums to its mass exactly (to rounding) and the target marginal is met up
-        to |sum(p) - sum(mass)|, a rounding-level imbalance. Entries with NaN or inf are left
-        alone for the verifier to report. ``info["polish"]`` records what changed.
+        to |sum(p) - sum(mass)|, a rounding-level imbalance.
+
+        Polishing repairs rounding and solver tolerances, nothing more: the explicit part's
+        infeasibility (negative mass plus the L1 excess of its rows over p and of its columns
+        over their mass, ``info["polish"]["violation"]``) bounds how far it moves the LP
+        objective (the explicit part's acceptance). A primal with NaN or inf entries, or with
+        a violation above ``limit`` (default :data:`POLISH_LIMIT`), is no near-solution: it is
+        returned unchanged with ``info["polish"]["refused"]`` saying why and a message, so the
+        verifier reports it instead of a repaired plan hiding a failed solve.
         """
+        limit = POLISH_LIMIT if limit is None else real_number("limit", limit, minimum=0.0)
         explicit = sp.csc_matrix(self.explicit, dtype=np.float64, copy=True)
         explicit.sum_duplicates()
         data = explicit.data
-        if not np.isfinite(data).all():
-            return self
         target = self.instance.target_rows
         mass = self.columns.mass
         row_of = explicit.indices
         col_of = np.repeat(np.arange(explicit.shape[1]), np.diff(explicit.indptr))
+        if not np.isfinite(data).all():
+            return self._refuse_polish("the primal has NaN or inf entries", float("nan"))
         clipped = abs(float(data[data < 0].sum()))
         np.maximum(data, 0.0, out=data)
         rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
+        cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
+        violation = (
+            clipped
+            + float(np.maximum(rows - target, 0).sum())
+            + float(np.maximum(cols - mass, 0).sum())
+        )
+        if not violation <= limit:
+            return self._refuse_polish(
+                f"its infeasibility {violation:.3g} (L1) exceeds {limit:g}", violation
+            )
         over = rows > target  # factors only where needed: target / subnormal rows overflows
         row_factor = np.divide(target, rows, out=np.ones_like(rows), where=over)
         data *= row_factor[row_of]
@@ -165,6 +187,7 @@ class TransportPlan:
             row_residual = target * left
         info = dict(self.info)
         info["polish"] = {
+            "violation": violation,
             "clipped_negative": clipped,
             "rows_scaled": int((row_factor < 1).sum()),
             "columns_scaled": int((col_factor < 1).sum()),
@@ -187,6 +210,13 @@ class TransportPlan:
             messages=messages,
             info=info,
         )
+
+    def _refuse_polish(self, reason: str, violation: float) -> TransportPlan:
+        """This plan, unchanged but for ``info["polish"]`` and a message saying why."""
+        info = dict(self.info)
+        info["polish"] = {"refused": reason, "violation": violation}
+        messages = [*self.messages, f"not polished: {reason}; the solver's answer is no plan"]
+        return replace(self, messages=messages, info=info)
 
     # ----- the residual term ---------------------------------------------------------------
     @property
