@@ -1,0 +1,148 @@
+"""Tests that pin the promised tolerances, bounds and tie rules (issue 17, item "tests that do
+not pin what they claim"): each fails under a one-line mutant of the number or rule it names.
+
+Global resolution is tested through its public API only (``otlp.solve`` options and the
+plan's reports), so the tests hold wherever its code lives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import otlp
+import otlp.validate
+from otlp.rules.kseq import KSeq
+
+
+# ----- the verifier ----------------------------------------------------------------------------
+def _plan() -> otlp.TransportPlan:
+    inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2)
+    return otlp.solve(inst, "maxflow", check=False)
+
+
+def _with_entry(plan: otlp.TransportPlan, value: float) -> otlp.TransportPlan:
+    """``plan`` with one more explicit entry ``value`` at (outside row, first column)."""
+    explicit = plan.explicit.tolil()
+    explicit[plan.instance.k, 0] = value
+    plan.explicit = explicit.tocsc()
+    return plan
+
+
+@pytest.mark.parametrize(("value", "flagged"), [(-2e-8, True), (-0.5e-8, False)])
+def test_verifier_negative_entry_tolerance_is_1e_8(value: float, flagged: bool) -> None:
+    """Tolerances.negative = 1e-8: an entry of -2e-8 is reported, -5e-9 is not."""
+    report = otlp.verify(_with_entry(_plan(), value))
+    assert any(p.startswith("negative entry") for p in report.problems) is flagged
+
+
+@pytest.mark.parametrize("damage", [1e-25, -1e-25])
+def test_verifier_flags_slices_summing_above_and_below_one(damage: float) -> None:
+    """A slice summing to 0.9 fails like one summing to 1.1 (|sum - 1|, not sum - 1)."""
+    p = np.random.default_rng(5).dirichlet(np.ones(5))
+    inst = otlp.Instance(p, [0.5, 0.3, 0.2 - 1e-12, 1e-12, 0.0], 2)
+    plan = otlp.solve(inst, "maxflow", strict=True)
+    column = int(plan.columns.indices_of(np.array([[3, 3]]))[0])  # mass 1e-24
+    plan.col_residual[column] += damage
+    report = otlp.verify(plan)
+    assert not report.ok and report.slices.worst_omega == (3,)
+    assert report.slices.worst_sum == pytest.approx(1 + damage / 1e-24)
+    assert report.slices.max_sum_error == pytest.approx(0.1)
+
+
+# ----- global resolution's tolerances, budget and fallback (black box) ------------------------
+_GR_RNG = np.random.default_rng(4)
+GR_INSTANCE = otlp.Instance(_GR_RNG.dirichlet(np.ones(8)), _GR_RNG.dirichlet(np.ones(8)), 3)
+
+
+def _gr_plan(
+    tau: float, max_iter: int | None = None, inst: otlp.Instance = GR_INSTANCE
+) -> otlp.TransportPlan:
+    plan = otlp.solve(inst, "global_resolution", tau=tau, max_iter=max_iter, check=False)
+    assert plan.columns.count > 0  # materialised: every unit solved, reports in info["units"]
+    return plan
+
+
+def _inner(plan: otlp.TransportPlan) -> object:
+    (report,) = [r for unit, r in plan.info["units"].items() if unit[0] == "inner"]
+    return report
+
+
+def test_global_resolution_acceptance_tolerance_is_10_tau() -> None:
+    """[GR] §6.3: acceptance within 10 tau of alpha*; 9 tau below passes, 11 tau fails."""
+    tau = 1e-4
+    plan = _gr_plan(tau)
+    assert otlp.verify(plan).ok
+    close = otlp.verify(plan, alpha_star=plan.acceptance + 9 * tau)
+    far = otlp.verify(plan, alpha_star=plan.acceptance + 11 * tau)
+    assert close.ok and not far.ok
+    assert any("below alpha*" in p for p in far.problems)
+    assert otlp.Tolerances.global_resolution(tau).target_l1 == pytest.approx(15 * tau)
+
+
+def _deviation_after(iterations: int) -> float:
+    """The inner Newton solve's certified deviation after ``iterations`` steps (the iterates
+    do not depend on tau; only the stopping rule does)."""
+    report = _inner(_gr_plan(1e-10, max_iter=iterations))
+    assert report.iterations == iterations and report.fallback
+    return float(report.deviation)
+
+
+def test_global_resolution_budget_is_5_tau() -> None:
+    """A unit stops only once its certified deviation is within 5 tau (its whole budget for
+    the inner system): with tau = d2 / 5.5 the second iterate (deviation d2 = 5.5 tau) is not
+    good enough, the third is. A budget of 6 tau would stop at d2."""
+    d2 = _deviation_after(2)
+    tau = d2 / 5.5
+    plan = _gr_plan(tau)
+    report = _inner(plan)
+    assert not report.fallback and report.deviation <= 5 * tau
+    assert report.iterations >= 3
+    bounds = plan.info["deviation_bounds"]
+    assert bounds["target_l1"] <= 15 * tau and bounds["acceptance"] <= 10 * tau
+    assert otlp.verify(plan).ok
+
+
+def test_a_unit_that_misses_its_budget_falls_back_to_the_exact_solve() -> None:
+    """Deviation 2x the budget after the iteration limit: the unit is solved exactly, its
+    report says so and the plan verifies (a 3x-budget trigger would keep the inexact one)."""
+    d2 = _deviation_after(2)
+    tau = d2 / 10  # budget 5 tau = d2 / 2
+    plan = _gr_plan(tau, max_iter=2)
+    report = _inner(plan)
+    assert report.fallback and report.deviation == pytest.approx(d2)
+    assert ("inner", None) in plan.info["fallback"]
+    assert plan.info["deviation_bounds"]["target_l1"] == 0.0  # exact units add nothing
+    assert otlp.verify(plan).ok
+
+
+# ----- subset selection's tie rule --------------------------------------------------------------
+@pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
+def test_prefix_search_takes_the_shortest_optimal_prefix_on_ties(scheme: str) -> None:
+    """p = q: psi(empty set) = psi(everything) = 0 = min psi; ties go to the shorter prefix,
+    so H* is empty (alpha* = 1) rather than the whole draft vocabulary."""
+    inst = otlp.Instance([0.5, 0.5], [0.5, 0.5], 2, scheme)
+    selection = otlp.optimal_acceptance(inst, "prefix")
+    assert selection.alpha_star == pytest.approx(1.0)
+    assert selection.H.size == 0
+    inst = otlp.Instance([0.25, 0.25, 0.5], [0.25, 0.25, 0.5], 2, scheme)
+    assert otlp.optimal_acceptance(inst, "prefix").H.size == 0
+
+
+# ----- validate's bounds --------------------------------------------------------------------------
+KSEQ_CHECK = "rules.kseq.one_minus_1_over_e"
+
+
+@pytest.mark.parametrize(("ratio", "holds"), [(0.62, False), (0.64, True)])
+def test_kseq_check_enforces_exactly_1_minus_1_over_e(
+    monkeypatch: pytest.MonkeyPatch, ratio: float, holds: bool
+) -> None:
+    """The check fails a K-SEQ that accepts 0.62 alpha* (< 1 - 1/e = 0.632) and passes one at
+    0.64 alpha*: the bound is neither weakened (1 - e^-0.9 = 0.593) nor strengthened."""
+
+    def procedural(self: KSeq, inst: otlp.Instance) -> float:
+        return ratio * otlp.optimal_acceptance(inst).alpha_star
+
+    monkeypatch.setattr(KSeq, "procedural_acceptance", procedural)
+    for index in range(3):
+        outcome = otlp.validate.replay(KSEQ_CHECK, seed=0, index=index)
+        assert outcome.passed is holds, (index, outcome)
