@@ -118,7 +118,7 @@ HIGHS_HUGE_RAW_ACCEPTANCE = otlp.Instance(
         [0.0, 2 / 11, 4 / 11, 2 / 11, 1 / 11, 2 / 11],
         [1 / 3, 1 / 6, 0, 1 / 3, 0, 1 / 6],
         [0.2, 0.0, 0.0, 0.4, 0.4, 0.0],
-    ],  # fmt: skip
+    ],
     3,
     "independent",
 )
