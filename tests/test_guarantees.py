@@ -49,6 +49,63 @@ def test_verifier_flags_slices_summing_above_and_below_one(damage: float) -> Non
     assert report.slices.max_sum_error == pytest.approx(0.1)
 
 
+def test_verifier_tolerances_are_inclusive() -> None:
+    """ "Within tolerance" includes equality: tolerances set to the measured errors pass, and a
+    hair below each of them fails with that check's own message."""
+    plan = _with_entry(_plan(), -2e-8)
+    measured = otlp.verify(plan)
+    errors = {
+        "target_l1": measured.target_l1,
+        "draft_l1": measured.draft_l1,
+        "negative": -measured.min_entry,
+        "acceptance": abs(measured.acceptance_gap),
+    }
+    assert min(errors.values()) > 0
+    loose = {"slice_sum": 1.0, "slice_negative": 1.0}
+    assert otlp.verify(plan, otlp.Tolerances(**errors, **loose)).ok
+    messages = {
+        "target_l1": "target marginal off by",
+        "draft_l1": "draft marginal off by",
+        "negative": "negative entry",
+        "acceptance": "acceptance",
+    }
+    for name, message in messages.items():
+        tight = otlp.Tolerances(**{**errors, name: errors[name] * (1 - 1e-9)}, **loose)
+        problems = otlp.verify(plan, tight).problems
+        assert len(problems) == 1 and problems[0].startswith(message), (name, problems)
+    exact = _plan()  # max-flow: every error exactly 0, so zero tolerances pass
+    zero = otlp.Tolerances(**dict.fromkeys(errors, 0.0), **loose)
+    assert otlp.verify(exact, zero, alpha_star=exact.acceptance).ok
+
+
+def test_verifier_reports_non_finite_entries_by_name() -> None:
+    plan = _with_entry(_plan(), float("nan"))
+    problems = otlp.verify(plan).problems
+    assert problems[0] == "plan has non-finite entries"
+
+
+def test_verifier_bad_arguments_name_themselves() -> None:
+    plan = _plan()
+    with pytest.raises(ValueError, match=r"^plan: expected an otlp.TransportPlan, got str$"):
+        otlp.verify("plan")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^tolerances: expected an otlp.Tolerances, got int$"):
+        otlp.verify(plan, 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^alpha_star: "):
+        otlp.verify(plan, alpha_star=float("nan"))
+    with pytest.raises(ValueError, match=r"^negative: "):
+        otlp.Tolerances(negative=float("nan"))
+    assert otlp.verify(plan, otlp.Tolerances()).ok
+
+
+def test_global_resolution_tolerances_are_the_papers() -> None:
+    """[GR] §6.3: target within 15 tau (L1), acceptance within 10 tau; the draft marginal and
+    the sign are exact up to rounding (the plan's columns are fitted to their masses)."""
+    tol = otlp.Tolerances.global_resolution(1e-3)
+    assert (tol.target_l1, tol.acceptance) == (pytest.approx(15e-3), pytest.approx(10e-3))
+    assert (tol.draft_l1, tol.negative) == (1e-9, 1e-12)
+    assert (tol.slice_sum, tol.slice_negative) == (1e-9, 1e-9)
+
+
 # ----- global resolution's tolerances, budget and fallback (black box) ------------------------
 _GR_RNG = np.random.default_rng(4)
 GR_INSTANCE = otlp.Instance(_GR_RNG.dirichlet(np.ones(8)), _GR_RNG.dirichlet(np.ones(8)), 3)
