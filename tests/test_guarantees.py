@@ -6,6 +6,8 @@ plan's reports), so the tests hold wherever its code lives."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -63,12 +65,21 @@ def test_verifier_tolerances_are_inclusive() -> None:
     assert min(errors.values()) > 0
     loose = {"slice_sum": 1.0, "slice_negative": 1.0}
     assert otlp.verify(plan, otlp.Tolerances(**errors, **loose)).ok
+    slices = measured.slices
+    at_slices = {"slice_sum": slices.max_sum_error, "slice_negative": -slices.min_entry}
+    assert min(at_slices.values()) > 0
+    assert otlp.verify(plan, otlp.Tolerances(**errors, **at_slices)).ok
     messages = {
         "target_l1": "target marginal off by",
         "draft_l1": "draft marginal off by",
         "negative": "negative entry",
         "acceptance": "acceptance",
     }
+    plan_below = _with_entry(_plan(), -2e-8)  # acceptance short of alpha* by exactly a tolerance
+    alpha = plan_below.acceptance + 0.25
+    gap = alpha - plan_below.acceptance
+    at_gap = otlp.Tolerances(**{**errors, "acceptance": gap}, **loose)
+    assert otlp.verify(plan_below, at_gap, alpha_star=alpha).ok
     for name, message in messages.items():
         tight = otlp.Tolerances(**{**errors, name: errors[name] * (1 - 1e-9)}, **loose)
         problems = otlp.verify(plan, tight).problems
@@ -79,9 +90,44 @@ def test_verifier_tolerances_are_inclusive() -> None:
 
 
 def test_verifier_reports_non_finite_entries_by_name() -> None:
+    """A NaN entry is a problem named as such, without numpy warnings along the way."""
     plan = _with_entry(_plan(), float("nan"))
-    problems = otlp.verify(plan).problems
-    assert problems[0] == "plan has non-finite entries"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = otlp.verify(plan)
+    assert report.problems[0] == "plan has non-finite entries"
+    assert report.as_dict()["problems"] == list(report.problems) or report.as_dict()[
+        "problems"
+    ] == tuple(report.problems)
+
+
+def test_slice_report_names_the_worst_column_and_the_mean_defect() -> None:
+    """Every field of the slice report against a column-by-column recomputation, on a plan with
+    one column pushed above 1 and another given a negative entry (which then is the worst)."""
+    inst = otlp.Instance([0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], 2)
+    plan = otlp.solve(inst, "maxflow", check=False)
+    live = np.flatnonzero(plan.columns.mass > 0)
+    first = plan.column_of([0, 0])  # the set {token 0}: global id 0 in its omega
+    second = plan.column_of([1, 2])
+    plan.col_residual[first] += 1e-3 * plan.columns.mass[first]  # sums to 1.001
+    explicit = plan.explicit.tolil()
+    explicit[inst.k, second] = -0.5 * plan.columns.mass[second]  # outside row: -0.5
+    plan.explicit = explicit.tocsc()
+    slices = [plan.column_slice(c) for c in live]
+    sums = np.array([s.sum() for s in slices])
+    negative = np.array([-s[s < 0].sum() for s in slices])
+    report = otlp.verify(plan).slices
+    assert report.columns == live.size
+    assert report.worst_column == second and sorted(report.worst_omega) == [1, 2]
+    assert report.worst_min == pytest.approx(min(s.min() for s in slices))
+    assert report.worst_min < -0.4 and report.min_entry == report.worst_min
+    assert report.max_sum_error == pytest.approx(np.abs(sums - 1).max())
+    defect = plan.columns.mass[live] @ (np.abs(sums - 1) + negative)
+    assert report.mean_defect == pytest.approx(defect, rel=1e-9)
+    plan.explicit = plan.explicit.multiply(plan.explicit > 0).tocsc()  # the negative entry gone
+    report = otlp.verify(plan).slices
+    assert report.worst_column == first and report.worst_omega == (0,)
+    assert report.worst_sum == pytest.approx(1.001) and report.min_entry == 0.0
 
 
 def test_verifier_bad_arguments_name_themselves() -> None:
