@@ -49,7 +49,7 @@ class SliceStatistics:
 
 
 def fit_columns(explicit: sp.csc_matrix, mass: FloatArray) -> FloatArray:
-    """Trim ``explicit`` (canonical CSC, entries >= 0) in place so that no column sums above
+    """Trim ``explicit`` (CSC, entries >= 0) in place so that no column sums above
     its mass, and return ``col_residual = mass - column sums >= 0``.
 
     A column whose entries were computed as absolute amounts can exceed its mass by rounding;
@@ -60,6 +60,7 @@ def fit_columns(explicit: sp.csc_matrix, mass: FloatArray) -> FloatArray:
     does not round) and relative rounding elsewhere, so every slice
     ``explicit / mass + col_residual / mass`` sums to 1 up to rounding whatever the mass.
     """
+    explicit.sum_duplicates()  # a no-op on canonical input (polishing's ``data`` stays valid)
     data = explicit.data
     count = mass.shape[0]
     col_of = np.repeat(np.arange(count), np.diff(explicit.indptr))
