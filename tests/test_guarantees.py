@@ -152,6 +152,34 @@ def test_global_resolution_tolerances_are_the_papers() -> None:
     assert (tol.slice_sum, tol.slice_negative) == (1e-9, 1e-9)
 
 
+# ----- polishing ------------------------------------------------------------------------------
+def test_polishing_refuses_a_primal_that_is_no_near_solution() -> None:
+    """A primal far from feasible is never turned into a plan: unchanged, flagged, failing."""
+    inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2)
+    raw = otlp.solve(inst, "maxflow", check=False)
+    good = raw.explicit.copy()
+    bad = raw.explicit.copy()
+    bad.data = bad.data * 1e6  # a solver answer off by six orders of magnitude
+    raw.explicit = bad
+    refused = raw.polished()
+    assert refused.explicit is raw.explicit
+    assert "exceeds 1e-06" in refused.info["polish"]["refused"]
+    assert any("not polished" in m for m in refused.messages)
+    assert not otlp.verify(refused).ok
+    nan = raw.explicit.copy()
+    nan.data[0] = np.nan
+    raw.explicit = nan
+    assert "NaN" in raw.polished().info["polish"]["refused"]
+    # Within the limit it repairs; the limit is the caller's to set, validated.
+    slightly = good.copy()
+    slightly.data = slightly.data + 1e-7
+    raw.explicit = slightly
+    assert "refused" not in raw.polished().info["polish"]
+    assert "refused" in raw.polished(limit=1e-9).info["polish"]
+    with pytest.raises(ValueError, match="limit"):
+        raw.polished(limit=-1.0)
+
+
 # ----- global resolution's tolerances, budget and fallback (black box) ------------------------
 _GR_RNG = np.random.default_rng(4)
 GR_INSTANCE = otlp.Instance(_GR_RNG.dirichlet(np.ones(8)), _GR_RNG.dirichlet(np.ones(8)), 3)
