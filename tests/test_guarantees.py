@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import otlp
 import otlp.validate
@@ -178,6 +179,44 @@ def test_polishing_refuses_a_primal_that_is_no_near_solution() -> None:
     assert "refused" in raw.polished(limit=1e-9).info["polish"]
     with pytest.raises(ValueError, match="limit"):
         raw.polished(limit=-1.0)
+
+
+def test_polishing_measures_and_repairs_exactly_the_infeasibility() -> None:
+    """The violation is negative mass + row excess + column excess (L1); rows over p and
+    columns over their mass are scaled down to them, entries elsewhere are left alone; the
+    input plan is not modified; the limit is inclusive."""
+    inst = otlp.Instance([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2)
+    raw = otlp.solve(inst, "maxflow", check=False)
+    target, mass = inst.target_rows, raw.columns.mass
+    explicit = raw.explicit.toarray()
+    explicit[0] *= 1 + 1e-7  # row 0 above its target
+    full = np.flatnonzero(np.isclose(explicit.sum(axis=0), mass) & (explicit[0] == 0))[0]
+    explicit[:, full] *= 1 + 1e-7  # a column above its mass
+    negative_at = (1, int(np.flatnonzero(explicit[1] == 0)[0]))
+    explicit[negative_at] = -3e-9
+    raw.explicit = sp.csc_matrix(explicit)
+    before = raw.explicit.toarray()
+    clipped = np.maximum(before, 0)
+    row_excess = np.maximum(clipped.sum(axis=1) - target, 0)
+    col_excess = np.maximum(clipped.sum(axis=0) - mass, 0)
+    assert row_excess.sum() > 0 and col_excess.sum() > 0
+    expected = 3e-9 + row_excess.sum() + col_excess.sum()
+    polished = raw.polished()
+    assert polished.info["polish"]["violation"] == pytest.approx(expected, rel=1e-12)
+    assert polished.info["polish"]["clipped_negative"] == pytest.approx(3e-9)
+    assert polished.info["polish"]["rows_scaled"] == np.count_nonzero(row_excess)
+    assert np.array_equal(raw.explicit.toarray(), before)  # the input is untouched
+    after = polished.explicit.toarray()
+    assert after.dtype == np.float64 and after.min() >= 0
+    assert (after.sum(axis=1) <= target * (1 + 1e-15)).all()
+    assert after[0].sum() == pytest.approx(target[0], rel=1e-15)
+    assert (after.sum(axis=0) <= mass * (1 + 1e-15)).all()
+    assert after[:, full].sum() == pytest.approx(mass[full], rel=1e-15)
+    keep = (row_excess == 0)[:, None] & (col_excess == 0)[None, :] & (before > 0)
+    assert keep.sum() >= 3 and np.array_equal(after[keep], before[keep])
+    assert otlp.verify(polished).ok
+    assert "refused" not in raw.polished(limit=expected * (1 + 1e-12)).info["polish"]
+    assert "refused" in raw.polished(limit=expected * (1 - 1e-6)).info["polish"]
 
 
 # ----- global resolution's tolerances, budget and fallback (black box) ------------------------
