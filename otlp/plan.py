@@ -39,7 +39,10 @@ class SliceStatistics:
     """Per-column figures of the conditionals, for the columns with positive mass.
 
     ``columns`` are the column indices; ``sums[j]`` is sum_i pi(i | c), ``mins[j]`` the
-    smallest entry of pi(. | c) and ``negative[j]`` the total of its negative entries.
+    smallest entry of pi(. | c) and ``negative[j]`` the total of its negative entries. The last
+    two are exact for explicit entries; entries outside the explicit pattern are judged by the
+    residual term's extremes over all rows, so where a column mixes both and the residual rows
+    have both signs they are conservative (never a smaller defect than the true one).
     """
 
     columns: NDArray[np.int64]
