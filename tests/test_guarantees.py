@@ -345,6 +345,53 @@ def test_prefix_search_takes_the_shortest_optimal_prefix_on_ties(scheme: str) ->
     assert otlp.optimal_acceptance(inst, "prefix").H.size == 0
 
 
+def _asymmetric_pairs(count: int) -> list[otlp.Instance]:
+    rng = np.random.default_rng(11)
+    found = []
+    for _ in range(count):
+        size = int(rng.integers(2, 7))
+        p, q1, q2 = (rng.dirichlet(np.full(size, 0.5)) for _ in range(3))
+        found.append(otlp.Instance(p, [q1, q2], 2, "independent"))
+    return found
+
+
+def test_min_cut_for_two_independent_drafts_is_exact() -> None:
+    """[GR] Appendix D's s-t cut equals brute force on 40 pairs with distinct draft rows."""
+    for inst in _asymmetric_pairs(40):
+        cut = otlp.optimal_acceptance(inst, "mincut")
+        brute = otlp.optimal_acceptance(inst, "brute")
+        assert cut.alpha_star == pytest.approx(brute.alpha_star, abs=1e-12), inst
+        assert cut.psi_min == pytest.approx(brute.psi_min, abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_prefix_search_from_exact_set_masses_below_the_smallest_normal(n: int) -> None:
+    """Without replacement with subnormal draft masses the quadrature is out of range and the
+    prefix values come from the exact set masses: they equal brute force."""
+    rng = np.random.default_rng(n)
+    for _ in range(6):
+        p = rng.dirichlet(np.ones(5))
+        q = rng.dirichlet(np.ones(5))
+        q[rng.integers(5)] = 1e-310
+        q /= q.sum()
+        inst = otlp.Instance(p, q, n, "without_replacement")
+        prefix = otlp.optimal_acceptance(inst, "prefix")
+        brute = otlp.optimal_acceptance(inst, "brute")
+        assert prefix.alpha_star == pytest.approx(brute.alpha_star, abs=1e-12)
+        assert prefix.psi_min == pytest.approx(otlp.psi(inst, prefix.H_mask), abs=1e-15)
+
+
+def test_brute_force_is_limited_to_16_draft_tokens() -> None:
+    flat = np.full(16, 1 / 16)
+    inst = otlp.Instance(flat, flat, 1)
+    assert otlp.optimal_acceptance(inst, "brute").alpha_star == pytest.approx(1.0)
+    wide = otlp.Instance(np.full(17, 1 / 17), np.full(17, 1 / 17), 1)
+    with pytest.raises(
+        ValueError, match=r"^method: 'brute' enumerates 2\^k subsets; k=17 exceeds 16$"
+    ):
+        otlp.optimal_acceptance(wide, "brute")
+
+
 # ----- validate's bounds --------------------------------------------------------------------------
 KSEQ_CHECK = "rules.kseq.one_minus_1_over_e"
 
