@@ -381,6 +381,21 @@ def test_prefix_search_from_exact_set_masses_below_the_smallest_normal(n: int) -
         assert prefix.psi_min == pytest.approx(otlp.psi(inst, prefix.H_mask), abs=1e-15)
 
 
+def test_greedy_scheme_uses_its_closed_form_and_matches_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(8):
+        p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5))
+        inst = otlp.Instance(p, q, 2, "greedy")
+        brute = otlp.optimal_acceptance(inst, "brute")
+        for method in ("auto", "prefix", "greedy"):
+            fast = otlp.optimal_acceptance(inst, method)
+            assert fast.method == "greedy"
+            assert fast.alpha_star == pytest.approx(brute.alpha_star, abs=1e-12)
+        assert otlp.psi(inst, brute.H_mask) == pytest.approx(brute.psi_min, abs=1e-15)
+    with pytest.raises(ValueError, match="greedy"):
+        otlp.optimal_acceptance(otlp.Instance(p, q, 2), "greedy")
+
+
 def test_brute_force_is_limited_to_16_draft_tokens() -> None:
     flat = np.full(16, 1 / 16)
     inst = otlp.Instance(flat, flat, 1)
