@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 import otlp
+import otlp.rules
 import otlp.validate
 from otlp.rules.kseq import KSeq
 
@@ -405,6 +406,52 @@ def test_brute_force_is_limited_to_16_draft_tokens() -> None:
         ValueError, match=r"^method: 'brute' enumerates 2\^k subsets; k=17 exceeds 16$"
     ):
         otlp.optimal_acceptance(wide, "brute")
+
+
+# ----- the rules' exact laws ----------------------------------------------------------------
+
+
+def _law_instances() -> list[otlp.Instance]:
+    """Random pairs plus one-hot, near-one-hot and disjoint drafts, n = 2, two schemes."""
+    rng = np.random.default_rng(23)
+    pairs = [(rng.dirichlet(np.full(5, a)), rng.dirichlet(np.full(5, a))) for a in (0.3, 1, 3)]
+    pairs += [(rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4))) for _ in range(5)]
+    base = rng.dirichlet(np.ones(4))
+    pairs += [
+        (base, np.array([1.0, 0, 0, 0])),
+        (base, np.array([1 - 3e-12, 1e-12, 1e-12, 1e-12])),
+        (np.array([1.0, 0, 0, 0]), base),
+        (np.array([0.5, 0.5, 0, 0]), np.array([0, 0, 0.5, 0.5])),
+        (np.array([0.1, 0.6, 0.3, 0]), np.array([0.7, 0.1, 0.1, 0.1])),
+    ]
+    return [otlp.Instance(p, q, 2, renormalize=True) for p, q in pairs]
+
+
+@pytest.mark.parametrize("name", ["spechub", "kseq", "rrs", "rrs_without_replacement", "sps"])
+def test_exact_laws_of_the_sequential_rules(name: str) -> None:
+    """Lossless exact law, closed-form acceptance = the exact joint's, never above alpha* of
+    the rule's own joint, and each rule's own guarantee: SpecHub reaches it and outputs the
+    hub with probability p(hub) ([SpecHub] Thm 1, Cor. 1), K-SEQ reaches (1 - 1/e) alpha*."""
+    rule = otlp.rules.get(name)
+    for inst in _law_instances():
+        try:
+            joint = rule.exact_joint(inst)
+        except ValueError:  # n distinct drafts from a one-token draft
+            continue
+        assert np.abs(rule.output_distribution(inst) - inst.p).max() <= 1e-12, inst
+        assert np.abs(joint.output() - rule.local_output(inst)).max() <= 1e-12, inst
+        acceptance = rule.acceptance(inst)
+        assert acceptance == pytest.approx(joint.acceptance(), abs=1e-12), inst
+        own = rule.alpha_star(inst)
+        assert acceptance <= own + 1e-12, inst
+        if name == "spechub":
+            assert acceptance == pytest.approx(own, abs=1e-12), inst
+            ver = rule.verification(inst)
+            assert ver.accepted[ver.hub] == pytest.approx(inst.target_rows[ver.hub], abs=1e-15)
+            assert ver.accepted.sum() == pytest.approx(acceptance, abs=1e-15)
+        if name == "kseq":
+            alpha = otlp.optimal_acceptance(inst).alpha_star
+            assert rule.procedural_acceptance(inst) >= (1 - np.exp(-1)) * alpha - 1e-12
 
 
 # ----- validate's bounds --------------------------------------------------------------------------
