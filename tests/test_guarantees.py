@@ -105,30 +105,38 @@ def test_verifier_reports_non_finite_entries_by_name() -> None:
 
 def test_slice_report_names_the_worst_column_and_the_mean_defect() -> None:
     """Every field of the slice report against a column-by-column recomputation, on a plan with
-    one column pushed above 1 and another given a negative entry (which then is the worst)."""
+    one column pushed above 1 and another given a negative entry that leaves its sum at 1 (it
+    is the worst by its sign alone); the worst omegas include the local token 0."""
     inst = otlp.Instance([0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4], 2)
     plan = otlp.solve(inst, "maxflow", check=False)
     live = np.flatnonzero(plan.columns.mass > 0)
-    first = plan.column_of([0, 0])  # the set {token 0}: global id 0 in its omega
-    second = plan.column_of([1, 2])
+    top = int(inst.tokens[0])  # local id 0
+    first = plan.column_of([top, top])
+    second = plan.column_of([int(inst.tokens[1]), top])
     plan.col_residual[first] += 1e-3 * plan.columns.mass[first]  # sums to 1.001
     explicit = plan.explicit.tolil()
-    explicit[inst.k, second] = -0.5 * plan.columns.mass[second]  # outside row: -0.5
+    explicit[inst.k, second] = -0.5 * plan.columns.mass[second]  # outside row: -0.5 ...
+    explicit[1, second] += 0.5 * plan.columns.mass[second]  # ... and the sum stays 1
     plan.explicit = explicit.tocsc()
     slices = [plan.column_slice(c) for c in live]
     sums = np.array([s.sum() for s in slices])
     negative = np.array([-s[s < 0].sum() for s in slices])
     report = otlp.verify(plan).slices
     assert report.columns == live.size
-    assert report.worst_column == second and sorted(report.worst_omega) == [1, 2]
+    assert report.worst_column == second
+    assert sorted(report.worst_omega) == sorted([top, int(inst.tokens[1])])
+    assert report.worst_sum == pytest.approx(1.0, abs=1e-12)
     assert report.worst_min == pytest.approx(min(s.min() for s in slices))
     assert report.worst_min < -0.4 and report.min_entry == report.worst_min
     assert report.max_sum_error == pytest.approx(np.abs(sums - 1).max())
     defect = plan.columns.mass[live] @ (np.abs(sums - 1) + negative)
     assert report.mean_defect == pytest.approx(defect, rel=1e-9)
-    plan.explicit = plan.explicit.multiply(plan.explicit > 0).tocsc()  # the negative entry gone
+    repaired = plan.explicit.tolil()
+    repaired[:, second] = 0.0  # that column now comes from the residual term alone: fine
+    plan.explicit = repaired.tocsc()
+    plan.col_residual[second] = plan.columns.mass[second]
     report = otlp.verify(plan).slices
-    assert report.worst_column == first and report.worst_omega == (0,)
+    assert report.worst_column == first and report.worst_omega == (top,)
     assert report.worst_sum == pytest.approx(1.001) and report.min_entry == 0.0
 
 
