@@ -480,3 +480,18 @@ def test_kseq_check_enforces_exactly_1_minus_1_over_e(
     for index in range(3):
         outcome = otlp.validate.replay(KSEQ_CHECK, seed=0, index=index)
         assert outcome.passed is holds, (index, outcome)
+
+
+def test_kseq_check_passes_at_its_equality_cases() -> None:
+    """p = q makes rho* = 1, c = 1, acceptance = procedural acceptance = 1 and p_res = 0:
+    every side condition of the check sits exactly at its rounding slack, which must keep it
+    passing; so must random pairs."""
+    from otlp.validate.checks.rules import kseq_bound
+
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 5):
+        q = rng.dirichlet(np.ones(6))
+        equal = otlp.Instance(q, q, n)
+        assert KSeq().parameters(equal).rho == 1.0
+        assert kseq_bound(equal).passed
+        assert kseq_bound(otlp.Instance(rng.dirichlet(np.ones(6)), q, n)).passed
