@@ -389,6 +389,9 @@ def test_prefix_search_from_exact_set_masses_below_the_smallest_normal(n: int) -
         brute = otlp.optimal_acceptance(inst, "brute")
         assert prefix.alpha_star == pytest.approx(brute.alpha_star, abs=1e-12)
         assert prefix.psi_min == pytest.approx(otlp.psi(inst, prefix.H_mask), abs=1e-15)
+    tie = otlp.Instance([0.6, 0.4, 1e-310], [0.6, 0.4, 1e-310], 2, "without_replacement")
+    selection = otlp.optimal_acceptance(tie, "prefix")  # psi(empty) = psi(all) = 0: a tie
+    assert selection.alpha_star == pytest.approx(1.0) and selection.H.size == 0
 
 
 def test_greedy_scheme_uses_its_closed_form_and_matches_brute_force() -> None:
@@ -401,7 +404,11 @@ def test_greedy_scheme_uses_its_closed_form_and_matches_brute_force() -> None:
             fast = otlp.optimal_acceptance(inst, method)
             assert fast.method == "greedy"
             assert fast.alpha_star == pytest.approx(brute.alpha_star, abs=1e-12)
-        assert otlp.psi(inst, brute.H_mask) == pytest.approx(brute.psi_min, abs=1e-15)
+        cols = inst.columns("sets")
+        for mask in rng.random((4, inst.k)) < 0.5:  # psi from the exact set masses
+            inside = cols.mass[cols.contained_in(mask)].sum()
+            expected = inst.p_local[mask].sum() - inside
+            assert otlp.psi(inst, mask) == pytest.approx(expected, abs=1e-15)
     with pytest.raises(ValueError, match="greedy"):
         otlp.optimal_acceptance(otlp.Instance(p, q, 2), "greedy")
 
