@@ -58,6 +58,10 @@ def test_verifier_tolerances_are_inclusive() -> None:
     hair below each of them fails with that check's own message."""
     plan = _with_entry(_plan(), -2e-8)
     measured = otlp.verify(plan)
+    alpha = otlp.optimal_acceptance(plan.instance).alpha_star
+    assert (measured.acceptance, measured.alpha_star) == (plan.acceptance, alpha)
+    assert measured.acceptance_gap == alpha - plan.acceptance
+    assert measured.tolerances == otlp.Tolerances()
     errors = {
         "target_l1": measured.target_l1,
         "draft_l1": measured.draft_l1,
