@@ -76,6 +76,7 @@ def test_fit_columns_makes_a_subnormal_column_sum_to_its_mass() -> None:
     excess = entries[:, 0].sum() - mass[0]
     assert explicit[0, 0] == entries[0, 0] - excess  # the largest entry took it all
     assert explicit[1, 0] == 2.5e-322 and explicit[0, 2] == 0.25  # others untouched
+    assert explicit[1, 1] == entries[1, 1] < explicit[0, 1]  # column 1: only its largest
     np.testing.assert_allclose((sums + residual)[:3] / mass[:3], 1.0, rtol=1e-15)
 
 
