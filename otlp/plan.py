@@ -14,7 +14,7 @@ over the tokens outside the draft vocabulary in proportion to p.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -25,9 +25,13 @@ from numpy.typing import ArrayLike, NDArray
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
 from otlp.reprs import plan_repr
-from otlp.validation import as_generator, positive_int
+from otlp.validation import as_generator, positive_int, real_number
 
 FloatArray = NDArray[np.float64]
+
+#: The largest infeasibility (L1, in probability mass) :meth:`TransportPlan.polished` repairs:
+#: a thousand times HiGHS's feasibility tolerance (1e-9); no rounding explains more.
+POLISH_LIMIT = 1e-6
 
 
 @dataclass(frozen=True)
@@ -35,13 +39,45 @@ class SliceStatistics:
     """Per-column figures of the conditionals, for the columns with positive mass.
 
     ``columns`` are the column indices; ``sums[j]`` is sum_i pi(i | c), ``mins[j]`` the
-    smallest entry of pi(. | c) and ``negative[j]`` the total of its negative entries.
+    smallest entry of pi(. | c) and ``negative[j]`` the total of its negative entries. The last
+    two are exact for explicit entries; entries outside the explicit pattern are judged by the
+    residual term's extremes over all rows, so where a column mixes both and the residual rows
+    have both signs they are conservative (never a smaller defect than the true one).
     """
 
     columns: NDArray[np.int64]
     sums: FloatArray
     mins: FloatArray
     negative: FloatArray
+
+
+def fit_columns(explicit: sp.csc_matrix, mass: FloatArray) -> FloatArray:
+    """Trim ``explicit`` (CSC, entries >= 0) in place so that no column sums above
+    its mass, and return ``col_residual = mass - column sums >= 0``.
+
+    A column whose entries were computed as absolute amounts can exceed its mass by rounding;
+    below the smallest normal double (2.2e-308) one unit of rounding (4.9e-324) is a large
+    share of a column (2% of a column of mass 2.5e-322), and ``max(mass - sums, 0)`` would
+    then leave a conditional pi(. | omega) summing to 1.02. The excess is taken off the
+    column's largest entry, which is exact in the subnormal range (subtraction of subnormals
+    does not round) and relative rounding elsewhere, so every slice
+    ``explicit / mass + col_residual / mass`` sums to 1 up to rounding whatever the mass.
+    """
+    explicit.sum_duplicates()  # a no-op on canonical input (polishing's ``data`` stays valid)
+    data = explicit.data
+    count = mass.shape[0]
+    col_of = np.repeat(np.arange(count), np.diff(explicit.indptr))
+    cols = np.bincount(col_of, weights=data, minlength=count)
+    over = np.flatnonzero(cols > mass)
+    if over.size:
+        entries = np.flatnonzero(np.isin(col_of, over))
+        order = entries[np.lexsort((data[entries], col_of[entries]))]
+        last = np.flatnonzero(np.append(col_of[order][1:] != col_of[order][:-1], True))
+        largest = order[last]  # the largest entry of each over-full column
+        excess = cols[col_of[largest]] - mass[col_of[largest]]
+        data[largest] = np.maximum(data[largest] - excess, 0.0)
+        cols = np.bincount(col_of, weights=data, minlength=count)
+    return np.maximum(mass - cols, 0.0)
 
 
 @dataclass
@@ -95,7 +131,7 @@ class TransportPlan:
         return cls(inst, columns, explicit, np.zeros(inst.k + 1), np.zeros(columns.count), **meta)
 
     # ----- polishing ------------------------------------------------------------------------
-    def polished(self) -> TransportPlan:
+    def polished(self, limit: float | None = None) -> TransportPlan:
         """The nearest plan of the Eq. (3) form whose every slice is a probability vector.
 
         Exact backends answer to their own tolerances (HiGHS: 1e-9 on the scaled problem),
@@ -105,21 +141,39 @@ class TransportPlan:
         leaves is carried by the rank-one residual term of [GR] Eq. (3) with
         ``row_residual = p - rows(S) >= 0`` and ``col_residual = mass - cols(S) >= 0``. Then
         every column sums to its mass exactly (to rounding) and the target marginal is met up
-        to |sum(p) - sum(mass)|, a rounding-level imbalance. Entries with NaN or inf are left
-        alone for the verifier to report. ``info["polish"]`` records what changed.
+        to |sum(p) - sum(mass)|, a rounding-level imbalance.
+
+        Polishing repairs rounding and solver tolerances, nothing more: the explicit part's
+        infeasibility (negative mass plus the L1 excess of its rows over p and of its columns
+        over their mass, ``info["polish"]["violation"]``) bounds how far it moves the LP
+        objective (the explicit part's acceptance). A primal with NaN or inf entries, or with
+        a violation above ``limit`` (default :data:`POLISH_LIMIT`), is no near-solution: it is
+        returned unchanged with ``info["polish"]["refused"]`` saying why and a message, so the
+        verifier reports it instead of a repaired plan hiding a failed solve.
         """
+        limit = POLISH_LIMIT if limit is None else real_number("limit", limit, minimum=0.0)
         explicit = sp.csc_matrix(self.explicit, dtype=np.float64, copy=True)
         explicit.sum_duplicates()
         data = explicit.data
-        if not np.isfinite(data).all():
-            return self
         target = self.instance.target_rows
         mass = self.columns.mass
         row_of = explicit.indices
         col_of = np.repeat(np.arange(explicit.shape[1]), np.diff(explicit.indptr))
+        if not np.isfinite(data).all():
+            return self._refuse_polish("the primal has NaN or inf entries", float("nan"))
         clipped = abs(float(data[data < 0].sum()))
         np.maximum(data, 0.0, out=data)
         rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
+        cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
+        violation = (
+            clipped
+            + float(np.maximum(rows - target, 0).sum())
+            + float(np.maximum(cols - mass, 0).sum())
+        )
+        if not violation <= limit:
+            return self._refuse_polish(
+                f"its infeasibility {violation:.3g} (L1) exceeds {limit:g}", violation
+            )
         over = rows > target  # factors only where needed: target / subnormal rows overflows
         row_factor = np.divide(target, rows, out=np.ones_like(rows), where=over)
         data *= row_factor[row_of]
@@ -127,17 +181,17 @@ class TransportPlan:
         over = cols > mass
         col_factor = np.divide(mass, cols, out=np.ones_like(cols), where=over)
         data *= col_factor[col_of]
+        col_residual = fit_columns(explicit, mass)  # scaling rounds subnormal entries up
         rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
-        cols = np.bincount(col_of, weights=data, minlength=mass.shape[0])
         explicit.eliminate_zeros()  # max-flow stores every arc; most carry nothing
         row_residual = np.maximum(target - rows, 0.0)
-        col_residual = np.maximum(mass - cols, 0.0)
         left = float(col_residual.sum())
         if left > 0 and not row_residual.sum() > 0:
             # Nothing left on the rows but rounding left some column mass: spread it like p.
             row_residual = target * left
         info = dict(self.info)
         info["polish"] = {
+            "violation": violation,
             "clipped_negative": clipped,
             "rows_scaled": int((row_factor < 1).sum()),
             "columns_scaled": int((col_factor < 1).sum()),
@@ -160,6 +214,13 @@ class TransportPlan:
             messages=messages,
             info=info,
         )
+
+    def _refuse_polish(self, reason: str, violation: float) -> TransportPlan:
+        """This plan, unchanged but for ``info["polish"]`` and a message saying why."""
+        info = dict(self.info)
+        info["polish"] = {"refused": reason, "violation": violation}
+        messages = [*self.messages, f"not polished: {reason}; the solver's answer is no plan"]
+        return replace(self, messages=messages, info=info)
 
     # ----- the residual term ---------------------------------------------------------------
     @property

@@ -157,6 +157,8 @@ def prefix_psi(inst: Instance) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
 
 
 def _prefix_search(inst: Instance) -> tuple[NDArray[np.bool_], float]:
+    """The best prefix of the q/p order; ties go to the shortest (``argmin`` takes the first
+    minimiser), so H* is the smallest optimal prefix (empty when p = q)."""
     order, values = prefix_psi(inst)
     best = int(np.argmin(values))
     mask = np.zeros(inst.k, dtype=bool)

@@ -48,6 +48,7 @@ from otlp.global_resolution.exact import (
 )
 from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.instance import Instance
+from otlp.plan import fit_columns
 from otlp.subset import SubsetSelection
 from otlp.validation import canonical_name, positive_int, real_number
 from solvers.global_resolution import (
@@ -447,8 +448,7 @@ class GlobalResolution:
             (values, (tokens, cols)), shape=(self.instance.k + 1, columns.count)
         )
         explicit.sum_duplicates()
-        col_sums = np.asarray(explicit.sum(axis=0)).ravel()
-        col_residual = np.maximum(columns.mass - col_sums, 0.0)
+        col_residual = fit_columns(explicit, columns.mass)
         return columns, explicit, self.row_residual.copy(), col_residual
 
     def deviation_bounds(self) -> dict[str, float]:

@@ -48,11 +48,19 @@ def ratio_accept(p: FloatArray, q: FloatArray) -> FloatArray:
         return np.where(q > 0, np.minimum(1.0, p / safe), 1.0)
 
 
-def residual(p: FloatArray, q: FloatArray) -> FloatArray:
-    """norm(max(p - q, 0)) along the last axis; rows with nothing left keep p (unreachable)."""
+def residual(p: FloatArray, q: FloatArray, fallback: FloatArray | None = None) -> FloatArray:
+    """norm(max(p - q, 0)) along the last axis; rows with nothing left get ``fallback``
+    (default p), which must be a distribution.
+
+    Nothing is left exactly when the rule never reaches its residual draw; rounding can still
+    leave that draw a tiny probability (SpecHub's hub step with q(a) = 1 - 1e-12 reached it
+    with probability 2.2e-5 on a draft pair of mass 1e-12), so the fallback keeps every
+    conditional a distribution instead of losing that share.
+    """
     left = np.maximum(p - q, 0.0)
     total = left.sum(axis=-1, keepdims=True)
-    return np.where(total > TINY, left / np.where(total > TINY, total, 1.0), p)
+    rest = p if fallback is None else fallback
+    return np.where(total > TINY, left / np.where(total > TINY, total, 1.0), rest)
 
 
 def distinct_mask(members: IntArray) -> NDArray[np.bool_]:

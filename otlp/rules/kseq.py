@@ -32,6 +32,7 @@ from otlp.rules.base import (
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
 
 BISECTION_STEPS = 200
+ROUNDING = 4 * float(np.finfo(float).eps)  # relative slack of the validity test
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,10 @@ def kseq_rho(p: FloatArray, q: FloatArray, n: int) -> float:
     """The smallest valid rho in [1, n]: the root of 1 - (1 - beta)^n = rho beta, or 1."""
 
     def valid(rho: float) -> bool:
+        # A few ulps of slack: with p = q, beta(1) sums to 1 - 1 ulp and rho = 1 (valid in
+        # exact arithmetic) was refused, moving rho* to 1 + 3.8e-6.
         beta, miss = kseq_beta(p, q, rho)
-        return any_accepted(beta, miss, n) <= rho * beta
+        return any_accepted(beta, miss, n) <= rho * beta * (1.0 + ROUNDING)
 
     if valid(1.0):
         return 1.0

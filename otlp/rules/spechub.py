@@ -61,7 +61,7 @@ def hub_verification(p: FloatArray, q: FloatArray, hub: int) -> HubVerification:
         first = ratio_accept(p, q)
         accepted = np.zeros_like(p)
         accepted[hub] = min(p[hub], q[hub])
-        final = residual(np.maximum(p - q, 0.0), np.zeros_like(p))
+        final = residual(p, q, fallback=_normalized(p))
         return HubVerification(hub, first, first, 0.0, 0.0, accepted, final)
     q_xa = np.where(others, q, 0.0)  # Q(x, a)
     q_ax = np.where(others, q[hub] * (q / rest), 0.0)  # Q(a, x)
@@ -79,8 +79,19 @@ def hub_verification(p: FloatArray, q: FloatArray, hub: int) -> HubVerification:
     accepted = np.minimum(p, q_xa + q_ax) * others
     accepted[hub] = min(hub_p, left_ax.sum() + left_xa.sum())
     return HubVerification(
-        hub, first, second, after_second, after_first, accepted, residual(p2, np.zeros_like(p2))
+        hub,
+        first,
+        second,
+        after_second,
+        after_first,
+        accepted,
+        residual(p2, 0 * p2, _normalized(p)),
     )
+
+
+def _normalized(p: FloatArray) -> FloatArray:
+    """p as a distribution: the residual draw when rounding alone leads to it."""
+    return p / p.sum()
 
 
 def _hub_accept(mass: float, leftover: float) -> float:

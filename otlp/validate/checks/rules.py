@@ -190,7 +190,12 @@ def _own_optimum(case: Case) -> Outcome:
     "(1 - 1/e) alpha*",
 )
 def _kseq(case: Case) -> Outcome:
-    inst = case.instance(("iid",), max_vocab=7, max_n=5)
+    return kseq_bound(case.instance(("iid",), max_vocab=7, max_n=5))
+
+
+def kseq_bound(inst: otlp.Instance) -> Outcome:
+    """The K-SEQ check on one instance: SpecTr's acceptance >= (1 - 1/e) alpha* at rho*
+    (undecorated, so that mutation testing reaches the bound)."""
     kseq = KSeq()
     par = kseq.parameters(inst)
     q = np.append(inst.q_local, 0.0)
