@@ -16,14 +16,9 @@ from otlp.methods import method_names
 
 SEED, CASES = 0, 48
 # Open bugs found by the fuzz campaign: component -> the failure message it may show (a regex);
-# each entry must go once its fix lands (every other failure fails this test). Issue 17 item 2:
-# conditionals of tiny (subnormal to 1e-12) draft columns that do not sum to 1 — global
-# resolution's and cvxpy's materialised plans, SpecHub's exact joint.
-KNOWN_OPEN: dict[str, str] = {
-    "method:global_resolution": r"\(draft mass [\d.]+e-3\d\d\) sums to",
-    "method:cvxpy": r"\(draft mass [\d.]+e-3\d\d\) sums to",
-    "rule:spechub": r"exact joint row \[\d, \d\] \(mass [\d.]+e-\d+\): sums to",
-}
+# each entry must go once its fix lands (every other failure fails this test). None open: the
+# tiny-column conditionals of issue 17 (global resolution, cvxpy, SpecHub) are fixed.
+KNOWN_OPEN: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
