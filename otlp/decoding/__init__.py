@@ -1,0 +1,1 @@
+"""Speculative decoding with otlp: draft trees, verification and the decode loop."""

@@ -1,0 +1,90 @@
+"""SmolLM2-135M-Instruct, the embedded default target, and its self-speculative drafts.
+
+The GGUF file comes from :mod:`instances.realmodel.fetch` (``python -m
+instances.realmodel.fetch``; it needs the ``llm`` extra: torch, transformers, gguf) and is
+de-quantised to float32 once per process by :func:`load` (20–40 s here); every later call
+returns the same objects.
+
+Drafts (:func:`draft_layers`) name the decoder layers a draft runs, out of 30:
+
+* ``exitN`` — early exit: the first N layers, then the final norm and ``lm_head``;
+* ``skipN`` for N in 1, 2, 4, 7 — the layer-skip sets measured for the instance suite
+  (:data:`instances.realmodel.generate.DRAFTS`: the layers whose removal hurt acceptance
+  least, in that order);
+* ``skip:3,17,25`` — any explicit set of skipped layers.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from otlp.decoding.models.hf import HFTreeLM
+
+N_LAYERS = 30
+
+
+def draft_layers(spec: str, n_layers: int = N_LAYERS) -> list[int]:
+    """The decoder layers a draft named ``spec`` runs (see the module docstring)."""
+    from instances.realmodel.generate import DRAFTS
+
+    presets = {d.name: d.skip for d in DRAFTS if d.skip}
+    if match := re.fullmatch(r"exit(\d+)", spec):
+        count = int(match.group(1))
+        if not 1 <= count <= n_layers:
+            raise ValueError(f"draft: {spec!r} needs 1 <= N <= {n_layers}")
+        return list(range(count))
+    if spec in presets:
+        skip = set(presets[spec])
+    elif match := re.fullmatch(r"skip:(\d+(?:,\d+)*)", spec):
+        skip = {int(i) for i in match.group(1).split(",")}
+        if max(skip) >= n_layers:
+            raise ValueError(f"draft: {spec!r} names a layer beyond {n_layers - 1}")
+    else:
+        raise ValueError(
+            f"draft: expected exitN, skip:i,j,... or one of {sorted(presets)}, got {spec!r}"
+        )
+    layers = [i for i in range(n_layers) if i not in skip]
+    if not layers:
+        raise ValueError(f"draft: {spec!r} skips every layer")
+    return layers
+
+
+@functools.cache
+def load() -> tuple[Any, Any]:
+    """(tokenizer, transformers model) of SmolLM2, loaded once per process."""
+    import torch
+
+    from instances.realmodel.generate import load_model
+
+    torch.manual_seed(0)
+    return load_model()
+
+
+def target(temperature: float = 1.0) -> HFTreeLM:
+    """The full SmolLM2 model as a tree model at ``temperature``."""
+    return HFTreeLM(load()[1], temperature=temperature, name="smollm2")
+
+
+def draft(spec: str, temperature: float = 1.0) -> HFTreeLM:
+    """A self-speculative draft of SmolLM2 (:func:`draft_layers`), sharing its weights."""
+    layers = draft_layers(spec)
+    return HFTreeLM(load()[1], layers=layers, temperature=temperature, name=spec)
+
+
+def encode_prompt(text: str) -> list[int]:
+    """Token ids of ``text`` as a user turn in SmolLM2's chat template, ready to continue."""
+    tokenizer = load()[0]
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
+    return [int(t) for t in tokenizer(chat).input_ids]
+
+
+def decode_text(tokens: list[int]) -> str:
+    return str(load()[0].decode(tokens, skip_special_tokens=True))
+
+
+def eos_token_id() -> int:
+    return int(load()[0].eos_token_id)
