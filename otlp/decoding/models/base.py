@@ -46,9 +46,12 @@ class TreeSession(Protocol):
         """
         ...
 
-    def commit(self, rows: IntArray, nodes: Sequence[Sequence[int]], bonus: IntArray) -> None:
-        """End the step: row ``rows[r]`` accepts this step's ``nodes[r]`` (a root-down path,
-        step numbering) and then ``bonus[r]``."""
+    def commit(
+        self, rows: IntArray, tokens: Sequence[Sequence[int]], nodes: Sequence[Sequence[int]]
+    ) -> None:
+        """End the step: row ``rows[r]`` appends ``tokens[r]`` (its accepted drafts and the bonus
+        token); ``nodes[r]`` are this step's ids of the accepted nodes the session was given, a
+        root-down prefix of the accepted path (a cache keeps their entries, drops the rest)."""
         ...
 
     def context(self, row: int) -> list[int]:

@@ -161,7 +161,6 @@ class _Row:
         self.cache = KVCache()
         self.cached = 0  # committed tokens held in the cache (a prefix of self.tokens)
         self.slots: dict[int, int] = {}  # this step's node -> cache position
-        self.step_tokens: list[int] = []
         self.root: FloatArray | None = None
 
 
@@ -177,7 +176,7 @@ class HFSession:
     def forward(self, tokens: IntArray, parents: IntArray, rows: IntArray) -> FloatArray:
         import torch
 
-        tokens = np.asarray(tokens, dtype=np.int64).reshape(len(rows), -1)
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(len(rows), len(parents))
         first, m = len(self.parents), tokens.shape[1]
         for p in parents:
             self.parents.append(int(p))
@@ -185,7 +184,6 @@ class HFSession:
         out = np.empty((len(rows), 1 + m, self.model.vocab_size))
         for r, index in enumerate(rows):
             row = self.rows[index]
-            row.step_tokens.extend(int(t) for t in tokens[r])
             pending = row.tokens[row.cached :] if row.root is None else []
             before = row.cached + len(row.slots)
             n_q = len(pending) + m
@@ -222,19 +220,16 @@ class HFSession:
             out[r, 1:] = laws
         return out
 
-    def commit(self, rows: IntArray, nodes: Sequence[Sequence[int]], bonus: IntArray) -> None:
+    def commit(
+        self, rows: IntArray, tokens: Sequence[Sequence[int]], nodes: Sequence[Sequence[int]]
+    ) -> None:
         for r, index in enumerate(rows):
             row = self.rows[index]
-            keep = list(range(row.cached))
-            for node in nodes[r]:
-                if node not in row.slots:
-                    break
-                keep.append(row.slots[node])
+            keep = [*range(row.cached), *(row.slots[n] for n in nodes[r])]
             row.cache.keep(keep)
             row.cached = len(keep)
-            row.tokens.extend(row.step_tokens[n] for n in nodes[r])
-            row.tokens.append(int(bonus[r]))
-            row.slots, row.step_tokens, row.root = {}, [], None
+            row.tokens.extend(int(t) for t in tokens[r])
+            row.slots, row.root = {}, None
         self.parents, self.depths = [], []
 
     def context(self, row: int) -> list[int]:

@@ -70,7 +70,9 @@ class PrefixLM:
         for i, prefix in enumerate(prefixes):
             by_length.setdefault(len(prefix), []).append(i)
         for length, index in by_length.items():
-            block = np.array([prefixes[i] for i in index], dtype=np.int64).reshape(-1, length)
+            block = np.array([prefixes[i] for i in index], dtype=np.int64).reshape(
+                len(index), length
+            )
             laws = np.asarray(self.fn(block), dtype=np.float64)
             if laws.shape != (len(index), self.vocab_size):
                 raise ValueError(
@@ -105,7 +107,7 @@ class PrefixSession:
         return self.contexts[row] + path[::-1]
 
     def forward(self, tokens: IntArray, parents: IntArray, rows: IntArray) -> FloatArray:
-        tokens = np.asarray(tokens, dtype=np.int64).reshape(len(rows), -1)
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(len(rows), len(parents))
         first = len(self._parents)
         self._parents.extend(int(p) for p in parents)
         prefixes: list[list[int]] = []
@@ -126,10 +128,11 @@ class PrefixSession:
             at += tokens.shape[1]
         return out
 
-    def commit(self, rows: IntArray, nodes: Sequence[Sequence[int]], bonus: IntArray) -> None:
+    def commit(
+        self, rows: IntArray, tokens: Sequence[Sequence[int]], nodes: Sequence[Sequence[int]]
+    ) -> None:
         for r, row in enumerate(rows):
-            self.contexts[row].extend(self._tokens[row][n] for n in nodes[r])
-            self.contexts[row].append(int(bonus[r]))
+            self.contexts[row].extend(int(t) for t in tokens[r])
             self._roots.pop(row, None)
         self._parents = []
         self._tokens = [[] for _ in self.contexts]
