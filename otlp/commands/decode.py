@@ -226,7 +226,9 @@ def _toy(args: argparse.Namespace, texts: Sequence[str]) -> tuple[Any, ...]:
         try:
             tokens = [int(s) for s in ids]
         except ValueError:
-            raise ValueError(f"--prompt: toy prompts are token ids like 1,2,3, got {text!r}")
+            raise ValueError(
+                f"--prompt: toy prompts are token ids like 1,2,3, got {text!r}"
+            ) from None
         if any(not 0 <= t < args.vocab for t in tokens):
             raise ValueError(f"--prompt: toy token ids must lie in [0, {args.vocab})")
         prompts.append(tokens)
