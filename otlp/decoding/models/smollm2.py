@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 from typing import Any
 
 from otlp.decoding.models.hf import HFTreeLM
@@ -53,13 +54,47 @@ def draft_layers(spec: str, n_layers: int = N_LAYERS) -> list[int]:
 
 @functools.cache
 def load() -> tuple[Any, Any]:
-    """(tokenizer, transformers model) of SmolLM2, loaded once per process."""
-    import torch
+    """(tokenizer, transformers model) of SmolLM2, loaded once per process.
 
+    The first load de-quantises the GGUF (:func:`instances.realmodel.generate.load_model`) and
+    keeps the float32 weights, config and tokenizer next to it (``weights/float32-<sha>``,
+    git-ignored, ~0.5 GB); later processes load those in a few seconds.
+    """
+    from instances.realmodel.fetch import SHA256, WEIGHTS_DIR
     from instances.realmodel.generate import load_model
 
-    torch.manual_seed(0)
-    return load_model()
+    folder = WEIGHTS_DIR / f"float32-{SHA256[:12]}"
+    if (folder / "model.pt").exists():
+        return _load_float32(folder)
+    tokenizer, model = load_model()
+    _save_float32(tokenizer, model, folder)
+    return tokenizer, model
+
+
+def _save_float32(tokenizer: Any, model: Any, folder: Path) -> None:
+    import torch
+
+    partial = folder.with_name(folder.name + ".part")
+    partial.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(partial)
+    model.config.save_pretrained(partial)
+    torch.save(model.state_dict(), partial / "model.pt")
+    partial.replace(folder)
+
+
+def _load_float32(folder: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    config = AutoConfig.from_pretrained(str(folder))
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    state = torch.load(folder / "model.pt", mmap=True, weights_only=True)
+    model.load_state_dict(state, assign=True)
+    model.tie_weights()
+    model.eval()
+    return tokenizer, model
 
 
 def target(temperature: float = 1.0) -> HFTreeLM:
