@@ -1,7 +1,8 @@
 """Batched verification for decoders: full-vocabulary (p, q) rows and drafted ids to tokens.
 
 ``verify_drafts`` is what a decoder calls once per step for a batch of B sequences: target and
-draft distributions over the whole vocabulary (float32 or float64) and the n token ids each
+draft distributions over the whole vocabulary, in the model's own precision (float16, bfloat16,
+float32 or float64; numpy or torch, see :mod:`otlp.tensors`), and the n token ids each
 sequence drafted i.i.d. from the (top-k) draft. It returns the B output tokens, whether each
 is one of its drafts, and a report per row.
 
@@ -26,8 +27,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.instance import Instance
+from otlp.tensors import as_float64, as_index_array, check_distributions
 from otlp.validation import (
-    DEFAULT_SUM_TOL,
     as_generator,
     canonical_name,
     positive_int,
@@ -35,7 +36,6 @@ from otlp.validation import (
 )
 
 METHODS = ("global_resolution", "sps", "rrs", "kseq", "maxflow_cs")
-FLOAT32_SUM_TOL = 1e-4  # float32 probabilities summed over 10^5 tokens drift by ~1e-5
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,14 @@ def verify_drafts(
     Parameters
     ----------
     p, q:
-        Target and draft distributions, (V,) shared by every row or (B, V), float32 or
-        float64; each row must sum to 1 within ``atol`` (default 1e-6, 1e-4 for float32).
+        Target and draft distributions, (V,) shared by every row or (B, V): numpy float16,
+        float32 or float64, ml_dtypes bfloat16, torch tensors of any floating dtype and device,
+        or lists (:func:`otlp.tensors.as_float64`). Each is computed on in float64 and must
+        sum to 1 within ``atol``, by default the tolerance of its own precision (1e-6 for
+        float64, 1e-4 for float32, 2 eps for 16-bit formats; :func:`otlp.tensors.sum_tolerance`).
     drafts:
-        (B, n) integer token ids drawn i.i.d. from the draft restricted to its top k.
+        (B, n) integer token ids (numpy, torch or lists) drawn i.i.d. from the draft restricted
+        to its top k; they are checked against q as given, never rounded.
     method:
         One of ``global_resolution``, ``sps`` (n = 1), ``rrs``, ``kseq``, ``maxflow_cs``.
     top_k:
@@ -111,7 +115,7 @@ def verify_drafts(
     method = canonical_name(method, "method")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
-    p_arr, q_arr, draft_arr = _batch_arrays(p, q, drafts)
+    p_arr, q_arr, draft_arr, atol = _batch_arrays(p, q, drafts, atol)
     rows, n = draft_arr.shape
     vocab = p_arr.shape[1]
     if top_k is not None:
@@ -121,17 +125,44 @@ def verify_drafts(
     if not isinstance(parallel, bool):
         raise ValueError(f"parallel: expected True or False, got {parallel!r}")
     max_iter = positive_int("max_iter", max_iter, minimum=0)
-    if atol is None:
-        atol = FLOAT32_SUM_TOL if p_arr.dtype == np.float32 else DEFAULT_SUM_TOL
-    atol = real_number("atol", atol, minimum=0.0)
     generator = as_generator(rng)
     uniforms = generator.random((rows, 2))
     if method != "global_resolution":
         return _exact_rule(p_arr, q_arr, draft_arr, method, top_k, atol, uniforms)
     tau = check_tau(tau)
     check_unit_size(vocab if top_k is None else top_k, n)
+    return global_resolution_rows(
+        p_arr,
+        q_arr,
+        draft_arr,
+        uniforms,
+        top_k=top_k,
+        tau=tau,
+        max_iter=max_iter,
+        atol=atol,
+        parallel=parallel,
+    )
+
+
+def global_resolution_rows(
+    p_arr: NDArray,
+    q_arr: NDArray,
+    draft_arr: NDArray[np.int64],
+    uniforms: NDArray[np.float64],
+    *,
+    top_k: int | None,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    parallel: bool = False,
+) -> DraftVerification:
+    """Global resolution's compiled batch on checked arrays (``verify_drafts`` after its
+    argument checks): p, q (1 or B, V) float32/float64 C-contiguous, drafts (B, n) int64,
+    two ``uniforms`` per row (a row's token depends on its own pair only); rows whose unit
+    misses its budget are solved exactly (fallback)."""
     from solvers.global_resolution.token import batch, batch_parallel
 
+    rows = draft_arr.shape[0]
     kernel = batch_parallel if parallel else batch
     tokens, table = kernel(p_arr, q_arr, draft_arr, top_k or 0, tau, max_iter, atol, uniforms)
     _raise_for_bad_rows(table, p_arr, q_arr, draft_arr)
@@ -157,42 +188,43 @@ def verify_drafts(
             )
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
-    return DraftVerification(tokens, accepted, tuple(reports), method)
+    return DraftVerification(tokens, accepted, tuple(reports), "global_resolution")
 
 
 def _batch_arrays(
-    p: ArrayLike, q: ArrayLike, drafts: ArrayLike
-) -> tuple[NDArray, NDArray, NDArray[np.int64]]:
-    """p, q as (1 or B, V) float arrays and drafts as (B, n) int64; shapes and ids checked."""
-    arrays = []
+    p: object, q: object, drafts: object, atol: object
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], float]:
+    """p, q as (1 or B, V) float64 arrays, drafts as (B, n) int64, and the kernel's atol.
+
+    Each distribution is judged at its own precision (:func:`otlp.tensors.sum_tolerance`)
+    unless ``atol`` is given; both are computed on in float64, so a float64 q is never rounded
+    to a float32 p's precision. Returns the looser tolerance for the compiled scan once the
+    stricter array has been checked here.
+    """
+    arrays, tolerances = [], []
     for name, value in (("p", p), ("q", q)):
-        arr = np.asarray(value)
-        if arr.dtype not in (np.float32, np.float64):
-            raise ValueError(f"{name}: expected a float32 or float64 array, got dtype {arr.dtype}")
+        arr, kind = as_float64(name, value)
         if arr.ndim not in (1, 2) or arr.shape[-1] == 0:
             raise ValueError(f"{name}: expected shape (V,) or (B, V), got {arr.shape}")
-        arrays.append(np.ascontiguousarray(arr.reshape(-1, arr.shape[-1])))
+        arrays.append(arr.reshape(-1, arr.shape[-1]))
+        tolerances.append(kind.sum_tolerance)
     p_arr, q_arr = arrays
-    if q_arr.dtype != p_arr.dtype:
-        q_arr = q_arr.astype(p_arr.dtype)
     if p_arr.shape[1] != q_arr.shape[1]:
         raise ValueError(f"q: vocabulary size {q_arr.shape[1]} differs from p's {p_arr.shape[1]}")
-    draft_arr = np.asarray(drafts)
-    if draft_arr.dtype == bool or not np.issubdtype(draft_arr.dtype, np.integer):
-        raise ValueError(f"drafts: expected integer token ids, got dtype {draft_arr.dtype}")
+    vocab = p_arr.shape[1]
+    draft_arr, _ = as_index_array("drafts", drafts, size=vocab)
     if draft_arr.ndim != 2 or 0 in draft_arr.shape:
         raise ValueError(f"drafts: expected shape (B, n) with B, n >= 1, got {draft_arr.shape}")
     rows = draft_arr.shape[0]
     for name, arr in (("p", p_arr), ("q", q_arr)):
         if arr.shape[0] not in (1, rows):
             raise ValueError(f"{name}: {arr.shape[0]} rows for {rows} rows of drafts")
-    vocab = p_arr.shape[1]
-    if draft_arr.min() < 0 or draft_arr.max() >= vocab:
-        bad = np.argwhere((draft_arr < 0) | (draft_arr >= vocab))[0]
-        raise ValueError(
-            f"drafts[{bad[0]}, {bad[1]}]: token id {draft_arr[tuple(bad)]} outside [0, {vocab})"
-        )
-    return p_arr, q_arr, np.ascontiguousarray(draft_arr, dtype=np.int64)
+    if atol is not None:
+        return p_arr, q_arr, draft_arr, real_number("atol", atol, minimum=0.0)
+    if tolerances[0] != tolerances[1]:  # the compiled scan takes one atol: check the stricter
+        strict = 0 if tolerances[0] < tolerances[1] else 1
+        check_distributions("pq"[strict], arrays[strict], tolerances[strict])
+    return p_arr, q_arr, draft_arr, max(tolerances)
 
 
 _ROW_ERRORS = {

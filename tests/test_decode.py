@@ -145,7 +145,7 @@ Q3 = np.array([0.2, 0.3, 0.5])
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"p": P3.astype(np.int64)}, "p: expected a float32 or float64"),
+        ({"p": P3.astype(np.int64)}, "p: expected a float16, bfloat16, float32 or float64"),
         ({"p": np.ones((2, 2, 3)) / 3}, r"p: expected shape \(V,\) or \(B, V\)"),
         ({"q": np.array([0.5, 0.5])}, "q: vocabulary size 2"),
         ({"drafts": np.array([[0.0, 1.0]])}, "drafts: expected integer"),

@@ -51,6 +51,34 @@ def path_rank_keys(
     return ranks[np.arange(tokens.shape[0])[:, None], np.arange(steps)[None, :], tokens]
 
 
+def select_path(
+    target: FloatArray, draft: FloatArray, tokens: IntArray, ranking: str = "ratio"
+) -> int:
+    """The highest-ranked of K drafted paths under the tree-based ranking (Definition 5.2),
+    from on-path values only: ``target[k, d]`` and ``draft[k, d]`` are M_b and M_s of token
+    ``tokens[k, d]`` after its prefix. Two paths first differ where they share their prefix,
+    so they compare by the local key of :func:`local_ranks` there (ties: the higher token id
+    ranks higher); equal paths: the later index. Same answer as
+    ``tree_order(path_rank_keys(...))[-1]`` in O(K L) instead of K L sorts of the vocabulary.
+    """
+    if ranking not in RANKINGS:
+        raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(draft > 0, target / draft, np.where(target > 0, np.inf, 0.0))
+    if ranking == "inverse-ratio":
+        key = -key
+    best = 0
+    for k in range(1, tokens.shape[0]):
+        differ = np.flatnonzero(tokens[k] != tokens[best])
+        if differ.shape[0] == 0:
+            best = k
+            continue
+        d = int(differ[0])
+        if (key[k, d], tokens[k, d]) > (key[best, d], tokens[best, d]):
+            best = k
+    return best
+
+
 def tree_order(keys: IntArray) -> IntArray:
     """Path indices sorted by increasing lexicographic order of their rank tuples."""
     return np.lexsort(keys.T[::-1])

@@ -83,6 +83,24 @@ def hub_verification(p: FloatArray, q: FloatArray, hub: int) -> HubVerification:
     )
 
 
+def hub_candidates(
+    ver: HubVerification, drafts: IntArray
+) -> tuple[IntArray, FloatArray, FloatArray]:
+    """Algorithm 3's order on rows of drafted pairs: the non-hub draft first, then the hub;
+    (candidates (m, 2), their acceptance probabilities (m, 2), final residual), the input of
+    :func:`otlp.rules.sequential.sequential_conditionals`."""
+    hub_second = drafts[:, 1] == ver.hub  # pair (x, a)
+    other = np.where(hub_second, drafts[:, 0], drafts[:, 1])
+    candidates = np.column_stack([other, np.full_like(other, ver.hub)])
+    accept = np.column_stack(
+        [
+            np.where(hub_second, ver.first[other], ver.second[other]),
+            np.where(hub_second, ver.hub_after_first, ver.hub_after_second),
+        ]
+    )
+    return candidates, accept, ver.final
+
+
 def _hub_accept(mass: float, leftover: float) -> float:
     return min(1.0, mass / leftover) if leftover > 0 else 1.0
 
@@ -112,17 +130,7 @@ class SpecHub(DraftThenVerify):
         self, inst: Instance, drafts: IntArray
     ) -> tuple[IntArray, FloatArray, FloatArray]:
         """Verification order per pair: the non-hub draft first, then the hub."""
-        ver = self.verification(inst)
-        hub_second = drafts[:, 1] == ver.hub  # pair (x, a)
-        other = np.where(hub_second, drafts[:, 0], drafts[:, 1])
-        candidates = np.column_stack([other, np.full_like(other, ver.hub)])
-        accept = np.column_stack(
-            [
-                np.where(hub_second, ver.first[other], ver.second[other]),
-                np.where(hub_second, ver.hub_after_first, ver.hub_after_second),
-            ]
-        )
-        return candidates, accept, ver.final
+        return hub_candidates(self.verification(inst), drafts)
 
     def local_conditionals(self, inst: Instance, members: IntArray) -> FloatArray:
         return sequential_conditionals(*self._candidates(inst, members))

@@ -1,0 +1,638 @@
+"""Verifying a batch of draft trees after the target forward: the accepted path and the bonus
+token per row.
+
+Node-by-node methods (SpecTr / SpecInfer traversal, [GR] Appendix R): starting at the root,
+the present children of the current node carry the drafted tokens omega; a single-step rule
+with p, q = the target and draft laws at the node's context draws the next token y from its
+conditional law pi(. | omega). If y is a child's token the walk moves there, otherwise y is
+the correction token and the walk stops; at a node without children y ~ p is the bonus. With
+i.i.d. drafting, children of equal tokens share their context, so the walk merges them and
+verifies the union of their children (n i.i.d. drafts; duplicates between the K paths of a
+path tree). Each step keeps the token's marginal equal to p at that context, so the emitted
+tokens follow the target ([GR] Theorem R.1; to 15 tau per step for global resolution).
+
+Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEMES_OF`):
+
+* ``sps`` — speculative sampling on the first child (any scheme: the first draw has law q).
+* ``rrs``, ``kseq`` — recursive rejection sampling with replacement, SpecTr's K-SEQ (i.i.d.).
+* ``rrs_without_replacement`` — [SpecHub] Algorithm 1 (children drawn without replacement).
+* ``spechub`` — [SpecHub] Algorithm 3 on the hub pair (``sps`` at a node with one child).
+* ``global_resolution`` — [GR] §6: the compiled per-row kernel for i.i.d. drafts
+  (:func:`otlp.decode.global_resolution_rows`), the object API for drafts without replacement.
+* ``maxflow_cs`` — the exact optimal transport by complementary slackness ([GR] §5.3).
+
+Path methods (:data:`PATH_METHODS`) on :func:`~otlp.decoding.tree.path_tree` shapes: ``block``
+(block verification of one chain, [GBV] §2.1) and ``gbv`` (greedy multi-path block
+verification of K i.i.d. paths, [GBV] §5), by :mod:`otlp.multistep.single_path` and
+:mod:`otlp.multistep.gbv`.
+
+Each row's randomness comes from its own uniforms (:func:`otlp.decoding.drafting.row_uniforms`),
+so with one generator per row a row's outcome does not depend on its batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from otlp.decoding import tree as trees
+from otlp.decoding.drafting import SCHEMES, restrict_top_k, row_uniforms
+from otlp.decoding.laws import ContextLaws
+from otlp.multistep import single_path
+from otlp.multistep.gbv import RANKINGS, select_path, skewed_conditionals
+from otlp.rules.base import residual
+from otlp.rules.kseq import kseq_parameters
+from otlp.rules.rrs import replacement_residuals, without_replacement_walk
+from otlp.rules.sequential import sequential_conditionals
+from otlp.rules.single import kernel_rows, speculative_kernel
+from otlp.rules.spechub import hub_candidates, hub_verification
+from otlp.tensors import as_index_array
+from otlp.validation import canonical_name, positive_int
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+NODE_METHODS = (
+    "sps",
+    "rrs",
+    "rrs_without_replacement",
+    "kseq",
+    "spechub",
+    "global_resolution",
+    "maxflow_cs",
+)
+PATH_METHODS = ("block", "gbv")
+METHODS = NODE_METHODS + PATH_METHODS
+SCHEMES_OF = {
+    "sps": SCHEMES,
+    "rrs": ("iid",),
+    "rrs_without_replacement": ("without_replacement",),
+    "kseq": ("iid",),
+    "spechub": ("spechub",),
+    "global_resolution": ("iid", "without_replacement"),
+    "maxflow_cs": ("iid", "without_replacement"),
+    "block": SCHEMES,  # one child per node: every scheme drafts it from q
+    "gbv": ("iid",),
+}
+MAX_ITER = 50  # global resolution's Newton iterations per unit
+
+
+@dataclass(frozen=True)
+class TreeVerification:
+    """The outcome per row: ``num_accepted`` (B,), the accepted nodes ``path_nodes`` (B, D)
+    and their tokens ``path_tokens`` (B, D) (-1 padded; D = the tree's depth), and the
+    ``bonus_token`` (B,) drawn after the accepted path (correction or bonus): every row emits
+    ``num_accepted + 1`` tokens. Arrays are numpy, or torch tensors on the input's device."""
+
+    num_accepted: Any
+    path_nodes: Any
+    path_tokens: Any
+    bonus_token: Any
+    method: str
+    scheme: str
+
+    def tokens_out(self, b: int) -> Any:
+        """Row ``b``'s emitted tokens: the accepted path, then the bonus token."""
+        count = int(self.num_accepted[b])
+        head = self.path_tokens[b, :count]
+        tail = self.bonus_token[b : b + 1]
+        if isinstance(head, np.ndarray):
+            return np.concatenate([head, tail])
+        import torch
+
+        return torch.cat([head, tail])
+
+
+def verify_chain(
+    tokens: Any, p: Any, q: Any, *, method: str = "sps", **options: Any
+) -> TreeVerification:
+    """:func:`verify_tree` on a single draft path: ``tokens`` (B, L), ``p``, ``q`` (B, L+1, V)."""
+    arr, _ = as_index_array("tokens", tokens, ndims=(2,))
+    return verify_tree(tokens, trees.chain(arr.shape[1]), p, q, method=method, **options)
+
+
+def verify_tree(
+    tokens: Any,
+    parents: ArrayLike,
+    p: Any,
+    q: Any,
+    *,
+    method: str,
+    scheme: str | None = None,
+    top_k: int | None = None,
+    tau: float = 1e-3,
+    rng: object = None,
+    atol: float | None = None,
+    ranking: str = "ratio",
+) -> TreeVerification:
+    """Verify a batch of draft trees: the accepted path and the bonus token per row.
+
+    Parameters
+    ----------
+    tokens:
+        (B, N) int token ids, node i's drafted token per row; -1 marks a node absent in that
+        row (its descendants must be absent too). Numpy or torch.
+    parents:
+        (N,) the shared tree shape (:mod:`otlp.decoding.tree`), ``parents[i] < i``, -1 = root.
+    p, q:
+        (B, N + 1, V) target and draft laws at the contexts: index 0 the root, index i + 1
+        node i's. numpy float16/float32/float64/bfloat16 or torch tensors (any device).
+        Only the visited contexts are read; each must sum to 1 within ``atol`` (default by
+        precision: 1e-6 float64, 1e-4 float32, 1e-2 float16, 2e-2 bfloat16) and is
+        renormalised in float64. ``q`` must be the law the drafts were drawn from.
+    method:
+        One of :data:`METHODS`.
+    scheme:
+        How the children were drafted (:data:`otlp.decoding.drafting.SCHEMES`); None = the
+        method's own (without_replacement for ``rrs_without_replacement``, spechub for
+        ``spechub``, else iid). :data:`SCHEMES_OF` lists the valid pairs.
+    top_k:
+        Restrict each draft law to its top-k tokens ([GR] Appendix N), ties broken towards
+        the drafted tokens then lower ids (as :func:`~otlp.decoding.sample_children`); None
+        uses ``q`` as given (pass your own restricted law there).
+    tau:
+        Global resolution's error threshold (each step within 15 tau of p in L1).
+    rng:
+        One seed / ``numpy.random.Generator`` for the batch, or a sequence with one per row.
+    ranking:
+        GBV's local path ranking (:data:`otlp.multistep.gbv.RANKINGS`).
+    """
+    task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
+    rows = task.tokens.shape[0]
+    uniforms = row_uniforms(rng, rows, (task.depth + 1) * task.width)
+    accepted = np.full((rows, task.depth), -1, dtype=np.int64)
+    bonus = np.empty(rows, dtype=np.int64)
+    for b in range(rows):
+        nodes, bonus[b] = task.sample(b, uniforms[b])
+        accepted[b, : nodes.shape[0]] = nodes
+    tok, target = task.tokens, task.target
+    counts = (accepted >= 0).sum(axis=1)
+    path_tokens = np.full_like(accepted, -1)
+    hit = accepted >= 0
+    path_tokens[hit] = tok[np.nonzero(hit)[0], accepted[hit]]
+    return TreeVerification(
+        target.kind.wrap(counts),
+        target.kind.wrap(accepted),
+        target.kind.wrap(path_tokens),
+        target.kind.wrap(bonus),
+        task.step.method,
+        task.step.scheme,
+    )
+
+
+def outcome_law(
+    tokens: ArrayLike,
+    parents: ArrayLike,
+    p: ArrayLike,
+    q: ArrayLike,
+    *,
+    method: str,
+    scheme: str | None = None,
+    top_k: int | None = None,
+    tau: float = 1e-3,
+    atol: float | None = None,
+    ranking: str = "ratio",
+) -> dict[tuple[int, ...], float]:
+    """Exact law of one row's emitted tokens (accepted path + bonus) given its drafted tree.
+
+    ``tokens`` (N,), ``p``, ``q`` (N + 1, V); other arguments as :func:`verify_tree`, which
+    samples from this law (global resolution's steps by its compiled kernel, equal to the
+    object API's slices used here to rounding). Summed over the drafts' own law it gives
+    the method's output law, which for a lossless method is the target's.
+    """
+    row = np.asarray(tokens)[None, :]
+    task = _Task.of(
+        row,
+        parents,
+        np.asarray(p)[None],
+        np.asarray(q)[None],
+        method,
+        scheme,
+        top_k,
+        tau,
+        atol,
+        ranking,
+    )
+    return task.law(0)
+
+
+def _scheme_for(method: str, scheme: str | None) -> str:
+    if scheme is None:
+        return {"rrs_without_replacement": "without_replacement", "spechub": "spechub"}.get(
+            method, "iid"
+        )
+    scheme = canonical_name(scheme, "scheme")
+    if scheme not in SCHEMES_OF[method]:
+        raise ValueError(
+            f"scheme: method {method!r} verifies children drafted "
+            f"{' or '.join(SCHEMES_OF[method])}, got {scheme!r}"
+        )
+    return scheme
+
+
+def _check_tokens(tokens: Any, parents: IntArray) -> IntArray:
+    arr, _ = as_index_array("tokens", tokens, ndims=(2,))
+    if arr.shape[1] != parents.shape[0]:
+        raise ValueError(f"tokens: expected shape (B, N = {parents.shape[0]}), got {arr.shape}")
+    if arr.size and arr.min() < -1:
+        b, i = np.argwhere(arr < -1)[0]
+        raise ValueError(f"tokens[{b}, {i}]: {arr[b, i]} is neither a token id nor -1 (absent)")
+    has_parent = parents >= 0
+    orphan = (arr >= 0) & has_parent[None, :] & (arr[:, np.maximum(parents, 0)] < 0)
+    if orphan.any():
+        b, i = np.argwhere(orphan)[0]
+        raise ValueError(
+            f"tokens[{b}, {i}]: node {i} is present but its parent {parents[i]} is absent (-1)"
+        )
+    return arr
+
+
+@dataclass(frozen=True)
+class _Task:
+    """A checked verification problem: tree, tokens, laws and the method's step."""
+
+    parents: IntArray
+    tokens: IntArray
+    target: ContextLaws
+    draft: ContextLaws
+    step: _Step
+    ranking: str
+    kids: list[IntArray]
+
+    @classmethod
+    def of(
+        cls,
+        tokens: Any,
+        parents: ArrayLike,
+        p: Any,
+        q: Any,
+        method: str,
+        scheme: str | None,
+        top_k: int | None,
+        tau: float,
+        atol: float | None,
+        ranking: str,
+    ) -> _Task:
+        method = canonical_name(method, "method")
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+        scheme = _scheme_for(method, scheme)
+        if ranking not in RANKINGS:
+            raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
+        shape = trees.check_parents(parents)
+        tok = _check_tokens(tokens, shape)
+        rows, nodes = tok.shape
+        target = ContextLaws("p", p, (rows, nodes + 1), atol)
+        draft = ContextLaws("q", q, (rows, nodes + 1), atol)
+        if draft.vocab != target.vocab:
+            raise ValueError(f"q: vocabulary size {draft.vocab} differs from p's {target.vocab}")
+        if tok.size and tok.max() >= target.vocab:
+            b, i = np.argwhere(tok >= target.vocab)[0]
+            raise ValueError(f"tokens[{b}, {i}]: token id {tok[b, i]} outside [0, {target.vocab})")
+        if top_k is not None:
+            top_k = positive_int("top_k", top_k, maximum=target.vocab)
+        if method == "global_resolution":
+            from otlp.global_resolution import check_tau
+
+            tau = check_tau(tau)
+        if method in PATH_METHODS:
+            _path_shape(shape, method)
+        step = _Step(method, scheme, top_k, tau)
+        return cls(shape, tok, target, draft, step, ranking, trees.children(shape))
+
+    @property
+    def depth(self) -> int:
+        return int(trees.depth(self.parents).max()) if self.parents.shape[0] else 0
+
+    @property
+    def width(self) -> int:
+        """Uniforms per level: one per candidate (at most a level's nodes) and two more."""
+        sizes = np.bincount(trees.depth(self.parents)) if self.parents.shape[0] else [0]
+        return int(np.max(sizes)) + 2
+
+    def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
+        """Row b's accepted nodes and bonus token from its uniforms ``u``."""
+        if self.step.method in PATH_METHODS:
+            nodes, stops, root = self._path_stops(b)
+            if stops is None:
+                return nodes, draw(root, float(u[0]))
+            accepted = draw(stops.stop[0], float(u[0]))
+            return nodes[:accepted], draw(stops.correction[0, accepted], float(u[1]))
+        row = self.tokens[b]
+
+        def verified(context: int, omega: IntArray, level: int) -> int:
+            p = self.target.row(b, context)
+            mine = u[level * self.width : (level + 1) * self.width]
+            if omega.shape[0] == 0:
+                return draw(p, float(mine[0]))
+            q = _checked_draft(b, context, self.draft, self.step, omega)
+            return self.step.token(p, q, omega, mine)
+
+        state = [-1]
+        level = 0
+        while True:
+            cands = self._candidates(row, state)
+            y = verified(state[0] + 1, row[cands], level)
+            matched = cands[row[cands] == y]
+            if matched.shape[0] == 0:
+                break
+            state = self._next_state(matched)
+            level += 1
+        nodes = trees.ancestors(self.parents, state[0]) if state[0] >= 0 else _NO_NODES
+        return nodes, y
+
+    def law(self, b: int) -> dict[tuple[int, ...], float]:
+        """Exact law of row b's emitted tokens (see :func:`outcome_law`)."""
+        out: dict[tuple[int, ...], float] = {}
+        if self.step.method in PATH_METHODS:
+            nodes, stops, root = self._path_stops(b)
+            if stops is None:
+                _spread(out, (), 1.0, root)
+                return out
+            path = tuple(int(t) for t in self.tokens[b, nodes])
+            for accepted, mass in enumerate(stops.stop[0]):
+                _spread(out, path[:accepted], float(mass), stops.correction[0, accepted])
+            return out
+        row = self.tokens[b]
+        pending: list[tuple[list[int], tuple[int, ...], float]] = [([-1], (), 1.0)]
+        while pending:
+            state, prefix, mass = pending.pop()
+            cands = self._candidates(row, state)
+            omega = row[cands]
+            p = self.target.row(b, state[0] + 1)
+            law = p
+            if omega.shape[0]:
+                q = _checked_draft(b, state[0] + 1, self.draft, self.step, omega)
+                law = self.step.law(p, q, omega)
+            for y in np.flatnonzero(law > 0):
+                matched = cands[omega == y]
+                if matched.shape[0] == 0:
+                    _spread(out, prefix, mass * law[y], None, int(y))
+                else:
+                    pending.append((self._next_state(matched), (*prefix, int(y)), mass * law[y]))
+        return out
+
+    def _candidates(self, row: IntArray, state: list[int]) -> IntArray:
+        cands = np.concatenate([self.kids[s + 1] for s in state])
+        return cands[row[cands] >= 0]
+
+    def _next_state(self, matched: IntArray) -> list[int]:
+        """All children carrying the verified token (i.i.d. drafts: one shared context whose
+        children are all i.i.d. drafts), else the first of them."""
+        return [int(m) for m in matched] if self.step.scheme == "iid" else [int(matched[0])]
+
+    def _path_stops(self, b: int) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
+        """Block verification's stop law on row b's chain, or on GBV's selected path: (that
+        path's nodes, stop law, root target law); no stop law when the row has no drafts."""
+        return _path_stops(
+            b, self.tokens[b], self.parents, self.target, self.draft, self.step, self.ranking
+        )
+
+
+_NO_NODES = np.zeros(0, dtype=np.int64)
+
+
+def _spread(
+    out: dict[tuple[int, ...], float],
+    prefix: tuple[int, ...],
+    mass: float,
+    law: FloatArray | None,
+    token: int | None = None,
+) -> None:
+    """Add ``mass`` x ``law`` over bonus tokens after ``prefix`` (or ``mass`` at one token)."""
+    if mass <= 0.0:
+        return
+    items = [(token, 1.0)] if law is None else [(int(y), law[y]) for y in np.flatnonzero(law > 0)]
+    for y, share in items:
+        key = (*prefix, int(y))  # type: ignore[arg-type]
+        out[key] = out.get(key, 0.0) + mass * float(share)
+
+
+# ----- one node: a rule's conditional law and its draw --------------------------------------
+@dataclass(frozen=True)
+class _Step:
+    method: str
+    scheme: str
+    top_k: int | None
+    tau: float
+
+    def restrict(self, q: FloatArray, drafted: IntArray) -> FloatArray:
+        return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
+
+    def law(self, p: FloatArray, q: FloatArray, omega: IntArray) -> FloatArray:
+        """pi(. | omega) over the vocabulary (q already restricted and checked)."""
+        return node_law(p, q, omega, method=self.method, scheme=self.scheme, tau=self.tau)
+
+    def token(self, p: FloatArray, q: FloatArray, omega: IntArray, u: FloatArray) -> int:
+        """The verified token for drafts ``omega`` (n >= 1) from the row's uniforms ``u``
+        (n + 2 of them): the rule run as a procedure, with full-vocabulary work only where
+        it is needed (a residual after a rejection), or global resolution's compiled kernel."""
+        n = omega.shape[0]
+        if self.method in ("sps", "rrs", "rrs_without_replacement") or (
+            n == 1 and self.method == "spechub"
+        ):
+            return _rejection_token(
+                p, q, omega[:1] if self.method in ("sps", "spechub") else omega, self.scheme, u
+            )
+        if self.method == "kseq":
+            par = kseq_parameters(p, q, n)
+            return _sequential_token(omega, par.accept[omega], par.residual, u)
+        if self.method == "spechub":
+            ver = hub_verification(p, q, int(np.argmax(q)))
+            candidates, accept, final = hub_candidates(ver, omega[None])
+            return _sequential_token(candidates[0], accept[0], final, u)
+        if self.method == "global_resolution" and self.scheme == "iid":
+            return _global_resolution_token(p, q, omega, self.tau, u[:2])
+        return draw(self.law(p, q, omega), float(u[0]))
+
+
+def _sequential_token(
+    candidates: IntArray, accept: FloatArray, final: FloatArray, u: FloatArray
+) -> int:
+    """Candidate j wins when u_j < accept_j (the first such), else a draw from ``final``
+    (the procedure of :func:`otlp.rules.sequential.sequential_verify`, one row)."""
+    for j, x in enumerate(candidates):
+        if u[j] < accept[j]:
+            return int(x)
+    return draw(final, float(u[candidates.shape[0]]))
+
+
+def _rejection_token(
+    p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, u: FloatArray
+) -> int:
+    """Recursive rejection sampling ([SpecHub] Algorithm 1) run lazily: draft j is accepted
+    with probability min(1, p_j(x_j) / q_j(x_j)); only a rejection computes the residual
+    p_{j+1} = norm(max(p_j - q_j, 0)) (and, without replacement, q_{j+1} = q_j with x_j
+    removed, renormalised). One draft: speculative sampling."""
+    target, draft = p, q
+    for j, x in enumerate(omega):
+        if u[j] * draft[x] < target[x]:  # u < min(1, p_j(x) / q_j(x)), q_j(x) > 0
+            return int(x)
+        target = residual(target, draft)
+        if scheme == "without_replacement" and j < omega.shape[0] - 1:
+            draft = draft.copy()
+            draft[x] = 0.0
+            draft /= draft.sum()  # the rest summed: 1 - q(x) cancels when q(x) is near 1
+    return draw(target, float(u[omega.shape[0]]))
+
+
+def node_law(
+    p: FloatArray,
+    q: FloatArray,
+    omega: IntArray,
+    *,
+    method: str,
+    scheme: str = "iid",
+    tau: float = 1e-3,
+) -> FloatArray:
+    """Exact law pi(. | omega) of a node's verified token over the whole vocabulary.
+
+    ``p``, ``q`` are float64 probability vectors (the node's target and draft laws), ``omega``
+    the children's drafted tokens in draw order (q > 0 at each). Global resolution's law is
+    its plan's slice by the object API (the compiled kernel that :func:`verify_tree` samples
+    agrees with it to rounding). No drafts: p itself.
+    """
+    n = omega.shape[0]
+    if n == 0:
+        return p
+    if method == "sps" or (method == "spechub" and n == 1):
+        return kernel_rows(*speculative_kernel(p, q), omega[:1])[0]
+    if method == "rrs":
+        accept, _, final = replacement_residuals(p, np.broadcast_to(q, (n, q.shape[0])))
+        return sequential_conditionals(omega[None], accept[np.arange(n), omega][None], final)[0]
+    if method == "rrs_without_replacement":
+        return sequential_conditionals(omega[None], *without_replacement_walk(p, q, omega[None]))[0]
+    if method == "kseq":
+        par = kseq_parameters(p, q, n)
+        return sequential_conditionals(omega[None], par.accept[omega][None], par.residual)[0]
+    if method == "spechub":
+        ver = hub_verification(p, q, int(np.argmax(q)))
+        return sequential_conditionals(*hub_candidates(ver, omega[None]))[0]
+    return _plan_law(p, q, omega, method, scheme, tau)
+
+
+def _plan_law(
+    p: FloatArray, q: FloatArray, omega: IntArray, method: str, scheme: str, tau: float
+) -> FloatArray:
+    """pi(. | omega) from the solved plan of (p, q, n, scheme) (maxflow_cs, global resolution)."""
+    import otlp
+    from otlp.instance import Instance
+    from otlp.rules.base import to_global
+
+    inst = Instance(p, q, omega.shape[0], scheme, renormalize=True)
+    if method == "global_resolution":
+        plan = otlp.solve(inst, method, check=False, tau=tau)
+    else:
+        plan = otlp.solve(inst, method, check=False)
+    return to_global(inst, np.clip(plan.local_slice(omega), 0.0, None))
+
+
+def _global_resolution_token(
+    p: FloatArray, q: FloatArray, omega: IntArray, tau: float, u: FloatArray
+) -> int:
+    from otlp.decode import global_resolution_rows
+    from otlp.global_resolution import check_unit_size
+
+    check_unit_size(int(np.count_nonzero(q)), omega.shape[0])
+    result = global_resolution_rows(
+        p[None, :],
+        q[None, :],
+        np.ascontiguousarray(omega[None, :]),
+        np.ascontiguousarray(u[None, :2]),
+        top_k=None,
+        tau=tau,
+        max_iter=MAX_ITER,
+        atol=1e-9,
+    )
+    return int(result.tokens[0])
+
+
+def draw(law: FloatArray, u: float) -> int:
+    """Inverse-CDF draw from a (possibly unnormalised) law with one uniform; never a token of
+    zero probability."""
+    cdf = np.cumsum(law)
+    idx = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+    return min(idx, int(np.flatnonzero(law > 0)[-1]))
+
+
+def _checked_draft(
+    b: int, context: int, draft: ContextLaws, step: _Step, omega: IntArray
+) -> FloatArray:
+    q = step.restrict(draft.row(b, context), omega)
+    impossible = q[omega] <= 0
+    if impossible.any():
+        token = int(omega[np.flatnonzero(impossible)[0]])
+        raise ValueError(
+            f"tokens[{b}]: token {token} was drafted at context {context} where its draft "
+            "probability is 0 (or outside the top-k draft)"
+        )
+    if step.scheme == "without_replacement" and np.unique(omega).shape[0] < omega.shape[0]:
+        raise ValueError(f"tokens[{b}]: children drafted without replacement repeat a token")
+    if step.method == "spechub" and omega.shape[0] > 2:
+        raise ValueError(
+            f"parents: SpecHub verifies at most two children per node, got {omega.shape[0]}"
+        )
+    if step.method == "spechub" and omega.shape[0] == 2 and int(np.argmax(q)) not in omega:
+        raise ValueError(
+            f"tokens[{b}]: the SpecHub pair {omega.tolist()} at context {context} lacks the hub "
+            "argmax q"
+        )
+    return q
+
+
+# ----- path methods -------------------------------------------------------------------------
+def _path_shape(parents: IntArray, method: str) -> tuple[int, int]:
+    shape = trees.path_shape(parents) if parents.shape[0] else (1, 0)
+    if shape is None:
+        raise ValueError(f"parents: method {method!r} verifies path trees (path_tree(K, L))")
+    if method == "block" and shape[0] != 1:
+        raise ValueError(f"parents: method 'block' verifies one chain, got {shape[0]} paths")
+    return shape
+
+
+def _path_stops(
+    b: int,
+    row: IntArray,
+    parents: IntArray,
+    target: ContextLaws,
+    draft: ContextLaws,
+    step: _Step,
+    ranking: str,
+) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
+    """Block verification on row b's chain, or on GBV's selected path ([GBV] §5)."""
+    paths, length = _path_shape(parents, step.method)
+    grid = row.reshape(paths, length)
+    lengths = (grid >= 0).sum(axis=1)
+    kept = np.flatnonzero(lengths > 0)
+    if kept.shape[0] == 0:
+        return _NO_NODES, None, target.row(b, 0)
+    steps = int(lengths[kept[0]])
+    if np.any(lengths[kept] != steps):
+        raise ValueError(f"tokens[{b}]: method {step.method!r} needs its paths of equal length")
+    toks = grid[kept, :steps]
+    nodes = kept[:, None] * length + np.arange(steps)[None, :]
+    contexts = np.hstack([np.zeros((kept.shape[0], 1), dtype=np.int64), nodes + 1])
+    tgt = np.stack([target.rows(b, c) for c in contexts])
+    dft = np.stack([draft.rows(b, c[:-1]) for c in contexts])
+    if step.top_k is not None:  # ties towards the tokens drafted there (the root: all paths')
+        for k in range(kept.shape[0]):
+            for d in range(steps):
+                dft[k, d] = step.restrict(dft[k, d], toks[:, 0] if d == 0 else toks[k, d : d + 1])
+    on_path = dft[np.arange(kept.shape[0])[:, None], np.arange(steps)[None, :], toks]
+    if np.any(on_path <= 0):
+        k, d = np.argwhere(on_path <= 0)[0]
+        raise ValueError(
+            f"tokens[{b}, {nodes[k, d]}]: token {toks[k, d]} has draft probability 0 where drafted"
+        )
+    chosen = 0
+    skewed = dft[[0]]
+    if step.method == "gbv":
+        rows = np.arange(kept.shape[0])[:, None]
+        depths = np.arange(steps)[None, :]
+        chosen = select_path(tgt[rows, depths, toks], dft[rows, depths, toks], toks, ranking)
+        skewed, _ = skewed_conditionals(
+            tgt[[chosen]], dft[[chosen]], toks[[chosen]], kept.shape[0], ranking
+        )
+    return nodes[chosen], single_path.block(tgt[[chosen]], skewed, toks[[chosen]]), tgt[0, 0]

@@ -1,0 +1,368 @@
+"""Losslessness of otlp.decoding's verification, exactly by enumeration on toy models.
+
+For every method, drafting scheme and tree shape: the law of the emitted tokens (accepted
+path + bonus), summed over every drafted tree with its drafting probability and continued by
+the target to a fixed length, equals the target's own law ([GBV] Definition 3.1) to 1e-12
+(global resolution: within 15 tau per step, [GR] Theorem R.1). The samplers are checked
+against the same exact laws by chi^2.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from otlp import decoding
+from otlp.decoding import (
+    children_probability,
+    k_ary_tree,
+    outcome_law,
+    path_tree,
+    verify_chain,
+    verify_tree,
+)
+from otlp.multistep.models import model_pair
+
+V = 3
+
+SHAPES = {
+    "chain3": decoding.chain(3),
+    "paths2x2": path_tree(2, 2),
+    "paths3x1": path_tree(3, 1),
+    "tree2x2": k_ary_tree((2, 2)),
+    "tree3x1": k_ary_tree((3, 1)),
+}
+
+
+def contexts(parents, tokens):
+    """Each context's token prefix: index 0 the root, i + 1 node i."""
+    out = [()]
+    for i, parent in enumerate(parents):
+        out.append(out[parent + 1] + (int(tokens[i]),))
+    return out
+
+
+def tree_laws(target, draft, parents, tokens):
+    prefixes = contexts(parents, tokens)
+    p = np.array([target(prefix) for prefix in prefixes])
+    q = np.array([draft(prefix) for prefix in prefixes])
+    return p, q
+
+
+def drafting_probability(q, parents, tokens, scheme):
+    kids = decoding.children(parents)
+    mass = 1.0
+    for context, nodes in enumerate(kids):
+        if nodes.shape[0]:
+            mass *= children_probability(q[context], tokens[nodes], scheme)
+            if mass == 0.0:
+                return 0.0
+    return mass
+
+
+def emitted_law(target, draft, parents, method, scheme, **options):
+    """The method's exact output law over length-(D + 1) sequences (continued by the target)."""
+    depth = int(decoding.depth(parents).max())
+    total = np.zeros(V ** (depth + 1))
+    for combo in itertools.product(range(V), repeat=parents.shape[0]):
+        tokens = np.array(combo, dtype=np.int64)
+        p, q = tree_laws(target, draft, parents, tokens)
+        mass = drafting_probability(q, parents, tokens, scheme)
+        if mass == 0.0:
+            continue
+        law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, **options)
+        for emitted, prob in law.items():
+            extend(total, target, emitted, mass * prob, depth + 1)
+    return total
+
+
+def extend(total, target, prefix, mass, length):
+    if len(prefix) == length:
+        total[int(np.ravel_multi_index(prefix, (V,) * length))] += mass
+        return
+    law = target(prefix)
+    for y in np.flatnonzero(law > 0):
+        extend(total, target, (*prefix, int(y)), mass * law[y], length)
+
+
+def target_law(target, length):
+    total = np.zeros(V**length)
+    extend(total, target, (), 1.0, length)
+    return total
+
+
+def models(seed=0, distance=0.6, depth=4):
+    return model_pair("tree", V, seed=seed, distance=distance, depth=depth)
+
+
+CASES = [
+    ("sps", "iid", ["chain3", "paths2x2", "tree2x2"]),
+    ("sps", "without_replacement", ["tree2x2"]),
+    ("rrs", "iid", ["chain3", "paths2x2", "paths3x1", "tree2x2", "tree3x1"]),
+    ("kseq", "iid", ["paths2x2", "paths3x1", "tree2x2"]),
+    ("rrs_without_replacement", "without_replacement", ["paths2x2", "tree2x2", "tree3x1"]),
+    ("spechub", "spechub", ["paths2x2", "tree2x2", "chain3"]),
+    ("maxflow_cs", "iid", ["paths2x2", "paths3x1"]),
+    ("maxflow_cs", "without_replacement", ["tree2x2"]),
+    ("block", "iid", ["chain3"]),
+    ("gbv", "iid", ["paths2x2", "paths3x1"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "shape"),
+    [(m, s, shape) for m, s, shapes in CASES for shape in shapes],
+)
+def test_exact_losslessness(method, scheme, shape):
+    parents = SHAPES[shape]
+    target, draft = models(seed=len(shape))
+    depth = int(decoding.depth(parents).max())
+    got = emitted_law(target, draft, parents, method, scheme)
+    assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("scheme", "shape"), [("iid", "paths2x2"), ("without_replacement", "tree2x2")]
+)
+def test_global_resolution_within_its_bound(scheme, shape):
+    parents = SHAPES[shape]
+    target, draft = models(seed=3)
+    depth = int(decoding.depth(parents).max())
+    tau = 1e-3
+    got = emitted_law(target, draft, parents, "global_resolution", scheme, tau=tau)
+    assert np.abs(got - target_law(target, depth + 1)).sum() <= 15 * depth * tau
+
+
+def test_sparse_models_and_greedy_targets():
+    """Tokens the draft cannot produce (sparsity) and one-hot targets (temperature 0)."""
+    target, draft = model_pair("tree", V, seed=5, distance=0.7, depth=4, sparsity=0.4)
+    for method, scheme in [("rrs", "iid"), ("kseq", "iid"), ("gbv", "iid")]:
+        parents = SHAPES["paths2x2"]
+        got = emitted_law(target, draft, parents, method, scheme)
+        assert np.abs(got - target_law(target, 3)).max() < 1e-12
+
+    def greedy(prefix):
+        law = np.zeros(V)
+        law[(len(prefix) * 2 + 1) % V] = 1.0
+        return law
+
+    for method, scheme, shape in [
+        ("sps", "iid", "chain3"),
+        ("rrs", "iid", "tree2x2"),
+        ("spechub", "spechub", "tree2x2"),
+        ("global_resolution", "iid", "paths2x2"),
+        ("block", "iid", "chain3"),
+        ("gbv", "iid", "paths2x2"),
+    ]:
+        parents = SHAPES[shape]
+        depth = int(decoding.depth(parents).max())
+        got = emitted_law(greedy, draft, parents, method, scheme)
+        assert np.abs(got - target_law(greedy, depth + 1)).max() < 1e-12
+
+
+# ----- samplers against the exact laws ------------------------------------------------------
+def sampled_counts(result):
+    counts: dict[tuple[int, ...], int] = {}
+    for b in range(result.num_accepted.shape[0]):
+        key = tuple(int(t) for t in result.tokens_out(b))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def chi2_pvalue(counts, law):
+    keys = sorted(law)
+    expected = np.array([law[k] for k in keys])
+    observed = np.array([counts.pop(k, 0) for k in keys], dtype=float)
+    assert not counts, f"sampled outcomes of zero probability: {counts}"
+    total = observed.sum()
+    expected = expected / expected.sum() * total
+    small = expected < 5
+    if small.any():  # pool rare outcomes into one bin
+        expected = np.append(expected[~small], expected[small].sum())
+        observed = np.append(observed[~small], observed[small].sum())
+    if expected.shape[0] < 2:
+        return 1.0
+    return float(stats.chisquare(observed, expected).pvalue)
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "shape"),
+    [
+        ("global_resolution", "iid", "paths3x1"),
+        ("sps", "iid", "tree2x2"),
+        ("rrs", "iid", "paths3x1"),
+        ("global_resolution", "iid", "tree2x2"),
+        ("rrs", "iid", "tree2x2"),
+        ("kseq", "iid", "paths2x2"),
+        ("spechub", "spechub", "tree2x2"),
+        ("rrs_without_replacement", "without_replacement", "tree3x1"),
+        ("gbv", "iid", "paths2x2"),
+        ("block", "iid", "chain3"),
+    ],
+)
+def test_sampler_matches_exact_law(method, scheme, shape):
+    parents = SHAPES[shape]
+    target, draft = models(seed=11)
+    rng = np.random.default_rng(1)
+    # A drafted tree with duplicates between siblings where the scheme allows them.
+    for _ in range(100):
+        tokens = rng.integers(0, V, size=parents.shape[0])
+        p, q = tree_laws(target, draft, parents, tokens)
+        if drafting_probability(q, parents, tokens, scheme) > 0:
+            break
+    law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme)
+    rows = 3000
+    result = verify_tree(
+        np.tile(tokens, (rows, 1)),
+        parents,
+        np.broadcast_to(p, (rows, *p.shape)),
+        np.broadcast_to(q, (rows, *q.shape)),
+        method=method,
+        scheme=scheme,
+        rng=7,
+    )
+    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+
+
+# ----- edges: empty rows, per-row randomness, precision, kinds ------------------------------
+def random_batch(parents, rows, seed=0, vocab=6):
+    rng = np.random.default_rng(seed)
+    nodes = parents.shape[0]
+    p = rng.dirichlet(np.ones(vocab), size=(rows, nodes + 1))
+    q = rng.dirichlet(np.ones(vocab), size=(rows, nodes + 1))
+    tokens = rng.integers(0, vocab, size=(rows, nodes))
+    return tokens, p, q
+
+
+def test_rows_without_drafts_emit_one_target_token():
+    parents = path_tree(2, 2)
+    tokens, p, q = random_batch(parents, 4)
+    tokens[1] = -1
+    tokens[2, 2:] = -1  # the second path absent, the first present
+    for method in ("rrs", "global_resolution", "gbv", "sps"):
+        result = verify_tree(tokens, parents, p, q, method=method, rng=[1, 2, 3, 4])
+        assert result.num_accepted[1] == 0 and result.path_nodes[1].tolist() == [-1, -1]
+        law = outcome_law(tokens[1], parents, p[1], q[1], method=method)
+        assert law == pytest.approx({(y,): p[1, 0, y] for y in range(6)})
+    chain_tokens = np.full((3, 0), 0)
+    empty = verify_chain(chain_tokens, p[:3, :1], q[:3, :1], method="block", rng=0)
+    assert empty.num_accepted.tolist() == [0, 0, 0] and empty.path_nodes.shape == (3, 0)
+
+
+def test_row_outcome_does_not_depend_on_its_batch():
+    parents = k_ary_tree((2, 2))
+    tokens, p, q = random_batch(parents, 5, seed=2)
+    for method in ("rrs", "global_resolution", "kseq"):
+        seeds = [np.random.default_rng(s) for s in (10, 11, 12, 13, 14)]
+        batch = verify_tree(tokens, parents, p, q, method=method, rng=seeds)
+        alone = verify_tree(
+            tokens[3:4], parents, p[3:4], q[3:4], method=method, rng=[np.random.default_rng(13)]
+        )
+        assert batch.tokens_out(3).tolist() == alone.tokens_out(0).tolist()
+
+
+def test_accepted_path_is_a_tree_path_with_its_tokens():
+    parents = path_tree(3, 3)
+    rng = np.random.default_rng(4)
+    tokens = rng.integers(0, 2, size=(40, 9))  # many duplicate prefixes between the paths
+    p = rng.dirichlet(np.ones(4) * 5, size=(40, 10))
+    q = np.broadcast_to(np.array([0.45, 0.45, 0.05, 0.05]), (40, 10, 4)).copy()
+    result = verify_tree(tokens, parents, p, q, method="rrs", rng=3)
+    assert result.num_accepted.max() == 3
+    for b in range(40):
+        nodes = result.path_nodes[b, : result.num_accepted[b]]
+        if nodes.shape[0]:
+            assert nodes.tolist() == decoding.ancestors(parents, int(nodes[-1])).tolist()
+        assert result.path_tokens[b, : nodes.shape[0]].tolist() == tokens[b, nodes].tolist()
+
+
+def test_low_precision_and_torch_inputs():
+    parents = path_tree(2, 2)
+    tokens, p, q = random_batch(parents, 3, seed=5)
+    p16, q16 = p.astype(np.float16), q.astype(np.float16)
+    result = verify_tree(tokens, parents, p16, q16, method="rrs", rng=0)
+    assert isinstance(result.bonus_token, np.ndarray) and result.bonus_token.dtype == np.int64
+    with pytest.raises(ValueError, match=r"p\[0, 0\]: does not sum to 1"):
+        verify_tree(tokens, parents, p * 1.1, q, method="rrs", rng=0)
+    torch = pytest.importorskip("torch")
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        out = verify_tree(
+            torch.as_tensor(tokens),
+            parents,
+            torch.as_tensor(p).to(dtype),
+            torch.as_tensor(q).to(dtype),
+            method="global_resolution",
+            rng=[0, 1, 2],
+        )
+        assert isinstance(out.num_accepted, torch.Tensor) and out.num_accepted.dtype == torch.int64
+        assert out.tokens_out(0).shape[0] == int(out.num_accepted[0]) + 1
+
+
+def test_top_k_keeps_the_drafted_token_at_ties():
+    parents = decoding.chain(1)
+    p = np.full((1, 2, 4), 0.25)
+    q = np.array([[[0.4, 0.2, 0.2, 0.2], [0.25] * 4]])
+    # top_k = 2 ties tokens 1, 2, 3 at 0.2: the drafted token 3 stays in the draft vocabulary.
+    result = verify_tree(np.array([[3]]), parents, p, q, method="sps", top_k=2, rng=0)
+    assert result.num_accepted.shape == (1,)
+    law = outcome_law(np.array([3]), parents, p[0], q[0], method="sps", top_k=2)
+    assert sum(v for k, v in law.items() if k[0] == 3 and len(k) == 2) == pytest.approx(
+        min(1.0, 0.25 / (0.2 / 0.6))
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "nope"}, "method"),
+        ({"method": "rrs", "scheme": "without_replacement"}, "scheme"),
+        ({"method": "gbv", "parents": k_ary_tree((2, 2))}, "parents"),
+        ({"method": "block", "parents": path_tree(2, 2)}, "parents"),
+        ({"method": "rrs", "tokens": np.array([[7, 0, 0, 0]])}, r"tokens\[0, 0\]"),
+        ({"method": "rrs", "tokens": np.array([[0, 0, -1, 0]])}, r"tokens\[0, 3\]"),
+        ({"method": "rrs", "top_k": 0}, "top_k"),
+        ({"method": "rrs", "rng": [1, 2]}, "rng"),
+    ],
+)
+def test_bad_input_names_the_argument(kwargs, match):
+    parents = kwargs.pop("parents", path_tree(2, 2))
+    tokens, p, q = random_batch(path_tree(2, 2), 1)
+    tokens = kwargs.pop("tokens", tokens)
+    if parents.shape[0] != tokens.shape[1]:
+        tokens = np.zeros((1, parents.shape[0]), dtype=np.int64)
+        p = np.full((1, parents.shape[0] + 1, 6), 1 / 6)
+        q = p
+    with pytest.raises(ValueError, match=match):
+        verify_tree(tokens, parents, p, q, **kwargs)
+
+
+@pytest.mark.parametrize("ranking", ["ratio", "inverse-ratio"])
+def test_select_path_is_the_tree_order_maximum(ranking):
+    from otlp.multistep.gbv import path_rank_keys, select_path, tree_order
+
+    rng = np.random.default_rng(8)
+    for trial in range(200):
+        paths, steps, vocab = int(rng.integers(1, 6)), int(rng.integers(1, 4)), 3
+        tokens = rng.integers(0, 2 if trial % 2 else vocab, size=(paths, steps))
+        # Laws after each prefix: equal prefixes share them, as in a real tree.
+        uniform = trial % 3 == 0
+        laws: dict = {}
+        for t in tokens:
+            for d in range(steps):
+                for kind in "pq":
+                    key = (tuple(t[:d]), kind)
+                    if key not in laws:
+                        laws[key] = (
+                            np.full(vocab, 1 / 3) if uniform else rng.dirichlet(np.ones(vocab))
+                        )
+        target = np.array([[laws[(tuple(t[:d]), "p")] for d in range(steps)] for t in tokens])
+        draft = np.array([[laws[(tuple(t[:d]), "q")] for d in range(steps)] for t in tokens])
+        expected = int(tree_order(path_rank_keys(target, draft, tokens, ranking))[-1])
+        rows, depths = np.arange(paths)[:, None], np.arange(steps)[None, :]
+        got = select_path(
+            target[rows, depths, tokens], draft[rows, depths, tokens], tokens, ranking
+        )
+        assert (tokens[got] == tokens[expected]).all()

@@ -1,0 +1,168 @@
+"""Decoder inputs as models produce them (otlp.tensors) and verify_drafts on them (issue 17)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import otlp
+from otlp.tensors import (
+    ArrayKind,
+    as_float64,
+    as_index_array,
+    check_distributions,
+    sum_tolerance,
+)
+
+METHODS = ("global_resolution", "rrs", "kseq", "maxflow_cs")
+
+
+def _reproducer() -> tuple[np.ndarray, np.ndarray]:
+    """Issue 17: p, q Dirichlet(1, ..., 1) over 6 tokens (seed 0), q[4] = 1e-60 renormalised."""
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(6))
+    q = rng.dirichlet(np.ones(6))
+    q[4] = 1e-60
+    return p, q / q.sum()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_float32_p_with_a_float64_q_verifies_a_tiny_draft(method: str) -> None:
+    p, q = _reproducer()
+    drafts = np.array([[4, 0]])
+    got = otlp.verify_drafts(p.astype(np.float32), q, drafts, method=method, rng=3)
+    # The same call with p widened by hand: q is used exactly as given, never rounded.
+    widened = p.astype(np.float32).astype(np.float64)
+    same = otlp.verify_drafts(widened, q, drafts, method=method, rng=3)
+    assert got.tokens.tolist() == same.tokens.tolist()
+    assert got.tokens.dtype == np.int64
+    # q in float32 really cannot have drafted token 4: that is refused, naming drafts.
+    with pytest.raises(ValueError, match=r"drafts\[0"):
+        otlp.verify_drafts(p, q.astype(np.float32), drafts, method=method, rng=3)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_sees_the_unrounded_q(method: str) -> None:
+    """A float32 p must not pull q to float32: the token law uses q's float64 values."""
+    p, q = _reproducer()
+    p32 = p.astype(np.float32)
+    drafts = np.array([[4, 4]])
+    draws = otlp.verify_drafts(
+        p32, np.tile(q, (400, 1)), np.tile(drafts, (400, 1)), method=method, rng=0
+    )
+    assert np.all(p32[draws.tokens] > 0)
+
+
+def test_each_array_is_judged_at_its_own_precision() -> None:
+    p, q = _reproducer()
+    drafts = np.array([[0, 1]])
+    p_off = p * (1 + 5e-5)  # within float32's 1e-4, outside float64's 1e-6
+    otlp.verify_drafts(p_off.astype(np.float32), q, drafts, rng=0)
+    with pytest.raises(ValueError, match=r"q\[0\]: does not sum to 1"):
+        otlp.verify_drafts(p.astype(np.float32), q * (1 + 5e-5), drafts, rng=0)
+    with pytest.raises(ValueError, match=r"p\[0\]: does not sum to 1"):
+        otlp.verify_drafts(p_off, q, drafts, rng=0)
+    for method in ("rrs", "maxflow_cs"):
+        with pytest.raises(ValueError, match=r"q\[0\]: does not sum to 1"):
+            otlp.verify_drafts(p.astype(np.float32), q * (1 + 5e-5), drafts, method=method)
+    # float16 p: rounding each entry moves the sum by up to eps/2; 2 eps is accepted.
+    p16 = (p * (1 + 1.2e-3)).astype(np.float16)
+    otlp.verify_drafts(p16, q, drafts, rng=0)
+    # an explicit atol applies to both
+    otlp.verify_drafts(p_off, q, drafts, rng=0, atol=1e-4)
+
+
+def test_sum_tolerances_follow_the_precision() -> None:
+    assert sum_tolerance(float(np.finfo(np.float64).eps)) == 1e-6
+    assert sum_tolerance(float(np.finfo(np.float32).eps)) == 1e-4
+    assert sum_tolerance(float(np.finfo(np.float16).eps)) == 2.0**-9
+    assert sum_tolerance(2.0**-7) == 2.0**-6  # bfloat16
+    assert as_float64("p", [0.5, 0.5])[1].sum_tolerance == 1e-6
+
+
+def test_bfloat16_from_ml_dtypes() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    p, q = _reproducer()
+    p_bf = p.astype(ml_dtypes.bfloat16)
+    arr, kind = as_float64("p", p_bf)
+    assert arr.dtype == np.float64 and kind.dtype == "bfloat16" and kind.eps == 2.0**-7
+    np.testing.assert_array_equal(arr, p_bf.astype(np.float64))
+    result = otlp.verify_drafts(p_bf, q, np.array([[4, 0]]), method="rrs", rng=1)
+    assert result.tokens.shape == (1,)
+
+
+def test_torch_tensors_of_any_dtype() -> None:
+    torch = pytest.importorskip("torch")
+    p, q = _reproducer()
+    drafts = np.array([[4, 0], [1, 2]])
+    ref = otlp.verify_drafts(p, q, drafts, rng=7)
+    tp = torch.tensor(p, requires_grad=True)
+    got = otlp.verify_drafts(tp, torch.tensor(q), torch.tensor(drafts), rng=7)
+    assert got.tokens.tolist() == ref.tokens.tolist()
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        arr, kind = as_float64("p", torch.tensor(p).to(dtype))
+        assert kind.library == "torch" and kind.device == "cpu"
+        assert kind.eps == torch.finfo(dtype).eps and arr.dtype == np.float64
+        otlp.verify_drafts(torch.tensor(p).to(dtype), torch.tensor(q), drafts, method="kseq")
+    with pytest.raises(ValueError, match="p: expected a floating-point tensor"):
+        as_float64("p", torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="drafts: expected integer token ids"):
+        otlp.verify_drafts(p, q, torch.tensor([[1.0, 2.0]]))
+    ids, kind = as_index_array("drafts", torch.tensor([[3, 1]], dtype=torch.int32))
+    assert ids.dtype == np.int64 and kind.library == "torch"
+    back = kind.wrap(ids)
+    assert isinstance(back, torch.Tensor) and back.dtype == torch.int64
+
+
+@pytest.mark.parametrize(
+    ("drafts", "match"),
+    [
+        ([[1, 2], [3]], "drafts: not a rectangular array"),
+        ([[1.0, 2.0]], "drafts: expected integer token ids, got dtype float64"),
+        ([[True, False]], "drafts: expected integer token ids, got dtype bool"),
+        ([1, 2], r"drafts: expected shape \(B, n\)"),
+        (np.zeros((1, 2, 2), dtype=np.int64), r"drafts: expected shape \(B, n\)"),
+        (None, "drafts: expected an array, got None"),
+        ("01", "drafts: expected an array"),
+        ([[1, -1]], r"drafts\[0, 1\]: token id -1 outside"),
+    ],
+)
+def test_bad_drafts_name_drafts(drafts: object, match: str) -> None:
+    p, q = _reproducer()
+    for method in ("global_resolution", "rrs"):
+        with pytest.raises(ValueError, match=match):
+            otlp.verify_drafts(p, q, drafts, method=method)
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (None, "p: expected an array, got None"),
+        ([0.5, 0.5j], "p: expected real numbers"),
+        (np.array([0.5, 0.5j]), "p: expected a float16, bfloat16, float32 or float64"),
+        ([[0.5, 0.5], [1.0]], "p: not a rectangular array"),
+        (np.array([True, False]), "p: expected a float16"),
+        ("0.5", "p: expected an array"),
+    ],
+)
+def test_bad_distributions_name_themselves(value: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        as_float64("p", value)
+
+
+def test_check_distributions_names_the_row() -> None:
+    rows = np.array([[0.5, 0.5], [0.5, 0.6], [np.nan, 1.0]])
+    with pytest.raises(ValueError, match=r"q\[1\]: does not sum to 1 within atol 1e-06"):
+        check_distributions("q", rows[:2], 1e-6)
+    with pytest.raises(ValueError, match=r"q\[2\]: has a negative, NaN"):
+        check_distributions("q", rows, 1.0)
+    with pytest.raises(ValueError, match=r"p\[0, 1\]: has a negative"):
+        check_distributions("p", np.array([[[1.0, 0.0], [1.5, -0.5]]]), 1e-6)
+    check_distributions("p", np.array([0.25, 0.75]), 0.0)
+
+
+def test_numpy_kind_wraps_to_itself() -> None:
+    _, kind = as_float64("p", np.array([0.25, 0.75], dtype=np.float32))
+    assert kind == ArrayKind("numpy", "float32", None, float(np.finfo(np.float32).eps))
+    out = np.array([1, 2])
+    assert kind.wrap(out) is out
