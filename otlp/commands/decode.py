@@ -32,6 +32,7 @@ from otlp.decoding.compare import (
     Grid,
     ModelFactory,
     Row,
+    cost_markdown,
     markdown,
     read_grid,
     run_configs,
@@ -43,7 +44,7 @@ from otlp.decoding.verify import METHODS
 from otlp.plotting.style import add_format_argument
 
 MODELS = ("smollm2", "toy")
-DEFAULT_DRAFT = "exit8"
+DEFAULT_DRAFT = "skip4"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -101,6 +102,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", type=Path, default=None, help="a TOML file with [decode]")
     parser.add_argument("--out", type=Path, default=None, help="folder for --config outputs")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1: on a shared CPU more threads wait on each other)",
+    )
     toy = parser.add_argument_group("toy model pair (--model toy)")
     toy.add_argument("--vocab", type=int, default=8, help="vocabulary size")
     toy.add_argument("--distance", type=float, default=0.5, help="draft = mix with noise")
@@ -111,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for flag in ("paths", "depth", "max_new_tokens", "vocab"):
+    for flag in ("paths", "depth", "max_new_tokens", "vocab", "threads"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')}: expected a positive integer")
     if args.out is not None and args.config is None:
@@ -178,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
             out.print(texts(tokens), markup=False, highlight=False)
             out.print()
     if args.markdown:
-        print(markdown(rows), end="")
+        print(markdown(rows) + "\n" + cost_markdown(rows), end="")
     else:
         out.print(_table(rows))
     return 0
@@ -197,7 +204,12 @@ def _setup(args: argparse.Namespace, model: str, grid: Grid | None) -> tuple[Any
     from otlp.decoding.models import smollm2
 
     try:
+        import torch
+
+        torch.set_num_threads(args.threads)
         smollm2.load()
+    except ImportError as exc:
+        raise ValueError(f"--model smollm2: {exc}; install the llm extra") from None
     except SystemExit as exc:  # missing torch/transformers or weights: one line, exit 2
         raise ValueError(f"--model smollm2: {exc}") from None
     cache: dict[tuple[float, str], tuple[TreeModel, TreeModel]] = {}
@@ -262,7 +274,7 @@ def _run_grid(
             stop_tokens=stops,
             done=lambda config, _: bar.advance(description=f"{config.method} {config.shape}"),
         )
-    text = markdown(rows)
+    text = markdown(rows) + "\n" + cost_markdown(rows)
     if args.out is not None:
         (args.out / "decode.md").write_text(text)
         (args.out / "decode.json").write_text(json.dumps([r.as_dict() for r in rows], indent=1))

@@ -89,9 +89,46 @@ class Row:
     target_s: float
     verify_s: float
     wall_s: float
+    ar_token_s: float
+    target_step_s: float
+    draft_step_s: float
+    verify_step_s: float
+
+    @property
+    def model_speedup(self) -> float:
+        """The cost model: block efficiency × t(ar token) / (t(tree forward) + t(L draft
+        forwards) + t(verify)), each term a per-step mean of this run."""
+        step = self.target_step_s + self.draft_step_s + self.verify_step_s
+        return self.block_efficiency * self.ar_token_s / step
+
+    @property
+    def draft_ratio(self) -> float:
+        """Cost of one draft forward (depth level) over the cost of one ar token."""
+        return self.draft_step_s / (self.depth * self.ar_token_s) if self.depth else 0.0
+
+    @property
+    def breakeven_draft_ratio(self) -> float:
+        """The :attr:`draft_ratio` at which :attr:`model_speedup` would be 1 (negative: the
+        tree forward and verification alone cost more than the tokens they yield)."""
+        spare = self.block_efficiency * self.ar_token_s - self.target_step_s - self.verify_step_s
+        return spare / (self.depth * self.ar_token_s)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        derived = ("model_speedup", "draft_ratio", "breakeven_draft_ratio")
+        return {**asdict(self), **{name: getattr(self, name) for name in derived}}
+
+
+# Methods whose K = 1 case is another method's: every single-step rule is speculative
+# sampling on one child, GBV with one path is block verification.
+SAME_AT_ONE_PATH = {
+    "rrs": "sps",
+    "rrs_without_replacement": "sps",
+    "kseq": "sps",
+    "spechub": "sps",
+    "global_resolution": "sps",
+    "maxflow_cs": "sps",
+    "gbv": "block",
+}
 
 
 def valid(method: str, paths: int, branching: Sequence[int] = ()) -> bool:
@@ -161,6 +198,7 @@ def _decode(
 
 
 def summarise(config: Config, result: DecodeResult, baseline: DecodeResult) -> Row:
+    calls = max(result.target_calls, 1)
     return Row(
         method=config.method,
         paths=config.paths if not config.branching else max(config.branching),
@@ -181,6 +219,10 @@ def summarise(config: Config, result: DecodeResult, baseline: DecodeResult) -> R
         target_s=result.target_s,
         verify_s=result.verify_s,
         wall_s=result.wall_s,
+        ar_token_s=baseline.wall_s / baseline.generated,
+        target_step_s=result.target_s / calls,
+        draft_step_s=result.draft_s / calls,
+        verify_step_s=result.verify_s / calls,
     )
 
 
@@ -216,6 +258,8 @@ class Grid:
     top_k: int | None = None
 
     def configs(self) -> list[Config]:
+        """Every valid config of the grid; K = 1 only for ``sps`` and ``block`` (the others
+        reduce to them, :data:`SAME_AT_ONE_PATH`), ``sps`` only at K = 1."""
         return [
             Config(method, k, depth, temperature, draft, top_k=self.top_k)
             for temperature in self.temperatures
@@ -224,6 +268,8 @@ class Grid:
             for k in self.paths
             for depth in self.depths
             if valid(method, k)
+            and not (k == 1 and method in SAME_AT_ONE_PATH)
+            and not (k > 1 and method == "sps")
         ]
 
 
@@ -266,6 +312,25 @@ def markdown(rows: Sequence[Row]) -> str:
         f"| {r.speedup:.2f} | {100 * r.verify_share:.1f}% "
         f"| {r.draft_s:.1f} / {r.target_s:.1f} / {r.verify_s:.2f} |"
         for r in rows
+    ]
+    return head + "\n".join(lines) + "\n"
+
+
+def cost_markdown(rows: Sequence[Row]) -> str:
+    """The cost model per config: per-step means in ms, the modelled speed-up and the draft
+    cost (per forward, relative to an ar token) that would make it 1."""
+    head = (
+        "| method | draft | T | K×L | block eff. | t(ar token) ms | t(tree) ms | t(L drafts) ms "
+        "| t(verify) ms | model speed-up | draft cost / ar token | break-even draft cost |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = [
+        f"| {r.method} | {r.draft or '-'} | {r.temperature:g} | {r.shape} "
+        f"| {r.block_efficiency:.2f} | {1e3 * r.ar_token_s:.1f} | {1e3 * r.target_step_s:.1f} "
+        f"| {1e3 * r.draft_step_s:.1f} | {1e3 * r.verify_step_s:.2f} | {r.model_speedup:.2f} "
+        f"| {r.draft_ratio:.2f} | {r.breakeven_draft_ratio:.2f} |"
+        for r in rows
+        if r.method != AUTOREGRESSIVE
     ]
     return head + "\n".join(lines) + "\n"
 

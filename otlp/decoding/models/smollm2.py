@@ -17,7 +17,9 @@ Drafts (:func:`draft_layers`) name the decoder layers a draft runs, out of 30:
 from __future__ import annotations
 
 import functools
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +76,15 @@ def load() -> tuple[Any, Any]:
 def _save_float32(tokenizer: Any, model: Any, folder: Path) -> None:
     import torch
 
-    partial = folder.with_name(folder.name + ".part")
+    partial = folder.with_name(f"{folder.name}.part{os.getpid()}")
     partial.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(partial)
     model.config.save_pretrained(partial)
     torch.save(model.state_dict(), partial / "model.pt")
-    partial.replace(folder)
+    try:
+        partial.replace(folder)
+    except OSError:  # another process saved it first
+        shutil.rmtree(partial)
 
 
 def _load_float32(folder: Path) -> tuple[Any, Any]:
@@ -88,11 +93,8 @@ def _load_float32(folder: Path) -> tuple[Any, Any]:
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     config = AutoConfig.from_pretrained(str(folder))
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    state = torch.load(folder / "model.pt", mmap=True, weights_only=True)
-    model.load_state_dict(state, assign=True)
-    model.tie_weights()
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(torch.load(folder / "model.pt", mmap=True, weights_only=True))
     model.eval()
     return tokenizer, model
 
