@@ -99,6 +99,7 @@ def smollm2() -> object:
         fetch()
     except Exception as exc:  # no network and no cached weights
         pytest.skip(f"SmolLM2 GGUF not available: {exc}")
+    torch.set_num_threads(1)  # on a shared CPU, two threads wait on each other
     module.load()
     return module
 
@@ -107,9 +108,9 @@ def smollm2() -> object:
 def test_smollm2_greedy_speculative_decoding_equals_greedy_sampling(smollm2: object):
     prompt = [smollm2.encode_prompt("Name three colours.")]  # type: ignore[attr-defined]
     target = smollm2.target(0.0)  # type: ignore[attr-defined]
-    draft = smollm2.draft("exit8", 0.0)  # type: ignore[attr-defined]
-    ar = decode(target, None, prompt, Speculation.autoregressive(), max_new_tokens=12)
-    out = decode(target, draft, prompt, Speculation.paths("gbv", 2, 3), max_new_tokens=12)
+    draft = smollm2.draft("skip4", 0.0)  # type: ignore[attr-defined]
+    ar = decode(target, None, prompt, Speculation.autoregressive(), max_new_tokens=8)
+    out = decode(target, draft, prompt, Speculation.paths("gbv", 2, 2), max_new_tokens=8)
     assert out.tokens == ar.tokens
     assert out.target_calls <= ar.target_calls
 
@@ -118,9 +119,9 @@ def test_smollm2_greedy_speculative_decoding_equals_greedy_sampling(smollm2: obj
 def test_smollm2_sampled_decode_accounts_its_steps(smollm2: object):
     prompt = [smollm2.encode_prompt("Tell me a joke.")]  # type: ignore[attr-defined]
     target = smollm2.target(1.0)  # type: ignore[attr-defined]
-    draft = smollm2.draft("exit8", 1.0)  # type: ignore[attr-defined]
-    out = decode(target, draft, prompt, Speculation.paths("rrs", 2, 2), max_new_tokens=10)
-    assert len(out.tokens[0]) == 10
+    draft = smollm2.draft("skip4", 1.0)  # type: ignore[attr-defined]
+    out = decode(target, draft, prompt, Speculation.paths("rrs", 2, 2), max_new_tokens=6)
+    assert len(out.tokens[0]) == 6
     assert 1.0 <= out.block_efficiency <= 3.0
     assert out.target_s > 0 and out.draft_s > 0 and out.verify_s > 0
     text = smollm2.decode_text(out.tokens[0])  # type: ignore[attr-defined]
