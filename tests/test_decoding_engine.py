@@ -203,3 +203,25 @@ def test_draft_vocabulary_must_match():
     _, other = pair(vocab=5)
     with pytest.raises(ValueError, match="draft"):
         decode(target, other, [[0]], Speculation.paths("sps", 1, 2))
+
+
+def test_prompt_lookup_drafts_what_followed_the_last_ngram():
+    from otlp.decoding.models.lookup import PromptLookup, lookup
+
+    assert lookup([1, 2, 3, 9, 1, 2], 3) == 3
+    assert lookup([4, 1, 2, 7, 1, 2, 5, 2], 3) == 5  # longest recurring suffix: "2" -> 5
+    assert lookup([5, 6, 7], 2) is None
+    laws = PromptLookup(10).batch(np.array([[1, 2, 3, 1, 2], [1, 2, 3, 4, 5]]))
+    assert laws[0, 3] == 1.0 and np.allclose(laws[1], 0.1)
+
+
+def test_prompt_lookup_draft_keeps_greedy_decoding_exact():
+    from otlp.decoding.models.lookup import PromptLookup
+
+    target, _ = model_pair("markov", 4, seed=5, distance=0.5)
+    greedy = PrefixLM(target, temperature=0.0)
+    draft = PrefixLM(PromptLookup(4), temperature=0.0)
+    ar = decode(greedy, None, [[0, 1]], Speculation.autoregressive(), max_new_tokens=30)
+    out = decode(greedy, draft, [[0, 1]], Speculation.paths("sps", 1, 4), max_new_tokens=30)
+    assert out.tokens == ar.tokens
+    assert out.block_efficiency > 2.0  # a greedy Markov chain cycles: lookup finds it

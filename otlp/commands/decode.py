@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--draft",
         default=DEFAULT_DRAFT,
-        help="SmolLM2 draft: exitN, skipN (1, 2, 4, 7) or skip:i,j,...",
+        help="SmolLM2 draft: exitN, skipN (1, 2, 4, 7), skip:i,j,... or lookupN (prompt "
+        "lookup on n-grams up to N)",
     )
     parser.add_argument("--method", type=name_item, default="gbv", help="verification method")
     parser.add_argument("--paths", type=int, default=4, help="draft paths K")
@@ -215,7 +217,8 @@ def _setup(args: argparse.Namespace, model: str, grid: Grid | None) -> tuple[Any
     cache: dict[tuple[float, str], tuple[TreeModel, TreeModel]] = {}
     drafts = grid.drafts if grid is not None else (args.draft,)
     for name in drafts:
-        smollm2.draft_layers(name)  # bad names fail before any decoding
+        if not re.fullmatch(r"lookup\d*", name):
+            smollm2.draft_layers(name)  # bad names fail before any decoding
 
     def factory(temperature: float, draft: str) -> tuple[TreeModel, TreeModel]:
         key = (temperature, draft)

@@ -11,7 +11,8 @@ Drafts (:func:`draft_layers`) name the decoder layers a draft runs, out of 30:
 * ``skipN`` for N in 1, 2, 4, 7 — the layer-skip sets measured for the instance suite
   (:data:`instances.realmodel.generate.DRAFTS`: the layers whose removal hurt acceptance
   least, in that order);
-* ``skip:3,17,25`` — any explicit set of skipped layers.
+* ``skip:3,17,25`` — any explicit set of skipped layers;
+* ``lookup`` / ``lookupN`` (:func:`draft`) — prompt lookup on n-grams, no layers at all.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from otlp.decoding.models.base import TreeModel
 from otlp.decoding.models.hf import HFTreeLM
+from otlp.decoding.models.lookup import PromptLookup
+from otlp.decoding.models.prefix import PrefixLM
 
 N_LAYERS = 30
 
@@ -104,8 +108,13 @@ def target(temperature: float = 1.0) -> HFTreeLM:
     return HFTreeLM(load()[1], temperature=temperature, name="smollm2")
 
 
-def draft(spec: str, temperature: float = 1.0) -> HFTreeLM:
-    """A self-speculative draft of SmolLM2 (:func:`draft_layers`), sharing its weights."""
+def draft(spec: str, temperature: float = 1.0) -> TreeModel:
+    """A self-speculative draft of SmolLM2 (:func:`draft_layers`), sharing its weights, or
+    ``lookup`` / ``lookupN``: prompt lookup on n-grams up to N (default 3), no forward pass."""
+    if match := re.fullmatch(r"lookup(\d*)", spec):
+        ngram = int(match.group(1) or 3)
+        vocab = int(load()[1].config.vocab_size)
+        return PrefixLM(PromptLookup(vocab, ngram=ngram), temperature=temperature, name=spec)
     layers = draft_layers(spec)
     return HFTreeLM(load()[1], layers=layers, temperature=temperature, name=spec)
 
