@@ -127,7 +127,12 @@ def test_rows_do_not_depend_on_their_batch():
 def test_stop_tokens_and_length_limit():
     target, draft = pair("markov", 4)
     result = decode(
-        target, draft, [[0]] * 20, Speculation.paths("sps", 1, 4), max_new_tokens=9, seed=0,
+        target,
+        draft,
+        [[0]] * 20,
+        Speculation.paths("sps", 1, 4),
+        max_new_tokens=9,
+        seed=0,
         stop_tokens=[2],
     )
     for tokens in result.tokens:
