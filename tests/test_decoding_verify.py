@@ -38,10 +38,10 @@ SHAPES = {
 
 
 def contexts(parents, tokens):
-    """Each context's token prefix: index 0 the root, i + 1 node i."""
+    """Each context's token prefix: index 0 the root, i + 1 node i (absent nodes: 0)."""
     out = [()]
     for i, parent in enumerate(parents):
-        out.append(out[parent + 1] + (int(tokens[i]),))
+        out.append(out[parent + 1] + (max(int(tokens[i]), 0),))
     return out
 
 
@@ -52,25 +52,30 @@ def tree_laws(target, draft, parents, tokens):
     return p, q
 
 
-def drafting_probability(q, parents, tokens, scheme):
+def drafting_probability(q, parents, tokens, scheme, top_k=None):
     kids = decoding.children(parents)
     mass = 1.0
     for context, nodes in enumerate(kids):
+        nodes = nodes[tokens[nodes] >= 0]
         if nodes.shape[0]:
-            mass *= children_probability(q[context], tokens[nodes], scheme)
+            law = decoding.restrict_top_k(q[context][None], top_k)[0]
+            mass *= children_probability(law, tokens[nodes], scheme)
             if mass == 0.0:
                 return 0.0
     return mass
 
 
-def emitted_law(target, draft, parents, method, scheme, **options):
-    """The method's exact output law over length-(D + 1) sequences (continued by the target)."""
+def emitted_law(target, draft, parents, method, scheme, absent=(), **options):
+    """The method's exact output law over length-(D + 1) sequences (continued by the target);
+    the nodes in ``absent`` (with their descendants) are -1 in every drafted tree."""
     depth = int(decoding.depth(parents).max())
     total = np.zeros(V ** (depth + 1))
-    for combo in itertools.product(range(V), repeat=parents.shape[0]):
-        tokens = np.array(combo, dtype=np.int64)
+    present = np.setdiff1d(np.arange(parents.shape[0]), absent)
+    for combo in itertools.product(range(V), repeat=present.shape[0]):
+        tokens = np.full(parents.shape[0], -1, dtype=np.int64)
+        tokens[present] = combo
         p, q = tree_laws(target, draft, parents, tokens)
-        mass = drafting_probability(q, parents, tokens, scheme)
+        mass = drafting_probability(q, parents, tokens, scheme, options.get("top_k"))
         if mass == 0.0:
             continue
         law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, **options)
@@ -134,6 +139,35 @@ def test_global_resolution_within_its_bound(scheme, shape):
     tau = 1e-3
     got = emitted_law(target, draft, parents, "global_resolution", scheme, tau=tau)
     assert np.abs(got - target_law(target, depth + 1)).sum() <= 15 * depth * tau
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "shape"),
+    [("gbv", "iid", "paths2x2"), ("rrs", "iid", "tree2x2"), ("block", "iid", "chain3")],
+)
+def test_exact_losslessness_under_top_k(method, scheme, shape):
+    parents = SHAPES[shape]
+    target, draft = models(seed=6)
+    depth = int(decoding.depth(parents).max())
+    got = emitted_law(target, draft, parents, method, scheme, top_k=2)
+    assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "shape", "absent"),
+    [
+        ("rrs", "iid", "paths2x2", (3,)),
+        ("kseq", "iid", "tree2x2", (1, 4, 5)),
+        ("spechub", "spechub", "tree2x2", (5,)),
+        ("gbv", "iid", "paths3x1", (2,)),
+    ],
+)
+def test_exact_losslessness_with_absent_nodes(method, scheme, shape, absent):
+    parents = SHAPES[shape]
+    target, draft = models(seed=9)
+    depth = int(decoding.depth(parents).max())
+    got = emitted_law(target, draft, parents, method, scheme, absent=absent)
+    assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
 
 
 def test_sparse_models_and_greedy_targets():
@@ -288,15 +322,27 @@ def test_low_precision_and_torch_inputs():
     with pytest.raises(ValueError, match=r"p\[0, 0\]: does not sum to 1"):
         verify_tree(tokens, parents, p * 1.1, q, method="rrs", rng=0)
     torch = pytest.importorskip("torch")
-    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+    for dtype, method in itertools.product(
+        (torch.float32, torch.bfloat16, torch.float16), ("global_resolution", "gbv")
+    ):
         out = verify_tree(
             torch.as_tensor(tokens),
             parents,
             torch.as_tensor(p).to(dtype),
             torch.as_tensor(q).to(dtype),
-            method="global_resolution",
+            method=method,
             rng=[0, 1, 2],
         )
+        same = verify_tree(
+            tokens,
+            parents,
+            torch.as_tensor(p).to(dtype).float().numpy(),
+            torch.as_tensor(q).to(dtype).float().numpy(),
+            method=method,
+            rng=[0, 1, 2],
+            atol=0.02,  # the 16-bit inputs' sums, now held in float32
+        )
+        assert out.tokens_out(1).tolist() == same.tokens_out(1).tolist()
         assert isinstance(out.num_accepted, torch.Tensor) and out.num_accepted.dtype == torch.int64
         assert out.tokens_out(0).shape[0] == int(out.num_accepted[0]) + 1
 
@@ -366,3 +412,44 @@ def test_select_path_is_the_tree_order_maximum(ranking):
             target[rows, depths, tokens], draft[rows, depths, tokens], tokens, ranking
         )
         assert (tokens[got] == tokens[expected]).all()
+
+
+def test_the_documented_decode_loop_runs(capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "decoding-api.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/decoding-api.md", "exec"), {})
+    counts = capsys.readouterr().out.split("]")[0].strip("[").split(",")
+    assert all(5 <= int(c) <= 25 for c in counts)  # 1 to L + 1 = 5 tokens per call, 5 calls
+
+
+def test_gbv_sort_equals_a_stable_argsort_with_ties():
+    from otlp.multistep.gbv import _stable_argsort
+
+    rng = np.random.default_rng(2)
+    for trial in range(500):
+        size = int(rng.integers(1, 60))
+        values = rng.integers(0, int(rng.integers(1, 8)), size).astype(float)
+        if trial % 3 == 0:
+            values = rng.random(size)
+        values[rng.random(size) < 0.1] = np.inf
+        assert (_stable_argsort(values) == np.argsort(values, kind="stable")).all()
+
+
+def test_memory_stays_flat_over_many_calls():
+    import tracemalloc
+
+    parents = path_tree(4, 4)
+    tokens, p, q = random_batch(parents, 2, seed=9, vocab=64)
+    generators = [np.random.default_rng(0), np.random.default_rng(1)]
+    for method in ("rrs", "gbv", "global_resolution"):
+        for _ in range(5):
+            verify_tree(tokens, parents, p, q, method=method, rng=generators)
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(100):
+            verify_tree(tokens, parents, p, q, method=method, rng=generators)
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert grown < 64_000, f"{method}: {grown} bytes kept after 100 calls"

@@ -27,7 +27,7 @@ class ContextLaws:
 
     def __init__(self, name: str, value: object, shape: tuple[int, int], atol: float | None):
         self.name = name
-        if hasattr(value, "shape") and hasattr(value, "dtype"):
+        if hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) == 3:
             _, self.kind = as_float64(name, cast(Any, value)[:0])  # the kind, no copy
             self.values: Any = value
         else:
@@ -45,19 +45,36 @@ class ContextLaws:
             self.kind.sum_tolerance if atol is None else real_number("atol", atol, minimum=0.0)
         )
 
-    def rows(self, b: int, contexts: IntArray) -> FloatArray:
-        """The laws at ``contexts`` of row ``b``: checked, renormalised float64 ``(m, V)``."""
+    def raw(self, b: int, contexts: IntArray) -> FloatArray:
+        """The laws at ``contexts`` of row ``b`` widened to float64 ``(m, V)``, as given."""
         if self.torch:
             import torch
 
             index = torch.as_tensor(contexts, device=self.values.device)
-            raw = self.values[b].index_select(0, index)
-        else:
-            raw = self.values[b, contexts]
-        arr, _ = as_float64(self.name, raw)
+            return as_float64(self.name, self.values[b].index_select(0, index))[0]
+        return as_float64(self.name, self.values[b, contexts])[0]
+
+    def checked(self, b: int, contexts: IntArray, raw: FloatArray) -> FloatArray:
+        """``raw`` (from :meth:`raw`) checked at the input's tolerance and renormalised."""
         for j, context in enumerate(contexts):
-            check_distributions(f"{self.name}[{b}, {int(context)}]", arr[j], self.atol)
-        return arr / arr.sum(axis=1, keepdims=True)
+            check_distributions(f"{self.name}[{b}, {int(context)}]", raw[j], self.atol)
+        return raw / raw.sum(axis=1, keepdims=True)
+
+    def rows(self, b: int, contexts: IntArray) -> FloatArray:
+        """The laws at ``contexts`` of row ``b``: checked, renormalised float64 ``(m, V)``."""
+        return self.checked(b, contexts, self.raw(b, contexts))
+
+    def values_at(self, b: int, contexts: IntArray, tokens: IntArray) -> FloatArray:
+        """Single entries ``values[b, contexts, tokens]`` as given, float64 (rows unread)."""
+        if self.torch:
+            import torch
+
+            device = self.values.device
+            picked = self.values[b][
+                torch.as_tensor(contexts, device=device), torch.as_tensor(tokens, device=device)
+            ]
+            return as_float64(self.name, picked)[0]
+        return as_float64(self.name, np.asarray(self.values[b][contexts, tokens]))[0]
 
     def row(self, b: int, context: int) -> FloatArray:
         """One context's law, float64 ``(V,)``."""

@@ -42,7 +42,7 @@ from otlp.decoding import tree as trees
 from otlp.decoding.drafting import SCHEMES, restrict_top_k, row_uniforms
 from otlp.decoding.laws import ContextLaws
 from otlp.multistep import single_path
-from otlp.multistep.gbv import RANKINGS, select_path, skewed_conditionals
+from otlp.multistep.gbv import RANKINGS, local_key, select_path, skewed_conditionals
 from otlp.rules.base import residual
 from otlp.rules.kseq import kseq_parameters
 from otlp.rules.rrs import replacement_residuals, without_replacement_walk
@@ -158,6 +158,34 @@ def verify_tree(
         One seed / ``numpy.random.Generator`` for the batch, or a sequence with one per row.
     ranking:
         GBV's local path ranking (:data:`otlp.multistep.gbv.RANKINGS`).
+
+    Returns
+    -------
+    TreeVerification
+        Per row: ``num_accepted``, the accepted nodes ``path_nodes`` and their tokens
+        ``path_tokens`` (a root-to-node path of the tree, -1 padded), the ``bonus_token``;
+        ``tokens_out(b)`` gives row b's ``num_accepted + 1`` emitted tokens.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: unknown method or a scheme it does not verify, a parent array
+        out of topological order, token ids out of range or present under an absent parent,
+        a draft of zero draft probability, laws off their sums, ``rng`` of the wrong length.
+
+    Examples
+    --------
+    Two draft paths of two tokens (nodes 0 -> 1 and 2 -> 3), one row, vocabulary of 3:
+
+    >>> import numpy as np
+    >>> from otlp.decoding import path_tree, verify_tree
+    >>> p = np.array([[[0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4],
+    ...                [0.5, 0.25, 0.25], [0.1, 0.1, 0.8]]])
+    >>> q = np.full((1, 5, 3), 1 / 3)
+    >>> result = verify_tree(np.array([[0, 1, 2, 0]]), path_tree(2, 2), p, q,
+    ...                      method="rrs", rng=[1])
+    >>> result.path_nodes.tolist(), result.tokens_out(0).tolist()
+    ([[0, 1]], [0, 1, 1])
     """
     task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
     rows = task.tokens.shape[0]
@@ -601,7 +629,14 @@ def _path_stops(
     step: _Step,
     ranking: str,
 ) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
-    """Block verification on row b's chain, or on GBV's selected path ([GBV] §5)."""
+    """Block verification on row b's chain, or on GBV's selected path ([GBV] §5).
+
+    GBV selects the highest-ranked path from on-path entries only (O(K L),
+    :func:`~otlp.multistep.gbv.select_path`), ranking children by M_b / M_s as given (the
+    same ratio up to one factor per context, so the same ranking); the skewed draft ranks by
+    the same keys, so both agree bit for bit. Only the selected path's laws are read in full
+    (and checked).
+    """
     paths, length = _path_shape(parents, step.method)
     grid = row.reshape(paths, length)
     lengths = (grid >= 0).sum(axis=1)
@@ -614,25 +649,35 @@ def _path_stops(
     toks = grid[kept, :steps]
     nodes = kept[:, None] * length + np.arange(steps)[None, :]
     contexts = np.hstack([np.zeros((kept.shape[0], 1), dtype=np.int64), nodes + 1])
-    tgt = np.stack([target.rows(b, c) for c in contexts])
-    dft = np.stack([draft.rows(b, c[:-1]) for c in contexts])
-    if step.top_k is not None:  # ties towards the tokens drafted there (the root: all paths')
-        for k in range(kept.shape[0]):
-            for d in range(steps):
-                dft[k, d] = step.restrict(dft[k, d], toks[:, 0] if d == 0 else toks[k, d : d + 1])
-    on_path = dft[np.arange(kept.shape[0])[:, None], np.arange(steps)[None, :], toks]
-    if np.any(on_path <= 0):
-        k, d = np.argwhere(on_path <= 0)[0]
-        raise ValueError(
-            f"tokens[{b}, {nodes[k, d]}]: token {toks[k, d]} has draft probability 0 where drafted"
-        )
     chosen = 0
-    skewed = dft[[0]]
-    if step.method == "gbv":
-        rows = np.arange(kept.shape[0])[:, None]
-        depths = np.arange(steps)[None, :]
-        chosen = select_path(tgt[rows, depths, toks], dft[rows, depths, toks], toks, ranking)
-        skewed, _ = skewed_conditionals(
-            tgt[[chosen]], dft[[chosen]], toks[[chosen]], kept.shape[0], ranking
+    if step.method == "gbv" and kept.shape[0] > 1:
+        p_on = target.values_at(b, contexts[:, :-1], toks)
+        q_on = draft.values_at(b, contexts[:, :-1], toks)
+        if np.any(q_on <= 0):
+            k, d = np.argwhere(q_on <= 0)[0]
+            raise ValueError(
+                f"tokens[{b}, {nodes[k, d]}]: token {toks[k, d]} has draft probability 0 "
+                "where drafted"
+            )
+        chosen = select_path(p_on, q_on, toks, ranking)
+    ctx = contexts[chosen]
+    raw_p, raw_q = target.raw(b, ctx), draft.raw(b, ctx[:-1])
+    tgt, dft = target.checked(b, ctx, raw_p), draft.checked(b, ctx[:-1], raw_q)
+    path = toks[chosen]
+    if step.top_k is not None:  # ties towards the tokens drafted there (the root: all paths')
+        for d in range(steps):
+            dft[d] = step.restrict(dft[d], toks[:, 0] if d == 0 else path[d : d + 1])
+    on_path = dft[np.arange(steps), path]
+    if np.any(on_path <= 0):
+        d = int(np.flatnonzero(on_path <= 0)[0])
+        raise ValueError(
+            f"tokens[{b}, {nodes[chosen, d]}]: token {path[d]} has draft probability 0 where "
+            "drafted (or is outside the top-k draft)"
         )
-    return nodes[chosen], single_path.block(tgt[[chosen]], skewed, toks[[chosen]]), tgt[0, 0]
+    skewed = dft[None]
+    if step.method == "gbv":
+        keys = local_key(raw_p[:steps], raw_q, ranking)
+        skewed, _ = skewed_conditionals(
+            tgt[None], dft[None], path[None], kept.shape[0], ranking, keys=keys[None]
+        )
+    return nodes[chosen], single_path.block(tgt[None], skewed, path[None]), tgt[0]

@@ -28,14 +28,48 @@ IntArray = NDArray[np.int64]
 RANKINGS = ("ratio", "inverse-ratio")
 
 
-def local_ranks(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> IntArray:
-    """Rank (0 = lowest) of every token among the children of a prefix, along the last axis."""
+def local_key(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> FloatArray:
+    """The local key children are ranked by: M_b / M_s (Eq. 27; +inf where only M_b > 0, 0
+    where both are 0), negated for ``"inverse-ratio"``."""
     if ranking not in RANKINGS:
         raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
     with np.errstate(divide="ignore", invalid="ignore"):
         key = np.where(draft > 0, target / draft, np.where(target > 0, np.inf, 0.0))
-    if ranking == "inverse-ratio":
-        key = -key
+    return -key if ranking == "inverse-ratio" else key
+
+
+def mass_ranked_below(key: FloatArray, draft: FloatArray) -> FloatArray:
+    """For every token, the draft mass of the children ranked strictly below it by ``key``
+    (ties: the lower token id ranks lower), along the last axis. Tokens of zero draft mass
+    add nothing, so only the draft's support is sorted (k tokens under a top-k draft)."""
+    out = np.zeros_like(draft)
+    for row in np.ndindex(draft.shape[:-1]):
+        support = np.flatnonzero(draft[row] > 0)
+        order = support[_stable_argsort(key[row][support])]
+        ordered = draft[row][order]
+        out[row][order] = np.cumsum(ordered) - ordered
+    return out
+
+
+def _stable_argsort(values: FloatArray) -> IntArray:
+    """``np.argsort(values, kind="stable")`` by the faster unstable sort, then equal values
+    put back in index order (ties are rare: only their runs are re-sorted)."""
+    order = np.argsort(values)
+    ranked = values[order]
+    tied = np.zeros(order.shape[0], dtype=bool)
+    same = ranked[1:] == ranked[:-1]
+    tied[1:] |= same
+    tied[:-1] |= same
+    if tied.any():
+        runs = np.cumsum(np.concatenate([[True], ~same]))[tied]  # run label of each tied slot
+        members = order[tied]
+        order[tied] = members[np.lexsort((members, runs))]
+    return order
+
+
+def local_ranks(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> IntArray:
+    """Rank (0 = lowest) of every token among the children of a prefix, along the last axis."""
+    key = local_key(target, draft, ranking)
     order = np.argsort(key, axis=-1, kind="stable")  # ties: lower token id ranks lower
     ranks = np.empty_like(order)
     np.put_along_axis(ranks, order, np.arange(key.shape[-1]), axis=-1)
@@ -61,12 +95,7 @@ def select_path(
     ranks higher); equal paths: the later index. Same answer as
     ``tree_order(path_rank_keys(...))[-1]`` in O(K L) instead of K L sorts of the vocabulary.
     """
-    if ranking not in RANKINGS:
-        raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        key = np.where(draft > 0, target / draft, np.where(target > 0, np.inf, 0.0))
-    if ranking == "inverse-ratio":
-        key = -key
+    key = local_key(target, draft, ranking)
     best = 0
     for k in range(1, tokens.shape[0]):
         differ = np.flatnonzero(tokens[k] != tokens[best])
@@ -85,13 +114,21 @@ def tree_order(keys: IntArray) -> IntArray:
 
 
 def skewed_conditionals(
-    target: FloatArray, draft: FloatArray, tokens: IntArray, paths: int, ranking: str = "ratio"
+    target: FloatArray,
+    draft: FloatArray,
+    tokens: IntArray,
+    paths: int,
+    ranking: str = "ratio",
+    keys: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """q~(. | x_<i) along each path (``(P, L, V)``) and q~(x_1:L) (``(P,)``); Eqs. 28–29.
 
-    ``target`` and ``draft`` are the on-path laws ``(P, >= L, V)`` and ``(P, L, V)``.
-    Differences of K-th powers are evaluated as ``(b - a) * sum_j b^j a^(K-1-j)`` so that
-    tiny path masses do not cancel.
+    ``target`` and ``draft`` are the on-path laws ``(P, >= L, V)`` and ``(P, L, V)``;
+    ``keys`` ``(P, L, V)``, if given, are the local keys children are ranked by (default
+    :func:`local_key` of target and draft), so that a caller's path selection and the skewed
+    draft rank alike bit for bit. Differences of K-th powers are evaluated as
+    ``(b - a) * sum_j b^j a^(K-1-j)`` so that tiny path masses do not cancel; only the draft's
+    support is computed (q~ is 0 elsewhere).
     """
     count, steps = tokens.shape
     rows = np.arange(count)
@@ -101,18 +138,17 @@ def skewed_conditionals(
     conditionals = np.empty((count, steps, draft.shape[-1]))
     for i in range(steps):
         q = draft[:, i]
-        ranks = local_ranks(target[:, i], q, ranking)
-        order = np.argsort(ranks, axis=1)
-        ordered = np.take_along_axis(q, order, axis=1)
-        below_sorted = np.cumsum(ordered, axis=1) - ordered
-        below = np.empty_like(q)
-        np.put_along_axis(below, order, below_sorted, axis=1)
-        lo = below_mass[:, None] + prefix_mass[:, None] * below
-        child = prefix_mass[:, None] * q * _power_sum(lo, lo + prefix_mass[:, None] * q, paths)
+        key = local_key(target[:, i], q, ranking) if keys is None else keys[:, i]
+        below = mass_ranked_below(key, q)
+        r, c = np.nonzero(q)
+        lo = below_mass[r] + prefix_mass[r] * below[r, c]
+        child = np.zeros_like(q)
+        mass = prefix_mass[r] * q[r, c]
+        child[r, c] = mass * _power_sum(lo, lo + mass, paths)
         with np.errstate(invalid="ignore", divide="ignore"):
             conditionals[:, i] = np.where(parent[:, None] > 0, child / parent[:, None], q)
         x = tokens[:, i]
-        below_mass = lo[rows, x]
+        below_mass = below_mass + prefix_mass * below[rows, x]
         prefix_mass = prefix_mass * q[rows, x]
         parent = child[rows, x]
     return conditionals, parent

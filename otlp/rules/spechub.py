@@ -83,6 +83,10 @@ def hub_verification(p: FloatArray, q: FloatArray, hub: int) -> HubVerification:
     )
 
 
+def _hub_accept(mass: float, leftover: float) -> float:
+    return min(1.0, mass / leftover) if leftover > 0 else 1.0
+
+
 def hub_candidates(
     ver: HubVerification, drafts: IntArray
 ) -> tuple[IntArray, FloatArray, FloatArray]:
@@ -99,10 +103,6 @@ def hub_candidates(
         ]
     )
     return candidates, accept, ver.final
-
-
-def _hub_accept(mass: float, leftover: float) -> float:
-    return min(1.0, mass / leftover) if leftover > 0 else 1.0
 
 
 class SpecHub(DraftThenVerify):

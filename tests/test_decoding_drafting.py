@@ -1,0 +1,79 @@
+"""Draft-tree shapes and drafting (otlp.decoding.tree, otlp.decoding.drafting)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from otlp import decoding
+from otlp.decoding import (
+    children_probability,
+    k_ary_tree,
+    path_shape,
+    path_tree,
+    restrict_top_k,
+    sample_children,
+)
+
+
+def test_shapes():
+    assert path_tree(2, 3).tolist() == [-1, 0, 1, -1, 3, 4]
+    assert decoding.chain(3).tolist() == [-1, 0, 1]
+    assert k_ary_tree((2, 2)).tolist() == [-1, -1, 0, 0, 1, 1]
+    assert decoding.depth(k_ary_tree((2, 3))).tolist() == [1, 1] + [2] * 6
+    kids = decoding.children(k_ary_tree((2, 2)))
+    assert [k.tolist() for k in kids] == [[0, 1], [2, 3], [4, 5], [], [], [], []]
+    assert decoding.ancestors(path_tree(2, 3), 5).tolist() == [3, 4, 5]
+    assert path_shape(path_tree(3, 2)) == (3, 2)
+    assert path_shape(k_ary_tree((2, 2))) is None
+    with pytest.raises(ValueError, match=r"parents\[1\]"):
+        decoding.check_parents([-1, 1])
+    with pytest.raises(ValueError, match="branching"):
+        k_ary_tree((2, 0))
+
+
+@pytest.mark.parametrize(("scheme", "n"), [("iid", 2), ("without_replacement", 3), ("spechub", 2)])
+def test_children_follow_their_joint(scheme, n):
+    q = np.array([0.1, 0.5, 0.15, 0.25])
+    draws = sample_children(np.tile(q, (20000, 1)), n, scheme, rng=3)
+    observed: dict[tuple[int, ...], int] = {}
+    for row in draws:
+        observed[tuple(row.tolist())] = observed.get(tuple(row.tolist()), 0) + 1
+    tuples = [t for t in itertools.product(range(4), repeat=n)]
+    expected = np.array([children_probability(q, t, scheme) for t in tuples])
+    assert expected.sum() == pytest.approx(1.0)
+    counts = np.array([observed.pop(t, 0) for t in tuples], dtype=float)
+    assert not observed
+    keep = expected > 0
+    assert counts[~keep].sum() == 0
+    p_value = stats.chisquare(counts[keep], expected[keep] * counts.sum()).pvalue
+    assert p_value > 1e-3
+
+
+def test_per_row_generators_and_top_k():
+    rng = np.random.default_rng(0)
+    q = rng.dirichlet(np.ones(50), size=6)
+    batch = sample_children(q, 3, "iid", [np.random.default_rng(s) for s in range(6)])
+    alone = sample_children(q[4:5], 3, "iid", [np.random.default_rng(4)])
+    assert batch[4].tolist() == alone[0].tolist()
+    drafted = sample_children(q, 4, "without_replacement", 1, top_k=5)
+    for row, law in zip(drafted, q, strict=True):
+        assert len(set(row.tolist())) == 4
+        assert set(row.tolist()) <= set(np.argsort(-law)[:5].tolist())
+    with pytest.raises(ValueError, match="rng"):
+        sample_children(q, 2, "iid", [1, 2])
+    with pytest.raises(ValueError, match="scheme"):
+        sample_children(q, 2, "hub")
+    with pytest.raises(ValueError, match="n"):
+        sample_children(q, 3, "spechub")
+
+
+def test_restrict_top_k_breaks_ties_towards_the_drafts():
+    q = np.array([[0.4, 0.2, 0.2, 0.2]])
+    np.testing.assert_allclose(restrict_top_k(q, 2), [[2 / 3, 1 / 3, 0.0, 0.0]])
+    kept = restrict_top_k(q, 2, np.array([[3, -1]]))
+    np.testing.assert_allclose(kept, [[2 / 3, 0.0, 0.0, 1 / 3]])
+    assert restrict_top_k(q, None) is q
