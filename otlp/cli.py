@@ -24,6 +24,7 @@ COMMANDS = (
     "otlp.commands.solve",
     "otlp.commands.compare",
     "otlp.commands.multistep",
+    "otlp.commands.decode",
     "otlp.commands.bench",
     "otlp.commands.fuzz",
     "otlp.commands.validate",

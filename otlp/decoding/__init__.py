@@ -54,3 +54,17 @@ __all__ = [
     "verify_chain",
     "verify_tree",
 ]
+
+# ----- the decode loop and its models (decode-engine) -------------------------------------
+from otlp.decoding.engine import DecodeResult, Speculation, decode
+from otlp.decoding.models import Memoized, PrefixLM, TreeModel, TreeSession
+
+__all__ += [
+    "DecodeResult",
+    "Memoized",
+    "PrefixLM",
+    "Speculation",
+    "TreeModel",
+    "TreeSession",
+    "decode",
+]

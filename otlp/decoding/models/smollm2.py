@@ -1,0 +1,136 @@
+"""SmolLM2-135M-Instruct, the embedded default target, and its self-speculative drafts.
+
+The GGUF file comes from :mod:`instances.realmodel.fetch` (``python -m
+instances.realmodel.fetch``; it needs the ``llm`` extra: torch, transformers, gguf) and is
+de-quantised to float32 once per process by :func:`load` (20–40 s here); every later call
+returns the same objects.
+
+Drafts (:func:`draft_layers`) name the decoder layers a draft runs, out of 30:
+
+* ``exitN`` — early exit: the first N layers, then the final norm and ``lm_head``;
+* ``skipN`` for N in 1, 2, 4, 7 — the layer-skip sets measured for the instance suite
+  (:data:`instances.realmodel.generate.DRAFTS`: the layers whose removal hurt acceptance
+  least, in that order);
+* ``skip:3,17,25`` — any explicit set of skipped layers;
+* ``lookup`` / ``lookupN`` (:func:`draft`) — prompt lookup on n-grams, no layers at all.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from otlp.decoding.models.base import TreeModel
+from otlp.decoding.models.hf import HFTreeLM
+from otlp.decoding.models.lookup import PromptLookup
+from otlp.decoding.models.prefix import PrefixLM
+
+N_LAYERS = 30
+
+
+def draft_layers(spec: str, n_layers: int = N_LAYERS) -> list[int]:
+    """The decoder layers a draft named ``spec`` runs (see the module docstring)."""
+    from instances.realmodel.generate import DRAFTS
+
+    presets = {d.name: d.skip for d in DRAFTS if d.skip}
+    if match := re.fullmatch(r"exit(\d+)", spec):
+        count = int(match.group(1))
+        if not 1 <= count <= n_layers:
+            raise ValueError(f"draft: {spec!r} needs 1 <= N <= {n_layers}")
+        return list(range(count))
+    if spec in presets:
+        skip = set(presets[spec])
+    elif match := re.fullmatch(r"skip:(\d+(?:,\d+)*)", spec):
+        skip = {int(i) for i in match.group(1).split(",")}
+        if max(skip) >= n_layers:
+            raise ValueError(f"draft: {spec!r} names a layer beyond {n_layers - 1}")
+    else:
+        raise ValueError(
+            f"draft: expected exitN, skip:i,j,... or one of {sorted(presets)}, got {spec!r}"
+        )
+    layers = [i for i in range(n_layers) if i not in skip]
+    if not layers:
+        raise ValueError(f"draft: {spec!r} skips every layer")
+    return layers
+
+
+@functools.cache
+def load() -> tuple[Any, Any]:
+    """(tokenizer, transformers model) of SmolLM2, loaded once per process.
+
+    The first load de-quantises the GGUF (:func:`instances.realmodel.generate.load_model`) and
+    keeps the float32 weights, config and tokenizer next to it (``weights/float32-<sha>``,
+    git-ignored, ~0.5 GB); later processes load those in a few seconds.
+    """
+    from instances.realmodel.fetch import SHA256, WEIGHTS_DIR
+    from instances.realmodel.generate import load_model
+
+    folder = WEIGHTS_DIR / f"float32-{SHA256[:12]}"
+    if (folder / "model.pt").exists():
+        return _load_float32(folder)
+    tokenizer, model = load_model()
+    _save_float32(tokenizer, model, folder)
+    return tokenizer, model
+
+
+def _save_float32(tokenizer: Any, model: Any, folder: Path) -> None:
+    import torch
+
+    partial = folder.with_name(f"{folder.name}.part{os.getpid()}")
+    partial.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(partial)
+    model.config.save_pretrained(partial)
+    torch.save(model.state_dict(), partial / "model.pt")
+    try:
+        partial.replace(folder)
+    except OSError:  # another process saved it first
+        shutil.rmtree(partial)
+
+
+def _load_float32(folder: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    config = AutoConfig.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(torch.load(folder / "model.pt", mmap=True, weights_only=True))
+    model.eval()
+    return tokenizer, model
+
+
+def target(temperature: float = 1.0) -> HFTreeLM:
+    """The full SmolLM2 model as a tree model at ``temperature``."""
+    return HFTreeLM(load()[1], temperature=temperature, name="smollm2")
+
+
+def draft(spec: str, temperature: float = 1.0) -> TreeModel:
+    """A self-speculative draft of SmolLM2 (:func:`draft_layers`), sharing its weights, or
+    ``lookup`` / ``lookupN``: prompt lookup on n-grams up to N (default 3), no forward pass."""
+    if match := re.fullmatch(r"lookup(\d*)", spec):
+        ngram = int(match.group(1) or 3)
+        vocab = int(load()[1].config.vocab_size)
+        return PrefixLM(PromptLookup(vocab, ngram=ngram), temperature=temperature, name=spec)
+    layers = draft_layers(spec)
+    return HFTreeLM(load()[1], layers=layers, temperature=temperature, name=spec)
+
+
+def encode_prompt(text: str) -> list[int]:
+    """Token ids of ``text`` as a user turn in SmolLM2's chat template, ready to continue."""
+    tokenizer = load()[0]
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
+    return [int(t) for t in tokenizer(chat).input_ids]
+
+
+def decode_text(tokens: list[int]) -> str:
+    return str(load()[0].decode(tokens, skip_special_tokens=True))
+
+
+def eos_token_id() -> int:
+    return int(load()[0].eos_token_id)
