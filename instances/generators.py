@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.validation import positive_int
+from otlp.args import positive_int
 
 FloatArray = NDArray[np.float64]
 

@@ -24,15 +24,15 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.decode_rows import DraftVerification, batch_arrays, draw_token, local_drafts
-from otlp.decode_schemes import handles, verify_scheme_drafts
-from otlp.global_resolution.reports import RowReport
-from otlp.instance import Instance
-from otlp.validation import (
+from otlp.args import (
     as_generator,
     canonical_name,
     positive_int,
 )
+from otlp.decode_rows import DraftVerification, batch_arrays, draw_token, local_drafts
+from otlp.decode_schemes import handles, verify_scheme_drafts
+from otlp.global_resolution.reports import RowReport
+from otlp.instance import Instance
 
 __all__ = ["METHODS", "DraftVerification", "RowReport", "global_resolution_rows", "verify_drafts"]
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.args import real_number
 from otlp.global_resolution.reports import RowReport
 from otlp.instance import Instance
 from otlp.tensors import as_float64, as_index_array, check_distributions
-from otlp.validation import real_number
 
 
 @dataclass(frozen=True)

@@ -24,16 +24,16 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import (
+    as_generator,
+    canonical_name,
+    positive_int,
+)
 from otlp.decode_rows import DraftVerification, batch_arrays, draw_token, local_drafts
 from otlp.global_resolution.constants import check_tau, check_unit_size
 from otlp.global_resolution.fused import scheme_row
 from otlp.global_resolution.reports import RowReport
 from otlp.instance import Instance
-from otlp.validation import (
-    as_generator,
-    canonical_name,
-    positive_int,
-)
 from solvers.global_resolution.constants import (
     BAD_DRAFT,
     BAD_P,

@@ -15,15 +15,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp import greedy
-from otlp.columns import DraftColumns, build_columns
-from otlp.limits import check_drafts, check_size
-from otlp.validation import (
+from otlp.args import (
     DEFAULT_SUM_TOL,
     as_generator,
     canonical_name,
     positive_int,
     probability_vector,
 )
+from otlp.columns import DraftColumns, build_columns
+from otlp.limits import check_drafts, check_size
 from solvers.global_resolution.sorting import top_tokens
 
 SCHEMES = ("iid", "independent", "without_replacement", "greedy")

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from otlp.args import canonical_name
 from otlp.builders import (
     BipartiteSystem,
     full_otlp_lp,
@@ -23,7 +24,6 @@ from otlp.builders import (
 from otlp.instance import Instance
 from otlp.plan import TransportPlan
 from otlp.subset import optimal_acceptance
-from otlp.validation import canonical_name
 from otlp.verify import Tolerances
 from solvers.base import SolveResult
 from solvers.registry import backend_class, get_backend

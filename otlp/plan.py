@@ -22,10 +22,10 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import as_generator, positive_int, real_number
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
 from otlp.reprs import plan_repr
-from otlp.validation import as_generator, positive_int, real_number
 
 FloatArray = NDArray[np.float64]
 

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import as_generator, canonical_name, positive_int
 from otlp.limits import check_size
-from otlp.validation import as_generator, canonical_name, positive_int
 
 FloatArray = NDArray[np.float64]
 QJL_CONSTANTS = {"corrected": math.sqrt(math.pi / 2), "printed": math.sqrt(math.pi)}

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from otlp.args import real_number
 from otlp.plan import TransportPlan
 from otlp.subset import optimal_acceptance
-from otlp.validation import real_number
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,7 @@ def test_config_options_a_method_rejects_exit_2_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     from otlp import methods
-    from otlp.validation import check_options
+    from otlp.args import check_options
 
     def picky(inst: object, form: str = "sets", **options: object) -> object:
         check_options("picky", options, ["good"])

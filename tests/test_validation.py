@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from otlp.validation import as_generator, canonical_name, check_options, real_number
+from otlp.args import as_generator, canonical_name, check_options, real_number
 
 
 @pytest.mark.parametrize("bad", [None, "1", float("nan"), float("inf"), 1j, True])

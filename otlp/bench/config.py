@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from otlp.args import canonical_name
 from otlp.instance import SCHEMES
-from otlp.validation import canonical_name
 
 AUTO_SUITE = "auto"
 REAL_MODEL_SUITE = "smollm2"

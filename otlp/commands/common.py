@@ -29,8 +29,8 @@ from rich.progress import (
 )
 
 from instances.generators import GENERATORS
+from otlp.args import canonical_name
 from otlp.instance import SCHEMES, Instance
-from otlp.validation import canonical_name
 
 GENERATED_TOP_K = 20
 RESULTS_ROOT = Path("otlp-results")  # git-ignored; every command's default output folder

@@ -20,6 +20,7 @@ from pathlib import Path
 from rich.table import Table
 
 from instances.suites import load, suite_names
+from otlp.args import canonical_name
 from otlp.commands.common import (
     GENERATED_TOP_K,
     CommaList,
@@ -44,7 +45,6 @@ from otlp.plotting.style import add_format_argument
 from otlp.rules import Rule, get, names
 from otlp.rules.compare import Case, Record, SummaryRow, evaluate, summarise
 from otlp.rules.mentored import DEFAULT_KL_BUDGET
-from otlp.validation import canonical_name
 
 BOUND_LABELS = {
     "single": "one draft",

@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import otlp.validate as validate
-    from otlp.validation import positive_int
+    from otlp.args import positive_int
 
     if args.count is not None:
         positive_int("--count", args.count)

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import as_generator, positive_int
 from otlp.rules.joints import DraftJoint
-from otlp.validation import as_generator, positive_int
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from otlp.args import canonical_name, positive_int
 from otlp.decoding.models.base import FloatArray, IntArray, TreeModel, TreeSession
-from otlp.validation import canonical_name, positive_int
 
 AUTOREGRESSIVE = "ar"
 

@@ -14,8 +14,8 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.args import real_number
 from otlp.tensors import as_float64, check_distributions
-from otlp.validation import real_number
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import positive_int
 from otlp.limits import check_size
-from otlp.validation import positive_int
 
 IntArray = NDArray[np.int64]
 

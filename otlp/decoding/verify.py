@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import canonical_name, positive_int
 from otlp.decoding import tree as trees
 from otlp.decoding.drafting import SCHEMES, restrict_top_k, row_uniforms
 from otlp.decoding.laws import ContextLaws
@@ -50,7 +51,6 @@ from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
 from otlp.rules.spechub import hub_candidates, hub_verification
 from otlp.tensors import as_index_array
-from otlp.validation import canonical_name, positive_int
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

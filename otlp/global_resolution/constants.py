@@ -11,8 +11,8 @@ from enum import StrEnum
 
 import numpy as np
 
+from otlp.args import real_number
 from otlp.limits import check_size
-from otlp.validation import real_number
 from solvers.global_resolution import constants as kernel
 from solvers.global_resolution.clocks import QuadratureRangeError
 

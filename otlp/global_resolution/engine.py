@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import canonical_name, positive_int, real_number
 from otlp.builders import BipartiteSystem, inner_system, outer_system
 from otlp.columns import DraftColumns
 from otlp.global_resolution.constants import (
@@ -50,7 +51,6 @@ from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.instance import Instance
 from otlp.plan import fit_columns
 from otlp.subset import SubsetSelection
-from otlp.validation import canonical_name, positive_int, real_number
 from solvers.global_resolution import (
     ALPHA_LIMIT,
     MinimizeResult,

@@ -10,11 +10,11 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import as_generator
 from otlp.columns import DraftColumns
 from otlp.global_resolution.engine import FloatArray, GlobalResolution
 from otlp.global_resolution.reports import TokenReport
 from otlp.plan import TransportPlan
-from otlp.validation import as_generator
 from otlp.verify import Tolerances
 from solvers.global_resolution.token import draw
 

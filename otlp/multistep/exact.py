@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.args import positive_int
 from otlp.limits import check_size, power
 from otlp.multistep import single_path
 from otlp.multistep.gbv import skewed_conditionals
@@ -28,7 +29,6 @@ from otlp.multistep.models import Model, prefix_digits
 from otlp.multistep.spectr import traversal_law
 from otlp.multistep.table import PrefixTable, tabulate
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
-from otlp.validation import positive_int
 
 FloatArray = NDArray[np.float64]
 METHODS = ("token", "block", "gbv", "spectr")

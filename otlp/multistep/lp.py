@@ -35,10 +35,10 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from otlp.args import positive_int
 from otlp.limits import check_size
 from otlp.multistep.models import Model
 from otlp.multistep.table import PrefixTable, tabulate
-from otlp.validation import positive_int
 from solvers.base import LinearProgram
 from solvers.registry import get_backend
 

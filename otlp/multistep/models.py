@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.validation import positive_int
+from otlp.args import positive_int
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.args import positive_int
 from otlp.multistep import single_path
 from otlp.multistep.exact import check_method
 from otlp.multistep.gbv import path_rank_keys, skewed_conditionals, tree_order
 from otlp.multistep.models import Model
 from otlp.multistep.spectr import draw, sample_traversal
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
-from otlp.validation import positive_int
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

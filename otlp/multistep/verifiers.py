@@ -26,10 +26,10 @@ from numpy.typing import NDArray
 
 from otlp import rules
 from otlp.api import solve
+from otlp.args import canonical_name
 from otlp.instance import Instance
 from otlp.methods import method_names
 from otlp.plan import TransportPlan
-from otlp.validation import canonical_name
 from otlp.verify import Tolerances
 
 FloatArray = NDArray[np.float64]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from otlp.args import canonical_name
 from otlp.rules.base import ExactJoint, Rule, RuleDraw
 from otlp.rules.couplings import GumbelCoupling, WeightedMinHash
 from otlp.rules.joints import DraftJoint
@@ -23,7 +24,6 @@ from otlp.rules.rrs import RecursiveRejection, RecursiveRejectionWithoutReplacem
 from otlp.rules.single import SpeculativeSampling
 from otlp.rules.spechub import SpecHub
 from otlp.rules.transport import CanonicalDecomposition, OptimalTransport
-from otlp.validation import canonical_name
 
 _RULES: dict[str, type[Rule]] = {
     cls.name: cls

@@ -24,10 +24,10 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import as_generator, positive_int
 from otlp.instance import Instance, require_instance
 from otlp.limits import check_size
 from otlp.rules.joints import DraftJoint
-from otlp.validation import as_generator, positive_int
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

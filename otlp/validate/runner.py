@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from otlp.args import positive_int
 from otlp.validate.registry import Case, Check, Outcome, checks, get
-from otlp.validation import positive_int
 
 QUICK_COUNT = 6
 FULL_COUNT = 200

@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.validation import real_number
+from otlp.args import real_number
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

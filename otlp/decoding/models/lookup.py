@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from otlp.args import positive_int
 from otlp.decoding.models.base import FloatArray, IntArray
-from otlp.validation import positive_int
 
 
 class PromptLookup:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from otlp.args import positive_int
 from otlp.decoding.models.base import FloatArray, IntArray, check_temperature, tempered
-from otlp.validation import positive_int
 
 PrefixFunction = Callable[[IntArray], ArrayLike]
 

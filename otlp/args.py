@@ -1,0 +1,123 @@
+"""Argument checks shared by the public constructors; every error names the offending argument."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+DEFAULT_SUM_TOL = 1e-6
+
+
+def probability_vector(
+    name: str, values: ArrayLike, *, renormalize: bool = False, atol: float = DEFAULT_SUM_TOL
+) -> NDArray[np.float64]:
+    """Return ``values`` as a read-only float64 probability vector, or raise ``ValueError``.
+
+    Rejects non-1-D input, empty input, NaN/inf, negative entries and sums off by more than
+    ``atol``. With ``renormalize=True`` any positive total is rescaled to 1 instead.
+    """
+    atol = real_number("atol", atol, minimum=0.0)
+    try:
+        raw = np.asarray(values)
+        complex_input = np.iscomplexobj(raw)
+        arr = None if complex_input else np.array(raw, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: not a numeric vector ({exc})") from None
+    if arr is None:
+        raise ValueError(f"{name}: expected real probabilities, got complex dtype {raw.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D vector, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name}: empty vector")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite entries")
+    if np.any(arr < 0):
+        raise ValueError(f"{name}: has negative entries (min {arr.min():.3g})")
+    if renormalize:
+        largest = float(arr.max())
+        if largest <= 0:
+            raise ValueError(f"{name}: sums to 0; cannot renormalise")
+        arr /= largest  # first to [0, 1]: a sum of entries near 1e308 would overflow
+        arr /= arr.sum()
+    total = float(arr.sum())
+    if not renormalize and abs(total - 1.0) > atol:
+        raise ValueError(
+            f"{name}: sums to {total!r}, not 1 within {atol:g} (pass renormalize=True to rescale)"
+        )
+    arr.setflags(write=False)
+    return arr
+
+
+def positive_int(name: str, value: object, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as an int in [minimum, maximum], or raise ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected an integer, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name}: must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: must be at most {maximum}, got {value}")
+    return value
+
+
+def real_number(
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+) -> float:
+    """Return ``value`` as a finite float in the stated range, or raise ``ValueError`` naming it.
+
+    Rejects bools, complex numbers, strings, None, NaN and infinities.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected a real number, got {value!r}")
+    out = float(value)
+    if not np.isfinite(out):
+        raise ValueError(f"{name}: expected a finite number, got {out!r}")
+    if minimum is not None:
+        if exclusive_minimum and out <= minimum:
+            raise ValueError(f"{name}: must be greater than {minimum:g}, got {out:g}")
+        if not exclusive_minimum and out < minimum:
+            raise ValueError(f"{name}: must be at least {minimum:g}, got {out:g}")
+    if maximum is not None and out > maximum:
+        raise ValueError(f"{name}: must be at most {maximum:g}, got {out:g}")
+    return out
+
+
+def as_generator(rng: object, name: str = "rng") -> np.random.Generator:
+    """A numpy ``Generator`` from an int seed, None (fresh entropy) or a Generator."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None:
+        return np.random.default_rng()
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+        if int(rng) < 0:
+            raise ValueError(f"{name}: a seed must be non-negative, got {rng}")
+        return np.random.default_rng(int(rng))
+    raise ValueError(f"{name}: expected an int seed, None or numpy.random.Generator, got {rng!r}")
+
+
+def canonical_name(value: object, what: str = "name") -> str:
+    """The canonical spelling of a method, rule or scheme name: lower case, words joined by '_'.
+
+    ``"maxflow-cs"``, ``"MaxFlow_CS"`` and ``"maxflow_cs"`` all become ``"maxflow_cs"``, so
+    registries keyed by canonical names accept either separator.
+    """
+    if not isinstance(value, str):
+        raise ValueError(f"{what}: expected a string, got {value!r}")
+    return value.strip().lower().replace("-", "_")
+
+
+def check_options(what: str, options: Mapping[str, object], allowed: Iterable[str]) -> None:
+    """Reject unknown keyword options with the list of valid ones (``ValueError``)."""
+    valid = sorted(allowed)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        listing = ", ".join(valid) if valid else "none"
+        raise ValueError(f"{what}: unknown option(s) {', '.join(unknown)}; valid: {listing}")
