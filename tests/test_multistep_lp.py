@@ -218,9 +218,8 @@ def test_lp_arguments_are_checked() -> None:
         multi_path_lp(target, draft, 2, 2, constraints="some")
     with pytest.raises(ValueError, match="paths"):
         multi_path_lp(target, draft, 2, 0)
-    with pytest.raises(otlp.ProblemTooLarge):
-        with otlp.limits.limited(max_variables=10):
-            multi_path_lp(target, draft, 4, 2)
+    with pytest.raises(otlp.ProblemTooLarge), otlp.limits.limited(max_variables=10):
+        multi_path_lp(target, draft, 4, 2)
 
 
 # ----- global resolution inside tree traversal: [GR] Theorem R.1 ----------------------

@@ -15,6 +15,7 @@ are valid tokens with positive probability.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import resource
@@ -205,10 +206,8 @@ def warm_up() -> None:
     timed check pays for imports or compilation."""
     p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
     for method in method_names():
-        try:
+        with contextlib.suppress(ValueError):  # not applicable here; nothing to warm
             solve(Instance(p, q, 2), method, check=False)
-        except ValueError:  # not applicable here; nothing to warm
-            pass
     for decoder in DECODE_METHODS:
         verify_drafts(p, q, np.array([[0]]), method=decoder, rng=0)
     for scheme, n, rows in (

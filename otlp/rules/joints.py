@@ -57,9 +57,8 @@ class DraftJoint:
                 f"n: drawing {inst.n} distinct drafts needs {inst.n} draft tokens with positive "
                 f"probability, the draft has {support}"
             )
-        if kind == "hub":
-            if inst.n != 2:
-                raise ValueError(f"n: SpecHub's hub joint has two drafts, got n={inst.n}")
+        if kind == "hub" and inst.n != 2:
+            raise ValueError(f"n: SpecHub's hub joint has two drafts, got n={inst.n}")
         return cls(kind, np.repeat(base[:1], inst.n, axis=0), inst.n)
 
     @property
