@@ -81,3 +81,21 @@ def draw_token(inst: Instance, probs: NDArray[np.float64], u: NDArray[np.float64
     from solvers.global_resolution.token import draw
 
     return int(draw(np.clip(probs, 0.0, None), inst.p, inst.tokens, u[0], u[1]))
+
+
+def exact_verification(
+    tokens: NDArray[np.int64], drafts: NDArray[np.int64], method: str
+) -> DraftVerification:
+    """The result of an exact rule's rows: every row reports no system and no fallback."""
+    report = RowReport(
+        system=None,
+        block=None,
+        variables=0,
+        iterations=0,
+        deviation=0.0,
+        budget=0.0,
+        fallback=False,
+        message="exact",
+    )
+    accepted = (tokens[:, None] == drafts).any(axis=1)
+    return DraftVerification(tokens, accepted, (report,) * tokens.shape[0], method)

@@ -29,7 +29,13 @@ from otlp.args import (
     canonical_name,
     positive_int,
 )
-from otlp.decode_rows import DraftVerification, batch_arrays, draw_token, local_drafts
+from otlp.decode_rows import (
+    DraftVerification,
+    batch_arrays,
+    draw_token,
+    exact_verification,
+    local_drafts,
+)
 from otlp.global_resolution.constants import check_tau, check_unit_size
 from otlp.global_resolution.fused import scheme_row
 from otlp.global_resolution.reports import RowReport
@@ -268,15 +274,4 @@ def _exact_rows(
                     )
             probs = rule.local_conditionals(inst, local[None, :])[0]
         tokens[b] = draw_token(inst, probs, uniforms[b])
-    report = RowReport(
-        system=None,
-        block=None,
-        variables=0,
-        iterations=0,
-        deviation=0.0,
-        budget=0.0,
-        fallback=False,
-        message="exact",
-    )
-    accepted = (tokens[:, None] == drafts).any(axis=1)
-    return DraftVerification(tokens, accepted, (report,) * rows, method)
+    return exact_verification(tokens, drafts, method)
