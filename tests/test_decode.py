@@ -185,7 +185,7 @@ def test_bench_decoder_cells_time_end_to_end() -> None:
     """`otlp bench` decoder cells: floors, the fused path, a batch and the object API."""
     from otlp.bench.cells import Catalog, plan_grid
     from otlp.bench.config import parse_config
-    from otlp.bench.decode import DECODE, decode_tables
+    from otlp.bench.decoder_cells import DECODE, decode_tables
     from otlp.bench.tables import Slice
     from otlp.bench.worker import OK, run_group
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from instances.suites import suite_names
 from otlp.bench.config import BenchConfig, MethodSettings, Selection, Sweep, resolve_suite
-from otlp.bench.decode import DECODE, known_decoders, takes_tau
+from otlp.bench.decoder_cells import DECODE, known_decoders, takes_tau
 from otlp.columns import column_count
 from otlp.methods import get_method, method_names
 

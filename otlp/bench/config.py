@@ -17,7 +17,7 @@ Layout (every key optional except at least one ``[[sweep]]`` with a grid)::
     name = "solve time"
     methods = ["highs", "maxflow"]     # otlp.solve methods
     rules = []                         # otlp.rules names, or "all"
-    decoders = []                      # end to end from full-vocabulary arrays (bench.decode)
+    decoders = []                      # end to end from full-vocabulary arrays (decoder_cells)
     kn = [[10, 2], [100, 2]]           # explicit (k, n) points, or k = [...] and n = [...]
 
     [methods.highs]          # per method (or rule): size cap, tau grid, solver options
@@ -87,7 +87,7 @@ class Sweep:
     items: int
     select: Mapping[str, tuple[Selection, ...]]  # suite -> its selections (one slice each)
     repeats: int
-    decoders: tuple[str, ...] = ()  # end-to-end decoder cells (otlp.bench.decode)
+    decoders: tuple[str, ...] = ()  # end-to-end decoder cells (otlp.bench.decoder_cells)
 
 
 @dataclass(frozen=True)

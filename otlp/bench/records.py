@@ -1,6 +1,6 @@
 """One token's result record and its statuses: what every measured cell writes per token.
 
-Method, rule and decoder cells (:mod:`otlp.bench.worker`, :mod:`otlp.bench.decode`) all
+Method, rule and decoder cells (:mod:`otlp.bench.worker`, :mod:`otlp.bench.decoder_cells`) all
 report a token through :func:`token_record`; the aggregation reads these fields.
 """
 

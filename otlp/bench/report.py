@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otlp.bench.cells import METHOD, RULE
-from otlp.bench.decode import DECODE, decode_tables
+from otlp.bench.decoder_cells import DECODE, decode_tables
 from otlp.bench.machine import describe_machine
 from otlp.bench.tables import Row, Slice, best_under_limit, measured
 

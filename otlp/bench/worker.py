@@ -29,7 +29,7 @@ import numpy as np
 from instances.suites import Suite, SuiteItem, load
 from otlp.api import solve
 from otlp.bench.cells import ALPHA, METHOD, Cell, WorkUnit, suite_indices
-from otlp.bench.decode import DECODE, measure_decode
+from otlp.bench.decoder_cells import DECODE, measure_decode
 from otlp.bench.records import (
     ERROR,
     FAILED,
