@@ -411,6 +411,10 @@ def test_global_resolution_refuses_more_drafts_than_it_handles_reliably() -> Non
     slow = otlp.Instance(
         [0.656348947218093, 0.343651052781907], [0.96393064118821, 0.03606935881179], 64
     )
-    start = time.perf_counter()
-    assert otlp.solve(slow, "global_resolution").verification.ok
-    assert time.perf_counter() - start < 5.0
+    plan = otlp.solve(slow, "global_resolution")
+    assert plan.verification.ok
+    # Bounded work, not wall time (a timed assertion fails on a loaded or cold machine): each
+    # unit stops within its iteration limit, and one that misses its budget falls back exactly.
+    reports = plan.info["units"].values()
+    assert all(r.iterations <= 50 for r in reports)
+    assert all(r.fallback for r in reports if r.deviation > 5 * plan.info["tau"])
