@@ -80,6 +80,20 @@ def fit_columns(explicit: sp.csc_matrix, mass: FloatArray) -> FloatArray:
     return np.maximum(mass - cols, 0.0)
 
 
+def carry_stranded_columns(
+    row_residual: FloatArray, col_residual: FloatArray, target: FloatArray
+) -> FloatArray:
+    """Residual rows that can carry ``col_residual``: ``row_residual`` itself, or, where the
+    rows carry nothing but rounding left some column mass (one subnormal unit is 2.5e-4 of a
+    column of mass 2e-320), that mass spread like the target. Without it the Eq. (3) term
+    ``rows * col_residual / mass`` is empty and such a column's pi(. | omega) sums below 1.
+    """
+    left = float(col_residual.sum())
+    if left > 0 and not row_residual.sum() > 0:
+        return target * left
+    return row_residual
+
+
 @dataclass
 class TransportPlan:
     """A coupling of the target p and the draft joint of ``instance``."""
@@ -185,10 +199,7 @@ class TransportPlan:
         rows = np.bincount(row_of, weights=data, minlength=target.shape[0])
         explicit.eliminate_zeros()  # max-flow stores every arc; most carry nothing
         row_residual = np.maximum(target - rows, 0.0)
-        left = float(col_residual.sum())
-        if left > 0 and not row_residual.sum() > 0:
-            # Nothing left on the rows but rounding left some column mass: spread it like p.
-            row_residual = target * left
+        row_residual = carry_stranded_columns(row_residual, col_residual, target)
         info = dict(self.info)
         info["polish"] = {
             "violation": violation,

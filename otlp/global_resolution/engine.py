@@ -49,7 +49,7 @@ from otlp.global_resolution.exact import (
 )
 from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.instance import Instance
-from otlp.plan import fit_columns
+from otlp.plan import carry_stranded_columns, fit_columns
 from otlp.subset import SubsetSelection
 from solvers.global_resolution import (
     ALPHA_LIMIT,
@@ -449,7 +449,10 @@ class GlobalResolution:
         )
         explicit.sum_duplicates()
         col_residual = fit_columns(explicit, columns.mass)
-        return columns, explicit, self.row_residual.copy(), col_residual
+        rows = carry_stranded_columns(
+            self.row_residual.copy(), col_residual, self.instance.target_rows
+        )
+        return columns, explicit, rows, col_residual
 
     def deviation_bounds(self) -> dict[str, float]:
         """Lemma 6.6 from the certified deviations of the solved units (0 where exact)."""
