@@ -250,7 +250,8 @@ def multistep_case(rng: np.random.Generator, index: int) -> Case:
 
 
 def _reproducers() -> list[Case]:
-    """Issue 17's instances, as cases (indices 0 .. len - 1 of every campaign)."""
+    """Issue 17's instances and later fuzz finds, as cases (indices 0 .. len - 1 of every
+    campaign)."""
     rng = np.random.default_rng(0)
     p6, q6 = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
     q6[4] = 1e-60
@@ -293,6 +294,14 @@ def _reproducers() -> list[Case]:
         | {"scheme": "without_replacement", "top_k": 30, "slices_only": True}
         | {"omegas": [[2, 11, 18, 0, 22], [2, 0, 1, 3, 4]]}
         | {"components": ["method:global_resolution"]},
+        # fuzz seed 14: i.i.d. n = 30 on V = 2 and 3, where the GR series cancel (q n >> pi)
+        base
+        | {"p": [0.008397789088738823, 0.9916022109112611], "q": [5.087063092020835e-18, 1.0]}
+        | {"n": 30, "scheme": "iid", "shape": "huge_n", "decoder_dtypes": ["float16", "float64"]},
+        base
+        | {"p": [1.677924639758689e-300, 0.13470033946167456, 0.8652996605383255]}
+        | {"q": [0.25573782529591255, 1.7283169824378578e-200, 0.7442621747040875]}
+        | {"n": 30, "scheme": "iid", "shape": "huge_n", "decoder_dtypes": ["float64", "float32"]},
     ]
 
 

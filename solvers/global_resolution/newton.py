@@ -34,8 +34,13 @@ MAX_STEP = 10.0  # largest change of any alpha in one step (each coordinate is c
 MAX_TRIALS = 40  # line-search evaluations per step
 SHIFT_LIMIT = 50.0  # largest common shift of the inner start (see :func:`_shift_start`)
 COMMON_SHARE = 0.9  # a shortfall this much along the common direction gets a shift step
-CONVERGED, ITERATION_LIMIT, LINE_SEARCH_FAILED = 0, 1, 2
-MESSAGES = ("converged", "iteration limit", "line search failed")
+CONVERGED, ITERATION_LIMIT, LINE_SEARCH_FAILED, UNRESOLVED = 0, 1, 2, 3
+MESSAGES = (
+    "converged",
+    "iteration limit",
+    "line search failed",
+    "receipts not resolved: the series' rounding error exceeds the budget",
+)
 
 
 @dataclass(frozen=True)
@@ -260,7 +265,8 @@ def newton_kernel(
     fresh: bool = True,
 ) -> tuple[FloatArray, int, int, float, float, int]:
     """Damped Newton from ``alpha0``: (alpha, iterations, evaluations, ||grad||_1, certified
-    deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT`` or ``LINE_SEARCH_FAILED``.
+    deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT``, ``LINE_SEARCH_FAILED`` or
+    ``UNRESOLVED`` (the error bound of the receipts alone exceeds ``tol``).
 
     ``fresh=False`` resumes from an iterate of an earlier call (no start shift), so a solve
     split into calls of a few iterations (to check a clock between them) takes the same steps.
@@ -289,6 +295,9 @@ def newton_kernel(
         deviation = grad_norm + ev[5]
         if deviation <= tol:
             status = CONVERGED
+            break
+        if ev[5] > tol:  # cancellation (large n q): no iterate can be certified
+            status = UNRESOLVED
             break
         if iterations >= max_iter:
             break

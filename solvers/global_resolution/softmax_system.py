@@ -234,7 +234,7 @@ def evaluate_kernel(
     c = np.exp(alpha - shift)
     t, w1, w2 = _kernel_nodes(c, slack, n, level)
     if n == 2:
-        receipts, row_sums, low_rank, blocks = _accumulate_two(
+        receipts, row_sums, low_rank, blocks, magnitude = _accumulate_two(
             t, c, q_pow, base_pow, w1, w2, slack, hessian
         )
     else:
@@ -242,11 +242,32 @@ def evaluate_kernel(
         for r in range(t.shape[0]):
             for i in range(c.shape[0]):
                 y[r, i] = math.exp(-t[r] * c[i])
-        receipts, row_sums, low_rank, blocks = _accumulate(
+        receipts, row_sums, low_rank, blocks, magnitude = _accumulate(
             y, c, q_pow, base_pow, w1, w2, slack, hessian
         )
-    quad_error = 1.01 * KERNEL_REL_ERRORS[level] * receipts.sum()
+    quad_error = 1.01 * KERNEL_REL_ERRORS[level] * abs(receipts.sum())
+    quad_error += rounding_error(magnitude, n)
     return alpha, receipts, row_sums, low_rank, blocks, quad_error
+
+
+ROUNDING_SAFETY = 4.0  # the rounding estimate's factor over gamma_(n+4) |terms|
+
+
+@nb.njit(cache=True)
+def rounding_error(magnitude: float, n: int) -> float:
+    """Estimated floating-point error of the receipts from the absolute sum of their terms.
+
+    The series of :func:`_series` alternate in sign: v_j = u_j / (1 + u_j) and log(1 + u_j)
+    have radius about pi / q_j, so for n q_j >> pi the terms c_i w1_t v[a] P[n - a] exceed
+    the receipts by up to about n! (q_j / pi)^n (3e17 at n = 30, q_j = 1) and cancel to
+    garbage the relative quadrature bound does not see. ``magnitude`` is Σ of their absolute
+    values; ``ROUNDING_SAFETY`` gamma_(n+4) times it (Higham's running error estimate for the
+    last sum) was 5-300x the measured error of the receipts against enumeration for
+    n = 10..40, q up to 1 (``tests/test_gr_rounding.py``). Without cancellation it is about
+    1e-14 of the receipts; with it, the certificate grows until the unit falls back exactly.
+    """
+    unit = (n + 4) * 2.0**-53
+    return ROUNDING_SAFETY * unit / (1.0 - unit) * magnitude
 
 
 @nb.njit(cache=True)
@@ -303,12 +324,14 @@ def _accumulate(
     w2: FloatArray,
     slack: float,
     hessian: bool,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Receipts, Hessian row sums, U^T (rows (node, a)) and Λ blocks; see the module doc."""
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """Receipts, Hessian row sums, U^T (rows (node, a)), Λ blocks and the absolute sum of
+    the receipts' terms (:func:`rounding_error`); see the module doc."""
     nodes, m = y.shape
     n = base_pow.shape[0] - 1
     rank = n - 1 if hessian else 0
     receipts = np.zeros(m)
+    magnitudes = np.zeros(m)
     row_sums = np.zeros(m)
     low_rank = np.zeros((nodes * rank, m))
     blocks = np.zeros((nodes, rank, rank))
@@ -318,8 +341,10 @@ def _accumulate(
         prod = _series(y[r], q_pow, base_pow, v, logs)
         for a in range(1, n + 1):
             coef = w1[r] * prod[n - a]
+            size = abs(coef)
             for i in range(m):
                 receipts[i] += coef * v[a, i]
+                magnitudes[i] += size * abs(v[a, i])
         if not hessian:
             continue
         if slack > 0:  # row sums: slack * c_i Σ_{s ∋ i} w(s) / (slack + c(s))^2
@@ -333,10 +358,12 @@ def _accumulate(
                 low_rank[row, i] = c[i] * v[a, i]
             for b in range(1, n + 1 - a):
                 blocks[r, a - 1, b - 1] = w2[r] * prod[n - a - b]
+    magnitude = 0.0
     for i in range(m):
         receipts[i] *= c[i]
         row_sums[i] *= c[i]
-    return receipts, row_sums, low_rank, blocks
+        magnitude += c[i] * magnitudes[i]
+    return receipts, row_sums, low_rank, blocks, magnitude
 
 
 @nb.njit(cache=True)
@@ -349,11 +376,12 @@ def _accumulate_two(
     w2: FloatArray,
     slack: float,
     hessian: bool,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
     """:func:`_accumulate` for n = 2 in two passes over the tokens per node (the general
     series take about fifteen): with y = exp(-t c), v_1 = y q, v_2 = y q^2 (1/2 - y) and
     P_1 = base + Σ_j y_j q_j, every receipt term is w1 (P_1 v_1 + v_2), every row-sum term
-    slack w2 (P_1 v_1 + v_2), U^T's row is c v_1 and Λ = w2 (P_0 = 1)."""
+    slack w2 (P_1 v_1 + v_2), U^T's row is c v_1 and Λ = w2 (P_0 = 1). Nothing cancels
+    beyond |v_2| <= q^2 / 2, so the receipts' own sum stands for their terms' magnitude."""
     nodes, m = t.shape[0], c.shape[0]
     rank = 1 if hessian else 0
     receipts = np.zeros(m)
@@ -377,7 +405,9 @@ def _accumulate_two(
                 low_rank[r, i] = c[i] * v1
         if hessian:
             blocks[r, 0, 0] = w2[r]
+    magnitude = 0.0
     for i in range(m):
         receipts[i] *= c[i]
         row_sums[i] *= c[i]
-    return receipts, row_sums, low_rank, blocks
+        magnitude += abs(receipts[i])
+    return receipts, row_sums, low_rank, blocks, magnitude
