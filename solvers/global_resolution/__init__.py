@@ -7,13 +7,22 @@
 * :mod:`grouped` — the seed's grouped-coefficient value and gradient over explicit sets.
 * :mod:`newton` — damped Newton with the exact Hessian (dense or Woodbury).
 * :mod:`lbfgs` — the seed's L-BFGS-B configuration (reference).
+
+The kernels call each other across modules, so their numba cache is cleared whenever any
+source of this package changes (:func:`solvers.kernel_cache.refresh`), before they load.
 """
 
-from solvers.global_resolution.grouped import GroupedObjective
-from solvers.global_resolution.lbfgs import lbfgs
-from solvers.global_resolution.newton import MinimizeResult, newton
-from solvers.global_resolution.polymatroid import OuterTargets, outer_targets
-from solvers.global_resolution.softmax_system import (
+from pathlib import Path
+
+from solvers.kernel_cache import refresh
+
+refresh(Path(__file__).parent)  # before any kernel module loads
+
+from solvers.global_resolution.grouped import GroupedObjective  # noqa: E402
+from solvers.global_resolution.lbfgs import lbfgs  # noqa: E402
+from solvers.global_resolution.newton import MinimizeResult, newton  # noqa: E402
+from solvers.global_resolution.polymatroid import OuterTargets, outer_targets  # noqa: E402
+from solvers.global_resolution.softmax_system import (  # noqa: E402
     ALPHA_LIMIT,
     Evaluation,
     SoftmaxSystem,
