@@ -11,6 +11,8 @@ import otlp
 from tests.profiles import examples
 from tests.strategies import instances, weight_vectors
 
+PSI_ROUNDING = 64 * np.finfo(float).eps  # 1.4e-14: V <= 8 terms of size <= 1, two orders
+
 
 @settings(max_examples=150, deadline=None)
 @given(instances())
@@ -18,7 +20,9 @@ def test_default_method_matches_brute_force(inst: otlp.Instance) -> None:
     fast = otlp.optimal_acceptance(inst)
     brute = otlp.optimal_acceptance(inst, "brute")
     assert fast.alpha_star == pytest.approx(brute.alpha_star, abs=1e-12)
-    assert otlp.psi(inst, fast.H_mask) == pytest.approx(fast.psi_min, abs=1e-15)
+    # psi(H) recomputed vs the search's running value: two summation orders of the same
+    # O(1) terms, each within a few V ulps (5.9e-15 was seen for n = 1 without replacement)
+    assert otlp.psi(inst, fast.H_mask) == pytest.approx(fast.psi_min, abs=PSI_ROUNDING)
 
 
 @settings(max_examples=examples(200), deadline=None)
