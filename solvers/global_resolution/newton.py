@@ -159,7 +159,7 @@ def _line_search(
     merit = residual @ residual
     lo, slope_lo, hi, slope_hi = 0.0, slope0, full, 0.0
     step, kept = full, 0
-    trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0)
+    trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0, 0.0)
     trial_residual = residual
     for used in range(1, MAX_TRIALS + 1):
         trial = evaluate_kernel(alpha + step * direction, q_pow, base_pow, slack, False, level)
@@ -237,7 +237,7 @@ def _common_shift(
     q_pow: FloatArray,
     base_pow: FloatArray,
     level: int,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float, float]:
     """The evaluation at ``alpha`` plus the common shift that leaves the residual its share.
 
     When the receipts fall short by a common factor (slack 1, the inner system), the mass
@@ -266,7 +266,7 @@ def newton_kernel(
 ) -> tuple[FloatArray, int, int, float, float, int]:
     """Damped Newton from ``alpha0``: (alpha, iterations, evaluations, ||grad||_1, certified
     deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT``, ``LINE_SEARCH_FAILED`` or
-    ``UNRESOLVED`` (the error bound of the receipts alone exceeds ``tol``).
+    ``UNRESOLVED`` (the rounding error of the receipts alone exceeds ``tol``).
 
     ``fresh=False`` resumes from an iterate of an earlier call (no start shift), so a solve
     split into calls of a few iterations (to check a clock between them) takes the same steps.
@@ -296,7 +296,7 @@ def newton_kernel(
         if deviation <= tol:
             status = CONVERGED
             break
-        if ev[5] > tol:  # cancellation (large n q): no iterate can be certified
+        if ev[6] > tol:  # rounding alone (cancellation, large n q): nothing can be certified
             status = UNRESOLVED
             break
         if iterations >= max_iter:

@@ -206,7 +206,7 @@ def _kernel_nodes(
 def evaluate(system: SoftmaxSystem, alpha: FloatArray, hessian: bool = False) -> Evaluation:
     """Receipts of every variable (and the Hessian parts) at ``alpha``."""
     q_pow, base_pow = system._powers
-    alpha, receipts, row_sums, low_rank, blocks, quad_error = evaluate_kernel(
+    alpha, receipts, row_sums, low_rank, blocks, quad_error, _ = evaluate_kernel(
         np.asarray(alpha, dtype=np.float64), q_pow, base_pow, system.slack, hessian
     )
     if not hessian:
@@ -222,9 +222,10 @@ def evaluate_kernel(
     slack: float,
     hessian: bool,
     level: int = 0,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float, float]:
     """:func:`evaluate` on the :func:`power_table` of a system: (clipped alpha, receipts,
-    row sums, U^T, Λ blocks, quadrature error bound); the Hessian parts are empty unless
+    row sums, U^T, Λ blocks, error bound of the receipts (quadrature and rounding), its
+    rounding part (:func:`rounding_error`)); the Hessian parts are empty unless
     ``hessian``. Without slack (outer) c is shifted by max alpha (F is shift-invariant).
     ``level`` picks the quadrature step (:data:`~solvers.global_resolution.expsum.STEPS`)."""
     n = base_pow.shape[0] - 1
@@ -245,9 +246,9 @@ def evaluate_kernel(
         receipts, row_sums, low_rank, blocks, magnitude = _accumulate(
             y, c, q_pow, base_pow, w1, w2, slack, hessian
         )
-    quad_error = 1.01 * KERNEL_REL_ERRORS[level] * abs(receipts.sum())
-    quad_error += rounding_error(magnitude, n)
-    return alpha, receipts, row_sums, low_rank, blocks, quad_error
+    rounding = rounding_error(magnitude, n)
+    quad_error = 1.01 * KERNEL_REL_ERRORS[level] * abs(receipts.sum()) + rounding
+    return alpha, receipts, row_sums, low_rank, blocks, quad_error, rounding
 
 
 ROUNDING_SAFETY = 4.0  # the rounding estimate's factor over gamma_(n+4) |terms|
