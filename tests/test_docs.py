@@ -160,7 +160,12 @@ def test_links_leaving_docs_are_rewritten_for_the_site() -> None:
 
 
 # Pages that hold measured tables outside docs/benchmarks/ (each with its command).
-MEASUREMENT_PAGES = [ROOT / "docs" / "gr-schemes.md", ROOT / "docs" / "decoding.md"]
+MEASUREMENT_PAGES = [
+    ROOT / "docs" / "gr-schemes.md",
+    ROOT / "docs" / "decoding.md",
+    ROOT / "docs" / "guide" / "fuzz.md",
+    ROOT / "docs" / "mutation-testing.md",
+]
 
 
 def _table_rows(text: str) -> list[str]:
