@@ -21,6 +21,8 @@ is one of its drafts, and a report per row.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -37,6 +39,7 @@ from otlp.decode_rows import (
     local_drafts,
 )
 from otlp.decode_schemes import handles, verify_scheme_drafts
+from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.reports import RowReport
 from otlp.instance import Instance
 
@@ -58,6 +61,7 @@ def verify_drafts(
     max_iter: int = 50,
     atol: float | None = None,
     scheme: str = "iid",
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
 ) -> DraftVerification:
     """Verify a batch of drafts: one output token per row of ``drafts``.
 
@@ -87,6 +91,10 @@ def verify_drafts(
         How the drafts were drawn: ``iid`` (default), ``without_replacement``,
         ``independent`` (n = 2, q of shape (2, V) or (B, 2, V)) or ``greedy``; the other
         schemes and their methods are in :mod:`otlp.decode_schemes`.
+    time_budget:
+        Global resolution only: seconds a row's convex solve may run (default
+        ``DEFAULT_TIME_BUDGET``, 5 s; None for no limit). A row past it stops and is solved
+        exactly (``fallback=True``, "time budget exhausted" in its report's message).
     """
     if handles(scheme, method):
         return verify_scheme_drafts(
@@ -101,8 +109,13 @@ def verify_drafts(
             parallel=parallel,
             max_iter=max_iter,
             atol=atol,
+            time_budget=time_budget,
         )
-    from otlp.global_resolution import check_tau, check_unit_size  # registers the method
+    from otlp.global_resolution import (  # registers the method
+        check_tau,
+        check_time_budget,
+        check_unit_size,
+    )
 
     method = canonical_name(method, "method")
     if method not in METHODS:
@@ -117,6 +130,7 @@ def verify_drafts(
     if not isinstance(parallel, bool):
         raise ValueError(f"parallel: expected True or False, got {parallel!r}")
     max_iter = positive_int("max_iter", max_iter, minimum=0)
+    time_budget = check_time_budget(time_budget)
     generator = as_generator(rng)
     uniforms = generator.random((rows, 2))
     if method != "global_resolution":
@@ -133,6 +147,7 @@ def verify_drafts(
         max_iter=max_iter,
         atol=atol,
         parallel=parallel,
+        time_budget=time_budget,
     )
 
 
@@ -147,25 +162,35 @@ def global_resolution_rows(
     max_iter: int,
     atol: float,
     parallel: bool = False,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
 ) -> DraftVerification:
     """Global resolution's compiled batch on checked arrays (``verify_drafts`` after its
     argument checks): p, q (1 or B, V) float32/float64 C-contiguous, drafts (B, n) int64,
     two ``uniforms`` per row (a row's token depends on its own pair only); rows whose unit
-    misses its budget are solved exactly (fallback)."""
+    misses its budget, or whose Newton runs past ``time_budget`` seconds (None: no limit),
+    are solved exactly (fallback)."""
+    from solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
     from solvers.global_resolution.token import batch, batch_parallel
 
     rows = draft_arr.shape[0]
     kernel = batch_parallel if parallel else batch
-    tokens, table = kernel(p_arr, q_arr, draft_arr, top_k or 0, tau, max_iter, atol, uniforms)
+    seconds = math.inf if time_budget is None else time_budget
+    tokens, table = kernel(
+        p_arr, q_arr, draft_arr, top_k or 0, tau, max_iter, atol, uniforms, seconds
+    )
     _raise_for_bad_rows(table, p_arr, q_arr, draft_arr)
     reports = []
     for b in range(rows):
-        status, system, block, variables, iterations, deviation, budget = table[b]
+        status, system, block, variables, iterations, deviation, budget, newton = table[b]
         fallback = bool(status == 1)
-        message = "converged"
+        message = NEWTON_MESSAGES[int(newton)]
         if fallback:
-            tokens[b], message = _exact_fallback(
-                p_arr, q_arr, draft_arr, b, top_k, tau, max_iter, atol, uniforms[b]
+            tokens[b], exact = _exact_fallback(
+                p_arr, q_arr, draft_arr, b, top_k, tau, max_iter, atol, uniforms[b], time_budget
+            )
+            message = (
+                f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; "
+                f"object API: {exact}"
             )
         reports.append(
             RowReport(
@@ -231,14 +256,23 @@ def _exact_fallback(
     max_iter: int,
     atol: float,
     u: NDArray[np.float64],
+    time_budget: float | None,
 ) -> tuple[int, str]:
-    """A row whose unit missed its budget: the object API solves it exactly by max-flow."""
+    """A row whose unit missed its budget: the object API solves the unit again (within the
+    same ``time_budget``) and exactly by max-flow where it misses it too."""
     import otlp
 
     inst, _ = _row_instance(p, q, drafts, b, top_k, atol)
     from otlp.global_resolution import GlobalResolutionPlan
 
-    plan = otlp.solve(inst, "global_resolution", tau=tau, max_iter=max_iter, check=False)
+    plan = otlp.solve(
+        inst,
+        "global_resolution",
+        tau=tau,
+        max_iter=max_iter,
+        time_budget=time_budget,
+        check=False,
+    )
     assert isinstance(plan, GlobalResolutionPlan)
     probs, report = plan.token_report(drafts[b])
     return draw_token(inst, probs, u), report.message

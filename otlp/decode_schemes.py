@@ -36,7 +36,12 @@ from otlp.decode_rows import (
     exact_verification,
     local_drafts,
 )
-from otlp.global_resolution.constants import check_tau, check_unit_size
+from otlp.global_resolution.constants import (
+    DEFAULT_TIME_BUDGET,
+    check_tau,
+    check_time_budget,
+    check_unit_size,
+)
 from otlp.global_resolution.fused import scheme_row
 from otlp.global_resolution.reports import RowReport
 from otlp.instance import Instance
@@ -85,6 +90,7 @@ def verify_scheme_drafts(
     parallel: bool,
     max_iter: int,
     atol: float | None,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
 ) -> DraftVerification:
     """See the module docstring and :func:`otlp.verify_drafts`."""
     scheme = canonical_name(scheme, "scheme")
@@ -118,6 +124,7 @@ def verify_scheme_drafts(
             "verifies its rows one by one"
         )
     max_iter = positive_int("max_iter", max_iter, minimum=0)
+    time_budget = check_time_budget(time_budget)
     uniforms = as_generator(rng).random((rows, 2))
     if method != "global_resolution":
         return _exact_rows(p_arr, q_arr, draft_arr, scheme, method, top_k, atol, uniforms)
@@ -128,7 +135,7 @@ def verify_scheme_drafts(
     for b in range(rows):
         pb, qb = _row(p_arr, b), _row(q_arr, b)
         result = scheme_row(
-            pb, qb, draft_arr[b], scheme, top_k or 0, tau, max_iter, atol, uniforms[b]
+            pb, qb, draft_arr[b], scheme, top_k or 0, tau, max_iter, atol, uniforms[b], time_budget
         )
         if result.status not in (OK, FALLBACK):
             _raise_for_row(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
@@ -136,7 +143,7 @@ def verify_scheme_drafts(
         message = result.message
         if fallback:
             tokens[b], exact = _exact_fallback(
-                pb, qb, draft_arr[b], scheme, top_k, tau, max_iter, atol, uniforms[b]
+                pb, qb, draft_arr[b], scheme, top_k, tau, max_iter, atol, uniforms[b], time_budget
             )
             message = f"{message}; exact: {exact}"
         else:
@@ -225,13 +232,21 @@ def _exact_fallback(
     max_iter: int,
     atol: float,
     u: NDArray[np.float64],
+    time_budget: float | None,
 ) -> tuple[int, str]:
-    """A row the fused path could not certify: the object API solves it (exactly where its
-    own certificates fail)."""
+    """A row the fused path could not certify: the object API solves it (within the same
+    ``time_budget``, exactly where its own certificates fail)."""
     import otlp
 
     inst = _instance(pb, qb, drafts.shape[0], scheme, top_k, atol, 0)
-    plan = otlp.solve(inst, "global_resolution", tau=tau, max_iter=max_iter, check=False)
+    plan = otlp.solve(
+        inst,
+        "global_resolution",
+        tau=tau,
+        max_iter=max_iter,
+        time_budget=time_budget,
+        check=False,
+    )
     probs, report = plan.token_report(drafts)  # type: ignore[attr-defined]
     return draw_token(inst, probs, u), str(report.message)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,8 @@ import otlp
 import otlp.rules
 from instances import dirichlet_pair, zipf_llm_pair
 from solvers.global_resolution import token
+
+newton = importlib.import_module("solvers.global_resolution.newton")  # the package shadows it
 
 
 @settings(deadline=None)
@@ -57,7 +61,10 @@ def test_fused_slice_agrees_with_the_object_api(
     plan = otlp.solve(inst, "global_resolution", tau=1e-3, check=False)
     rng = np.random.default_rng(seed)
     for omega in inst.sample_drafts(rng, 4):
-        fused, system, _, variables, iterations, _, _, fallback = _fused_slice(inst, p, q, omega)
+        fused, system, _, variables, iterations, deviation, budget, _ = _fused_slice(
+            inst, p, q, omega
+        )
+        fallback = not deviation <= budget
         expected, report = plan.token_report(omega)
         assert fallback == report.fallback
         if fallback:
@@ -231,3 +238,35 @@ def test_bench_decoder_cells_time_end_to_end() -> None:
         assert all(t["status"] == OK and t["time_s"] > 0 for t in record["tokens"])
     text = "\n".join(decode_tables(Slice("dirichlet", "", "iid", tuple(rows))))
     assert "global_resolution@4" in text and "[1×]" in text
+
+
+def _hard_rows() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows whose Newton cannot certify tau = 1e-10 (the quadrature bound alone is above it):
+    without a clock they run 9 iterations into a failed line search."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.full(50, 0.3)), rng.dirichlet(np.full(50, 0.3))
+    return p, q, rng.choice(50, size=(2, 4), p=q)
+
+
+def test_compiled_rows_stop_at_their_time_budget() -> None:
+    """verify_drafts' per-row clock: a row still iterating after FIRST_CHUNK steps past its
+    budget stops there and is solved exactly, and its report says why."""
+    p, q, drafts = _hard_rows()
+    free = otlp.verify_drafts(p, q, drafts, tau=1e-10, rng=0, time_budget=None)
+    assert all(r.iterations > newton.FIRST_CHUNK for r in free.reports)
+    assert not any("time budget" in r.message for r in free.reports)
+    timed = otlp.verify_drafts(p, q, drafts, tau=1e-10, rng=0, time_budget=1e-9)
+    for report in timed.reports:
+        assert report.fallback and report.iterations == newton.FIRST_CHUNK
+        assert report.message.startswith("compiled row: time budget exhausted")
+    assert np.all(p[timed.tokens] > 0)
+    fast = otlp.verify_drafts(p, q, drafts, tau=1e-3, rng=0, time_budget=1e-9)
+    assert not any(r.fallback for r in fast.reports)  # converged before the first check
+
+
+@pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
+@pytest.mark.parametrize("bad", [0, -1.0, "a", float("nan")])
+def test_time_budget_is_checked(scheme: str, bad: object) -> None:
+    p, q, _ = _hard_rows()
+    with pytest.raises(ValueError, match="time_budget"):
+        otlp.verify_drafts(p, q, [[0, 1], [2, 3]], scheme=scheme, time_budget=bad)

@@ -50,6 +50,7 @@ from otlp.global_resolution.constants import (
     System,
     Unit,
     check_tau,
+    check_time_budget,
     check_unit_size,
 )
 from otlp.global_resolution.engine import GlobalResolution
@@ -84,6 +85,7 @@ __all__ = [
     "Unit",
     "chain_targets",
     "check_tau",
+    "check_time_budget",
     "check_unit_size",
     "make_engine",
     "restore_rounded_outer_flow",

@@ -75,6 +75,13 @@ def check_tau(tau: object) -> float:
     return value
 
 
+def check_time_budget(time_budget: object) -> float | None:
+    """A per-token time budget in seconds (> 0), or None for no limit; else a ValueError."""
+    if time_budget is None:
+        return None
+    return real_number("time_budget", time_budget, minimum=0.0, exclusive_minimum=True)
+
+
 def check_unit_size(k: int, n: int) -> None:
     """Refuse a draft vocabulary whose one Newton evaluation would exceed ``otlp.limits``.
 

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.args import canonical_name, positive_int, real_number
+from otlp.args import canonical_name, positive_int
 from otlp.builders import BipartiteSystem, inner_system, outer_system
 from otlp.columns import DraftColumns
 from otlp.global_resolution.constants import (
@@ -35,6 +35,7 @@ from otlp.global_resolution.constants import (
     System,
     Unit,
     check_tau,
+    check_time_budget,
     check_unit_size,
 )
 from otlp.global_resolution.exact import (
@@ -98,10 +99,7 @@ class GlobalResolution:
             raise ValueError(f"minimizer: expected one of {MINIMIZERS}, got {minimizer!r}")
         if max_iter is not None:
             max_iter = positive_int("max_iter", max_iter, minimum=0)
-        if time_budget is not None:
-            time_budget = real_number(
-                "time_budget", time_budget, minimum=0.0, exclusive_minimum=True
-            )
+        time_budget = check_time_budget(time_budget)
         if not isinstance(fallback, bool):
             raise ValueError(f"fallback: expected True or False, got {fallback!r}")
         check_unit_size(inst.k, inst.n)

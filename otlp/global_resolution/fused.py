@@ -145,6 +145,7 @@ def row_slice(
     tau: float,
     max_iter: int,
     atol: float,
+    time_budget: float | None = None,
 ) -> tuple[RowResult, FloatArray | None, IntArray | None]:
     """(report, pi(.|omega) over the draft vocabulary plus the outside row, its global ids)
     for one decoder row of ``scheme``; the slice is None unless the status is OK.
@@ -188,7 +189,12 @@ def row_slice(
     iterations, deviation, message = 0, 0.0, "exact"
     if not (system.size == 0 or (system.size == 1 and system.gauge_free)):
         try:
-            result = system_newton(system, budget, max_iter=max_iter)  # type: ignore[arg-type]
+            result = system_newton(
+                system,  # type: ignore[arg-type]
+                budget,
+                max_iter=max_iter,
+                time_budget=time_budget,
+            )
         except NUMERICAL_FAILURES as exc:
             failure = RowResult(FALLBACK, -1, name, block_id, message=f"numerical failure: {exc}")
             return failure, None, None
@@ -219,9 +225,12 @@ def scheme_row(
     max_iter: int,
     atol: float,
     uniforms: FloatArray,
+    time_budget: float | None = None,
 ) -> RowResult:
     """One decoder row: :func:`row_slice` and a draw from the slice (two uniforms)."""
-    report, probs, tokens = row_slice(p, q_rows, drafts, scheme, top_k, tau, max_iter, atol)
+    report, probs, tokens = row_slice(
+        p, q_rows, drafts, scheme, top_k, tau, max_iter, atol, time_budget
+    )
     if probs is None or tokens is None:
         return report
     token = int(draw(probs, p, tokens, uniforms[0], uniforms[1]))

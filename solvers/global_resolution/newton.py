@@ -34,13 +34,15 @@ MAX_STEP = 10.0  # largest change of any alpha in one step (each coordinate is c
 MAX_TRIALS = 40  # line-search evaluations per step
 SHIFT_LIMIT = 50.0  # largest common shift of the inner start (see :func:`_shift_start`)
 COMMON_SHARE = 0.9  # a shortfall this much along the common direction gets a shift step
-CONVERGED, ITERATION_LIMIT, LINE_SEARCH_FAILED, UNRESOLVED = 0, 1, 2, 3
+CONVERGED, ITERATION_LIMIT, LINE_SEARCH_FAILED, UNRESOLVED, OUT_OF_TIME = 0, 1, 2, 3, 4
 MESSAGES = (
     "converged",
     "iteration limit",
     "line search failed",
     "receipts not resolved: the series' rounding error exceeds the budget",
+    "time budget exhausted",
 )
+FIRST_CHUNK = 4  # Newton iterations before the clock is first checked (most solves need fewer)
 
 
 @dataclass(frozen=True)
@@ -253,6 +255,14 @@ def _common_shift(
 
 
 @nb.njit(cache=True)
+def clock() -> float:
+    """``time.perf_counter()`` from compiled code (an object-mode block, a few microseconds)."""
+    with nb.objmode(now="float64"):
+        now = time.perf_counter()
+    return now  # noqa: RET504 (objmode variables must be assigned, then returned)
+
+
+@nb.njit(cache=True)
 def newton_kernel(
     q: FloatArray,
     targets: FloatArray,
@@ -263,10 +273,13 @@ def newton_kernel(
     alpha0: FloatArray,
     max_iter: int,
     fresh: bool = True,
+    deadline: float = math.inf,
 ) -> tuple[FloatArray, int, int, float, float, int]:
     """Damped Newton from ``alpha0``: (alpha, iterations, evaluations, ||grad||_1, certified
     deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT``, ``LINE_SEARCH_FAILED`` or
-    ``UNRESOLVED`` (the rounding error of the receipts alone exceeds ``tol``).
+    ``UNRESOLVED`` (the rounding error of the receipts alone exceeds ``tol``) or
+    ``OUT_OF_TIME`` (``time.perf_counter()`` past ``deadline``, checked before each iteration
+    after the first ``FIRST_CHUNK``: the compiled decoder rows' clock).
 
     ``fresh=False`` resumes from an iterate of an earlier call (no start shift), so a solve
     split into calls of a few iterations (to check a clock between them) takes the same steps.
@@ -300,6 +313,9 @@ def newton_kernel(
             status = UNRESOLVED
             break
         if iterations >= max_iter:
+            break
+        if iterations >= FIRST_CHUNK and deadline < math.inf and clock() > deadline:
+            status = OUT_OF_TIME
             break
         if slack > 0.0 and m > 1 and -residual.sum() > COMMON_SHARE * grad_norm:
             shifted = _common_shift(ev[0], residual, wanted, tol, q_pow, base_pow, level)
@@ -362,9 +378,6 @@ def newton(
         message,
         time.perf_counter() - start,
     )
-
-
-FIRST_CHUNK = 4  # Newton iterations before the clock is first checked (most solves need fewer)
 
 
 NewtonArgs = tuple[FloatArray, FloatArray, float, float, int, float]

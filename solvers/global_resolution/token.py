@@ -34,7 +34,7 @@ from solvers.global_resolution.constants import (
     SUM_P,
     SUM_Q,
 )
-from solvers.global_resolution.newton import newton_kernel
+from solvers.global_resolution.newton import CONVERGED, clock, newton_kernel
 from solvers.global_resolution.polymatroid import target_blocks
 from solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
 from solvers.global_resolution.sorting import stable_argsort, top_tokens
@@ -203,17 +203,19 @@ def solve_system(
     n: int,
     budget: float,
     max_iter: int,
-) -> tuple[FloatArray, int, float, float, bool]:
-    """(alpha, iterations, ||grad||_1, certified deviation, fallback) for one unit; a unit of
-    no variable, or an outer one of one variable, is exact."""
+    deadline: float = math.inf,
+) -> tuple[FloatArray, int, float, float, int]:
+    """(alpha, iterations, ||grad||_1, certified deviation, Newton status) for one unit (the
+    unit falls back unless deviation <= budget); a unit of no variable, or an outer one of one
+    variable, is exact. ``deadline``: see :func:`newton_kernel`."""
     m = q.shape[0]
     if m == 0 or (m == 1 and slack == 0.0):
-        return np.zeros(m), 0, 0.0, 0.0, False
+        return np.zeros(m), 0, 0.0, 0.0, CONVERGED
     start = initial_alpha(q, targets, base, n, slack == 0.0)
-    alpha, iterations, _, grad_norm, deviation, _ = newton_kernel(
-        q, targets, base, slack, n, budget, start, max_iter, True
+    alpha, iterations, _, grad_norm, deviation, status = newton_kernel(
+        q, targets, base, slack, n, budget, start, max_iter, True, deadline
     )
-    return alpha, iterations, grad_norm, deviation, not deviation <= budget
+    return alpha, iterations, grad_norm, deviation, status
 
 
 @nb.njit(cache=True)
@@ -311,9 +313,11 @@ def token_slice(
     drafts: IntArray,
     tau: float,
     max_iter: int,
-) -> tuple[FloatArray, int, int, int, int, float, float, bool]:
+    deadline: float = math.inf,
+) -> tuple[FloatArray, int, int, int, int, float, float, int]:
     """pi(.|omega) over the draft vocabulary plus the outside row ([GR] Eq. 18) for drafted
-    local ids, and (system, block, variables, iterations, deviation, budget, fallback)."""
+    local ids, and (system, block, variables, iterations, deviation, budget, Newton status);
+    the slice is valid only if deviation <= budget (else the unit falls back)."""
     k = p_local.shape[0]
     order, size, _, targets, starts, ends, bases, block_of = analyse(p_local, q_local, n)
     block = unit_of(block_of, drafts)
@@ -321,8 +325,8 @@ def token_slice(
         p_local, q_local, order, size, targets, starts, ends, bases, block
     )
     budget = unit_budget(tau, targets, starts, ends, block)
-    solved, iterations, _, deviation, fallback = solve_system(
-        q_local[variables], x, base, slack, n, budget, max_iter
+    solved, iterations, _, deviation, status = solve_system(
+        q_local[variables], x, base, slack, n, budget, max_iter, deadline
     )
     alpha = np.zeros(k)
     inner = np.zeros(k, dtype=np.bool_)
@@ -332,7 +336,7 @@ def token_slice(
     residual = residual_rows(p_local, p_outside, order, size, targets)
     out = slice_of(alpha, inner, block_of, residual, drafts, block)
     system = OUTER if block >= 0 else INNER
-    return out, system, block, variables.shape[0], iterations, deviation, budget, fallback
+    return out, system, block, variables.shape[0], iterations, deviation, budget, status
 
 
 @nb.njit(cache=True)
@@ -395,11 +399,14 @@ def token_row(
     u: float,
     u_out: float,
     report: FloatArray,
+    time_budget: float = math.inf,
 ) -> int:
     """One decoder step: the output token for drafted ids (-1 unless the status is OK).
 
-    ``report`` receives (status, system, block, variables, iterations, deviation, budget).
+    ``report`` receives (status, system, block, variables, iterations, deviation, budget,
+    Newton status); Newton stops at ``time_budget`` seconds after the row starts.
     """
+    deadline = clock() + time_budget if time_budget < math.inf else math.inf
     n = drafts.shape[0]
     status, p_sum, q_sum = scan(p, q, atol)
     report[0] = status
@@ -413,18 +420,27 @@ def token_row(
             report[1] = d
             return -1
     p_local, q_local, p_outside = restrict(p, q, tokens, p_sum, q_sum)
-    probs, system, block, variables, iterations, deviation, budget, fallback = token_slice(
-        p_local, q_local, p_outside, n, local, tau, max_iter
+    probs, system, block, variables, iterations, deviation, budget, newton = token_slice(
+        p_local, q_local, p_outside, n, local, tau, max_iter, deadline
     )
     report[1], report[2], report[3] = system, block, variables
-    report[4], report[5], report[6] = iterations, deviation, budget
-    if fallback:
+    report[4], report[5], report[6], report[7] = iterations, deviation, budget, newton
+    if not deviation <= budget:
         report[0] = FALLBACK
         return -1
     return draw(probs, p, tokens, u, u_out)
 
 
-REPORT_FIELDS = ("status", "system", "block", "variables", "iterations", "deviation", "budget")
+REPORT_FIELDS = (
+    "status",
+    "system",
+    "block",
+    "variables",
+    "iterations",
+    "deviation",
+    "budget",
+    "newton",
+)
 
 
 @nb.njit(cache=True)
@@ -437,8 +453,10 @@ def batch(
     max_iter: int,
     atol: float,
     uniforms: FloatArray,
+    time_budget: float = math.inf,
 ) -> tuple[IntArray, FloatArray]:
-    """:func:`token_row` for each row of ``drafts`` ((B, n)); p and q are (1, V) or (B, V)."""
+    """:func:`token_row` for each row of ``drafts`` ((B, n)); p and q are (1, V) or (B, V);
+    ``time_budget`` seconds per row (inf: none)."""
     rows = drafts.shape[0]
     out = np.empty(rows, dtype=np.int64)
     reports = np.zeros((rows, len(REPORT_FIELDS)))
@@ -456,6 +474,7 @@ def batch(
             uniforms[b, 0],
             uniforms[b, 1],
             reports[b],
+            time_budget,
         )
     return out, reports
 
@@ -470,6 +489,7 @@ def batch_parallel(
     max_iter: int,
     atol: float,
     uniforms: FloatArray,
+    time_budget: float = math.inf,
 ) -> tuple[IntArray, FloatArray]:
     """:func:`batch` with the rows spread over numba's threads (``prange``)."""
     rows = drafts.shape[0]
@@ -489,5 +509,6 @@ def batch_parallel(
             uniforms[b, 0],
             uniforms[b, 1],
             reports[b],
+            time_budget,
         )
     return out, reports
