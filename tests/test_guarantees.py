@@ -312,8 +312,9 @@ def test_global_resolution_acceptance_tolerance_is_10_tau() -> None:
 
 def _deviation_after(iterations: int) -> float:
     """The inner Newton solve's certified deviation after ``iterations`` steps (the iterates
-    do not depend on tau; only the stopping rule does)."""
-    report = _inner(_gr_plan(1e-10, max_iter=iterations))
+    do not depend on tau; only the stopping rule does). tau = 1e-8 keeps two steps short of
+    the budget; a tau near TAU_MIN would stop at step 0, below the series' rounding error."""
+    report = _inner(_gr_plan(1e-8, max_iter=iterations))
     assert report.iterations == iterations and report.fallback
     return float(report.deviation)
 
