@@ -347,6 +347,114 @@ def test_a_unit_that_misses_its_budget_falls_back_to_the_exact_solve() -> None:
     assert otlp.verify(plan).ok
 
 
+def _seed_truncation_oracle(q: np.ndarray, base: float, n: int, tau: float, inner: bool):
+    """The seed's T by its definition: the fewest largest-q variables whose truncation error
+    (outer eps_T = 1 - (q(H*) + q(T))^n, inner gamma_T = q(H*)^n - q(T)^n) is <= tau."""
+    q = np.sort(q)[::-1]
+    for size in range(q.size + 1):
+        kept = float(q[:size].sum())
+        if inner:
+            error = (base + float(q.sum())) ** n - kept**n
+        else:
+            error = 1.0 - min(base + kept, 1.0) ** n
+        if max(error, 0.0) <= tau:
+            return size, max(error, 0.0)
+    raise AssertionError("no truncation meets tau")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_seed_truncation_keeps_the_fewest_largest_q_tokens_within_tau(n: int) -> None:
+    """Appendix K: the seed truncates each system to the fewest tokens, by decreasing q, whose
+    eps_T (outer) or gamma_T (inner) is at most tau; the report gives |T| and that error."""
+    rng = np.random.default_rng(0)
+    inst = otlp.Instance(rng.dirichlet(np.full(30, 0.5)), rng.dirichlet(np.full(30, 0.5)), n)
+    tau = 1e-3
+    plan = otlp.solve(inst, "global_resolution", tau=tau, minimizer="seed", check=False)
+    assert plan.columns.count > 0
+    inside = plan.info["H"]
+    mask = np.isin(inst.tokens, inside)
+    p, q = inst.p_local, inst.q_local
+    units = plan.info["units"]
+    outer = units[("outer", 0)]
+    size, error = _seed_truncation_oracle(q[~mask], float(q[mask].sum()), n, tau, inner=False)
+    assert 0 < size < int((~mask).sum())  # a real truncation
+    assert outer.variables == size
+    assert outer.truncation_error == pytest.approx(error, rel=1e-9, abs=1e-15)
+    inner = units[("inner", None)]
+    variables = mask & (p > 0)
+    size, error = _seed_truncation_oracle(
+        q[variables], float(q[mask & (p <= 0)].sum()), n, tau, inner=True
+    )
+    assert inner.variables == size
+    assert inner.truncation_error == pytest.approx(error, rel=1e-9, abs=1e-15)
+
+
+def test_an_empty_h_star_is_used_when_min_psi_ties_0_within_psi_tie() -> None:
+    """H* is replaced by the empty set (alpha* = 1, psi 0) exactly when min psi > -PSI_TIE;
+    the comparison is strict, and the method that found H* is kept."""
+    from otlp.global_resolution import PSI_TIE
+    from otlp.global_resolution.scheme_parts import tie_to_empty
+
+    mask = np.array([True, False, True])
+    tied = tie_to_empty(mask, -0.5 * PSI_TIE, "prefix")
+    assert not tied.H_mask.any() and tied.psi_min == 0.0 and tied.method == "prefix"
+    for value in (-PSI_TIE, -2.0 * PSI_TIE):
+        kept = tie_to_empty(mask, value, "branch and bound")
+        assert kept.H_mask.tolist() == mask.tolist() and kept.psi_min == value
+        assert kept.method == "branch and bound"
+    empty = tie_to_empty(np.zeros(3, dtype=bool), -0.5 * PSI_TIE, "prefix")
+    assert empty.psi_min == -0.5 * PSI_TIE  # nothing to replace
+
+
+def test_rounding_shortfall_is_restored_up_to_1e_12_inclusive() -> None:
+    """An outer column short of its mass by 0 < s <= ROUNDING_SHORTFALL (1e-12) gets s back,
+    split over its arcs in proportion to their target rows (equally when those are all 0);
+    a larger shortfall or an excess is left alone."""
+    import dataclasses
+
+    from otlp.builders import outer_system
+    from otlp.global_resolution import ROUNDING_SHORTFALL, restore_rounded_outer_flow
+
+    assert ROUNDING_SHORTFALL == 1e-12
+    inst = otlp.Instance(np.full(6, 1 / 6), np.full(6, 1 / 6), 2)
+    mask = np.array([False, False, False, False, True, True])
+    network = outer_system(inst, mask)  # the last column, {4, 5}, has no outer arc
+    members = [tuple(int(t) for t in m if t >= 0) for m in network.columns.members]
+    cols, tokens = network.arc_columns(), network.arc_tokens()
+    mass = np.full(len(members), 0.1)
+    values = np.zeros(cols.size)
+    for c in range(len(members)):  # every column transported in full, split equally
+        arcs = np.flatnonzero(cols == c)
+        values[arcs] = mass[c] / max(arcs.size, 1)
+
+    def arc(column: tuple[int, ...], token: int) -> int:
+        return int(np.flatnonzero((cols == members.index(column)) & (tokens == token))[0])
+
+    values[arc((0, 1), 1)] -= 3e-13  # short 3e-13: back in proportion 0.5 : 0.3
+    shortfalls = (((2, 3), 1e-12), ((0, 2), 4e-13), ((2, 4), 2e-13), ((1, 3), 3e-12))
+    for column, total in shortfalls:
+        mass[members.index(column)] = total  # nothing transported: short by exactly total
+        values[cols == members.index(column)] = 0.0
+    values[arc((0, 3), 3)] += 1e-13  # an excess is not a shortfall
+    network = dataclasses.replace(network, columns=dataclasses.replace(network.columns, mass=mass))
+    rows = np.array([0.5, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    restored = restore_rounded_outer_flow(network, values, rows)
+    expected = values.copy()
+    short = mass[members.index((0, 1))] - values[cols == members.index((0, 1))].sum()
+    assert 0 < short <= ROUNDING_SHORTFALL
+    expected[arc((0, 1), 0)] += short * 0.5 / 0.8
+    expected[arc((0, 1), 1)] += short * 0.3 / 0.8
+    expected[arc((2, 3), 2)] += 0.5e-12  # rows all 0: equal split
+    expected[arc((2, 3), 3)] += 0.5e-12
+    expected[arc((0, 2), 0)] += 4e-13  # all to the one arc with a positive row
+    expected[arc((2, 4), 2)] += 2e-13  # one arc (4 is in H*), row 0: all to it
+    assert restored == pytest.approx(expected, rel=0.0, abs=1e-17)
+    sums = np.bincount(cols, weights=restored, minlength=len(members))
+    for column in ((0, 1), (2, 3), (0, 2), (2, 4)):
+        assert sums[members.index(column)] == pytest.approx(mass[members.index(column)], abs=1e-17)
+    assert restore_rounded_outer_flow(network, np.zeros(0), rows).size == 0
+
+
 # ----- subset selection's tie rule --------------------------------------------------------------
 @pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
 def test_prefix_search_takes_the_shortest_optimal_prefix_on_ties(scheme: str) -> None:
