@@ -6,6 +6,7 @@ plan's reports), so the tests hold wherever its code lives."""
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -345,6 +346,104 @@ def test_a_unit_that_misses_its_budget_falls_back_to_the_exact_solve() -> None:
     assert ("inner", None) in plan.info["fallback"]
     assert plan.info["deviation_bounds"]["target_l1"] == 0.0  # exact units add nothing
     assert otlp.verify(plan).ok
+
+
+def _four_outer_blocks() -> otlp.Instance:
+    """Nine tokens, n = 2, whose outer system has tight-set blocks of 1, 1, 2 and 3 tokens."""
+    rng = np.random.default_rng(4000)
+    vocab, n = int(rng.integers(5, 10)), int(rng.integers(2, 4))
+    p = rng.dirichlet(np.ones(vocab) * rng.choice([0.3, 1, 3]))
+    q = rng.dirichlet(np.ones(vocab) * rng.choice([0.3, 1, 3]))
+    return otlp.Instance(p, q, n)
+
+
+def _budget_shares(plan: otlp.TransportPlan) -> dict[int, float]:
+    """[GR] §6.3 split of the outer system's 5 tau: half by the block's target mass, half
+    evenly over the blocks that need solving (more than one token)."""
+    outer = plan.engine.outer
+    sizes = outer.ends - outer.starts
+    total = float(outer.targets.sum())
+    solving = int((sizes > 1).sum())
+    return {
+        b: 0.5 * (float(outer.targets[s:e].sum()) / total + 1.0 / solving)
+        for b, (s, e) in enumerate(zip(outer.starts, outer.ends, strict=True))
+    }
+
+
+def test_each_outer_block_meets_its_share_of_the_5_tau_budget() -> None:
+    """An outer block stops only within 5 tau times its share, not the whole 5 tau: tau is set
+    so that block 3's first Newton iterate is within 5 tau but not within its share."""
+    inst = _four_outer_blocks()
+    first = _gr_plan(1e-8, max_iter=1, inst=inst).info["units"][("outer", 3)]
+    assert first.iterations == 1 and first.fallback
+    probe = _gr_plan(1e-3, inst=inst)
+    shares = _budget_shares(probe)
+    assert [b for b, r in probe.info["units"].items() if r.message == "exact"] == [
+        ("outer", 0),
+        ("outer", 1),
+    ]
+    assert shares[2] + shares[3] <= 1.0  # the outer system deviates by at most 5 tau
+    tau = first.deviation / (5.0 * np.sqrt(shares[3]))  # 5 tau share < d1 < 5 tau
+    plan = _gr_plan(tau, inst=inst)
+    units = plan.info["units"]
+    assert units[("outer", 3)].iterations >= 2  # the first iterate was not good enough
+    for block in (2, 3):
+        report = units[("outer", block)]
+        assert not report.fallback and report.deviation <= 5 * tau * shares[block]
+    # Lemma 6.6 from the certified deviations: outer + 2 inner in L1, outer + inner in alpha
+    outer = sum(r.deviation for u, r in units.items() if u[0] == "outer")
+    inner = units[("inner", None)].deviation
+    bounds = plan.info["deviation_bounds"]
+    assert bounds["target_l1"] == pytest.approx(outer + 2 * inner, rel=1e-12)
+    assert bounds["acceptance"] == pytest.approx(outer + inner, rel=1e-12)
+    assert inner > 0 and outer > 0
+    assert otlp.verify(plan).ok
+
+
+def test_single_token_blocks_are_reported_exact() -> None:
+    plan = _gr_plan(1e-3, inst=_four_outer_blocks())
+    for block in (0, 1):
+        report = plan.info["units"][("outer", block)]
+        assert report.variables == 1 and report.iterations == 0 and report.deviation == 0.0
+        assert report.fallback is False and report.message == "exact"
+
+
+def test_tuple_form_units_fall_back_to_their_own_exact_networks() -> None:
+    """Over tuple columns a unit's exact fallback uses its part of the full outer or inner
+    network (block by block): the plan is exact and every lazy slice is the plan's."""
+    inst = _four_outer_blocks()
+    options = {"form": "tuples", "tau": 1e-7, "max_iter": 0}
+    plan = otlp.solve(inst, "global_resolution", **options)
+    assert plan.info["fallback"] == [("outer", 2), ("outer", 3), ("inner", None)]
+    assert otlp.verify(plan).ok and plan.info["deviation_bounds"]["target_l1"] == 0.0
+    assert plan.acceptance == pytest.approx(otlp.optimal_acceptance(inst).alpha_star, abs=1e-12)
+    lazy = otlp.solve(inst, "global_resolution", check=False, **options)
+    for column in inst.columns("tuples").members:
+        omega = inst.tokens[column]
+        want = plan.column_slice(plan.column_of(omega))
+        assert lazy.local_slice(omega) == pytest.approx(want, abs=1e-12)
+
+
+def test_wall_time_and_unit_seconds_add_up() -> None:
+    """The plan's wall time is the sum of its units' (fallbacks included), each non-negative
+    and within the time the call took (no clock thresholds)."""
+    start = time.perf_counter()
+    plan = otlp.solve(_four_outer_blocks(), "global_resolution", tau=1e-7, max_iter=1)
+    elapsed = time.perf_counter() - start
+    seconds = [r.seconds for r in plan.info["units"].values()]
+    assert all(0.0 <= s <= elapsed for s in seconds)
+    assert plan.wall_time == pytest.approx(sum(seconds), rel=1e-9)
+    lazy = otlp.solve(_four_outer_blocks(), "global_resolution", tau=1e-7, max_iter=1, check=False)
+    start = time.perf_counter()
+    _, report = lazy.token_report(lazy.instance.tokens[[2, 3]])
+    assert 0.0 <= report.seconds <= time.perf_counter() - start
+
+
+def test_the_seed_minimizer_honours_max_iter() -> None:
+    inst = _four_outer_blocks()
+    plan = otlp.solve(inst, "global_resolution", tau=1e-9, minimizer="seed", max_iter=1)
+    solved = [r for r in plan.info["units"].values() if r.message != "exact"]
+    assert solved and all(r.iterations <= 1 and r.fallback for r in solved)
 
 
 def _seed_truncation_oracle(q: np.ndarray, base: float, n: int, tau: float, inner: bool):
