@@ -390,6 +390,7 @@ def test_each_outer_block_meets_its_share_of_the_5_tau_budget() -> None:
     for block in (2, 3):
         report = units[("outer", block)]
         assert not report.fallback and report.deviation <= 5 * tau * shares[block]
+        assert report.block == block and 0.0 < report.grad_norm < np.inf
     # Lemma 6.6 from the certified deviations: outer + 2 inner in L1, outer + inner in alpha
     outer = sum(r.deviation for u, r in units.items() if u[0] == "outer")
     inner = units[("inner", None)].deviation
@@ -406,6 +407,35 @@ def test_single_token_blocks_are_reported_exact() -> None:
         report = plan.info["units"][("outer", block)]
         assert report.variables == 1 and report.iterations == 0 and report.deviation == 0.0
         assert report.fallback is False and report.message == "exact"
+        assert report.truncation_error == 0.0 and report.grad_norm == 0.0
+        assert report.seconds == 0.0 and report.block == block
+
+
+def test_the_budget_comparison_is_inclusive() -> None:
+    """A unit whose certified deviation equals its budget exactly (5 tau = d2) is accepted."""
+    d2 = _deviation_after(2)
+    tau = d2 / 5.0
+    while 5.0 * tau != d2:  # the tau whose budget rounds to d2 exactly
+        tau = float(np.nextafter(tau, np.inf if 5.0 * tau < d2 else 0.0))
+    report = _inner(_gr_plan(tau, max_iter=2))
+    assert report.deviation == 5.0 * tau and report.iterations == 2
+    assert not report.fallback
+
+
+def test_a_numerical_failure_falls_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A convex solve that hits a numerical failure is solved exactly; its report says why."""
+    import otlp.global_resolution.engine as engine
+
+    def singular(*args: object, **kwargs: object) -> None:
+        raise np.linalg.LinAlgError("singular Hessian")
+
+    monkeypatch.setattr(engine, "newton", singular)
+    plan = _gr_plan(1e-3)
+    report = _inner(plan)
+    assert report.fallback and report.iterations == 0
+    assert report.deviation == np.inf and report.grad_norm == np.inf
+    assert report.message.startswith("numerical failure: singular Hessian; deviation inf")
+    assert ("inner", None) in plan.info["fallback"] and otlp.verify(plan).ok
 
 
 def test_tuple_form_units_fall_back_to_their_own_exact_networks() -> None:
@@ -461,12 +491,14 @@ def _seed_truncation_oracle(q: np.ndarray, base: float, n: int, tau: float, inne
     raise AssertionError("no truncation meets tau")
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_seed_truncation_keeps_the_fewest_largest_q_tokens_within_tau(n: int) -> None:
+@pytest.mark.parametrize(("n", "zeros"), [(2, 0), (3, 0), (2, 1)])
+def test_seed_truncation_keeps_the_fewest_largest_q_tokens_within_tau(n: int, zeros: int) -> None:
     """Appendix K: the seed truncates each system to the fewest tokens, by decreasing q, whose
     eps_T (outer) or gamma_T (inner) is at most tau; the report gives |T| and that error."""
     rng = np.random.default_rng(0)
-    inst = otlp.Instance(rng.dirichlet(np.full(30, 0.5)), rng.dirichlet(np.full(30, 0.5)), n)
+    p, q = rng.dirichlet(np.full(30, 0.5)), rng.dirichlet(np.full(30, 0.5))
+    p[np.argsort(q)[:zeros]] = 0.0  # tokens of H* with p = 0: the inner system's base
+    inst = otlp.Instance(p / p.sum(), q, n)
     tau = 1e-3
     plan = otlp.solve(inst, "global_resolution", tau=tau, minimizer="seed", check=False)
     assert plan.columns.count > 0
@@ -476,7 +508,7 @@ def test_seed_truncation_keeps_the_fewest_largest_q_tokens_within_tau(n: int) ->
     units = plan.info["units"]
     outer = units[("outer", 0)]
     size, error = _seed_truncation_oracle(q[~mask], float(q[mask].sum()), n, tau, inner=False)
-    assert 0 < size < int((~mask).sum())  # a real truncation
+    assert 0 < size < int((~mask).sum()) or zeros  # a real truncation
     assert outer.variables == size
     assert outer.truncation_error == pytest.approx(error, rel=1e-9, abs=1e-15)
     inner = units[("inner", None)]
@@ -486,6 +518,48 @@ def test_seed_truncation_keeps_the_fewest_largest_q_tokens_within_tau(n: int) ->
     )
     assert inner.variables == size
     assert inner.truncation_error == pytest.approx(error, rel=1e-9, abs=1e-15)
+    # Theorem 6.4 with eps = eps_T: L-BFGS-B stops at ||grad||_1 <= 2 tau and the certified
+    # deviation is ||grad||_1 + 3 eps_T (<= 5 tau: no fallback here)
+    for report in (outer, inner):
+        assert report.grad_norm <= 2 * tau and not report.fallback
+        expected = report.grad_norm + 3 * report.truncation_error
+        assert report.deviation == pytest.approx(expected, rel=1e-12)
+        assert report.deviation <= 5 * tau
+    assert otlp.verify(plan).ok
+
+
+def _seed_outer_errors(inst: otlp.Instance) -> np.ndarray:
+    """eps_T of the seed's outer system for |T| = 0, 1, ... (H* does not depend on tau)."""
+    plan = otlp.solve(inst, "global_resolution", minimizer="seed", check=False)
+    mask = np.isin(inst.tokens, plan.engine.selection.H)
+    q = np.sort(inst.q_local[~mask])[::-1]
+    kept = float(inst.q_local[mask].sum()) + np.concatenate([[0.0], np.cumsum(q)])
+    return np.maximum(1.0 - np.minimum(kept, 1.0) ** inst.n, 0.0)
+
+
+@pytest.mark.parametrize(("n", "limit"), [(4, 10), (6, 10)])
+def test_the_seeds_limit_on_t_is_inclusive(n: int, limit: int) -> None:
+    """Appendix K caps |T| at 50/20/10/10 for n = 2..5 and at 10 beyond: |T| = limit is
+    solved, |T| = limit + 1 is refused (and solved exactly instead)."""
+    from otlp.global_resolution import GlobalResolution
+
+    rng = np.random.default_rng(1)
+    inst = otlp.Instance(rng.dirichlet(np.full(40, 0.3)), rng.dirichlet(np.full(40, 0.3)), n)
+    errors = _seed_outer_errors(inst)
+    assert errors.size > limit + 2 and errors[limit + 1] > 0
+    for size in (limit, limit + 1):
+        tau = float(errors[size])  # the fewest tokens within tau: exactly ``size``
+        assert errors[size - 1] > tau
+        engine = GlobalResolution(inst, tau, minimizer="seed", fallback=False)
+        refused = size > limit
+        if refused:  # without the (here large) exact fallback, a refused unit raises
+            with pytest.raises(RuntimeError, match="missed its budget"):
+                engine.solve(("outer", 0))
+        report = engine.solve(("outer", 0)) if not refused else engine.reports[("outer", 0)]
+        assert report.variables == size
+        message = f"|T| = {size} exceeds the seed's limit {limit}"
+        assert (message in report.message) == refused
+        assert report.fallback == refused and (report.iterations == 0) == refused
 
 
 def test_an_empty_h_star_is_used_when_min_psi_ties_0_within_psi_tie() -> None:
