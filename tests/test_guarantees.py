@@ -476,6 +476,25 @@ def test_the_seed_minimizer_honours_max_iter() -> None:
     assert solved and all(r.iterations <= 1 and r.fallback for r in solved)
 
 
+def test_engine_defaults_are_the_documented_ones() -> None:
+    """tau = 1e-3, Newton with at most 50 iterations, the seed's L-BFGS-B with at most 25
+    (Appendix K), exact fallback on; the i.i.d. engine refuses other schemes (n > 1)."""
+    from otlp.global_resolution import GlobalResolution, make_engine
+
+    inst = _four_outer_blocks()
+    engine = GlobalResolution(inst)
+    assert engine.tau == 1e-3 and engine.minimizer == "newton" and engine.max_iter == 50
+    assert engine.allow_fallback is True and engine.seconds == 0.0
+    assert GlobalResolution(inst, minimizer="seed").max_iter == 25
+    assert GlobalResolution(inst, max_iter=7).max_iter == 7
+    wor = otlp.Instance(inst.p, inst.q, 2, "without_replacement")
+    with pytest.raises(ValueError, match="GlobalResolution handles schemes"):
+        GlobalResolution(wor)
+    single = GlobalResolution(otlp.Instance(inst.p, inst.q, 1, "without_replacement"))
+    assert single.instance.n == 1  # one draft is one draw from q under every scheme
+    assert make_engine(inst).tau == 1e-3 and make_engine(wor).tau == 1e-3
+
+
 def _seed_truncation_oracle(q: np.ndarray, base: float, n: int, tau: float, inner: bool):
     """The seed's T by its definition: the fewest largest-q variables whose truncation error
     (outer eps_T = 1 - (q(H*) + q(T))^n, inner gamma_T = q(H*)^n - q(T)^n) is <= tau."""
