@@ -718,6 +718,32 @@ def test_greedy_scheme_uses_its_closed_form_and_matches_brute_force() -> None:
         otlp.optimal_acceptance(otlp.Instance(p, q, 2), "greedy")
 
 
+def test_subset_selection_refuses_methods_that_are_not_exact_for_the_scheme() -> None:
+    """The prefix rule is exact only for i.i.d. or exchangeable drafts, the min cut only for
+    n = 2 independent drafts, the greedy closed form only for the greedy scheme: anything
+    else is refused (a wrong alpha* would pass silently)."""
+    p, q2 = [0.5, 0.3, 0.2], [[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]
+    for n in (2, 3):
+        independent = otlp.Instance(p, (q2 + q2)[:n], n, "independent")
+        with pytest.raises(
+            ValueError, match=r"^method: 'prefix' is exact only for i\.i\.d\. or exch"
+        ):
+            otlp.optimal_acceptance(independent, "prefix")
+    three = otlp.Instance(p, [q2[0], q2[1], q2[0]], 3, "independent")
+    for inst in (otlp.Instance(p, q2[0], 2), three):
+        with pytest.raises(
+            ValueError, match=r"^method: 'mincut' applies to n = 2 independent drafts$"
+        ):
+            otlp.optimal_acceptance(inst, "mincut")
+    with pytest.raises(
+        ValueError, match=r"^method: 'greedy' is the closed form of the greedy draft scheme$"
+    ):
+        otlp.optimal_acceptance(otlp.Instance(p, q2[0], 2), "greedy")
+    single = otlp.Instance(p, [q2[0]], 1, "independent")  # one draft: the prefix rule holds
+    assert otlp.optimal_acceptance(single, "prefix").method == "prefix"
+    assert otlp.optimal_acceptance(otlp.Instance(p, q2[0], 2), "prefix").method == "prefix"
+
+
 def test_brute_force_is_limited_to_16_draft_tokens() -> None:
     flat = np.full(16, 1 / 16)
     inst = otlp.Instance(flat, flat, 1)
