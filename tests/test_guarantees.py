@@ -744,6 +744,21 @@ def test_subset_selection_refuses_methods_that_are_not_exact_for_the_scheme() ->
     assert otlp.optimal_acceptance(otlp.Instance(p, q2[0], 2), "prefix").method == "prefix"
 
 
+def test_every_exact_method_gives_the_same_h_star_beyond_brute_forces_reach() -> None:
+    """maxflow (any scheme) and mincut (independent n = 2) on 20 tokens, where brute force
+    refuses: the same alpha* and H* (global ids) as the prefix rule or each other."""
+    rng = np.random.default_rng(3)
+    p, q1, q2 = (rng.dirichlet(np.ones(20)) for _ in range(3))
+    iid = otlp.Instance(p, q1, 2)
+    prefix, flow = (otlp.optimal_acceptance(iid, m) for m in ("prefix", "maxflow"))
+    assert flow.method == "maxflow" and flow.alpha_star == pytest.approx(prefix.alpha_star)
+    assert sorted(flow.H.tolist()) == sorted(prefix.H.tolist()) and prefix.H.size > 0
+    independent = otlp.Instance(p, [q1, q2], 2, "independent")
+    cut, flow = (otlp.optimal_acceptance(independent, m) for m in ("mincut", "maxflow"))
+    assert cut.method == "mincut" and cut.alpha_star == pytest.approx(flow.alpha_star)
+    assert sorted(cut.H.tolist()) == sorted(flow.H.tolist()) and cut.H.size > 0
+
+
 def test_brute_force_is_limited_to_16_draft_tokens() -> None:
     flat = np.full(16, 1 / 16)
     inst = otlp.Instance(flat, flat, 1)
