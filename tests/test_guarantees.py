@@ -1,8 +1,10 @@
 """Tests that pin the promised tolerances, bounds and tie rules (issue 17, item "tests that do
 not pin what they claim"): each fails under a one-line mutant of the number or rule it names.
 
-Global resolution is tested through its public API only (``otlp.solve`` options and the
-plan's reports), so the tests hold wherever its code lives."""
+Global resolution is tested through its public API where it can be (``otlp.solve`` options,
+the plan's reports and ``plan.engine``); the rounding repair and the empty-H* tie rule are
+called directly from ``otlp.global_resolution``, and a numerical failure is injected by
+replacing the engine's ``newton``."""
 
 from __future__ import annotations
 
