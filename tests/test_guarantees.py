@@ -1,11 +1,14 @@
 """Tests that pin the promised tolerances, bounds and tie rules (issue 17, item "tests that do
 not pin what they claim"): each fails under a one-line mutant of the number or rule it names.
 
-Global resolution is tested through its public API only (``otlp.solve`` options and the
-plan's reports), so the tests hold wherever its code lives."""
+Global resolution is tested through its public API where it can be (``otlp.solve`` options,
+the plan's reports and ``plan.engine``); the rounding repair and the empty-H* tie rule are
+called directly from ``otlp.global_resolution``, and a numerical failure is injected by
+replacing the engine's ``newton``."""
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -312,8 +315,9 @@ def test_global_resolution_acceptance_tolerance_is_10_tau() -> None:
 
 def _deviation_after(iterations: int) -> float:
     """The inner Newton solve's certified deviation after ``iterations`` steps (the iterates
-    do not depend on tau; only the stopping rule does)."""
-    report = _inner(_gr_plan(1e-10, max_iter=iterations))
+    do not depend on tau; only the stopping rule does). tau = 1e-8 keeps two steps short of
+    the budget; a tau near TAU_MIN would stop at step 0, below the series' rounding error."""
+    report = _inner(_gr_plan(1e-8, max_iter=iterations))
     assert report.iterations == iterations and report.fallback
     return float(report.deviation)
 
@@ -344,6 +348,305 @@ def test_a_unit_that_misses_its_budget_falls_back_to_the_exact_solve() -> None:
     assert ("inner", None) in plan.info["fallback"]
     assert plan.info["deviation_bounds"]["target_l1"] == 0.0  # exact units add nothing
     assert otlp.verify(plan).ok
+
+
+def _four_outer_blocks() -> otlp.Instance:
+    """Nine tokens, n = 2, whose outer system has tight-set blocks of 1, 1, 2 and 3 tokens."""
+    rng = np.random.default_rng(4000)
+    vocab, n = int(rng.integers(5, 10)), int(rng.integers(2, 4))
+    p = rng.dirichlet(np.ones(vocab) * rng.choice([0.3, 1, 3]))
+    q = rng.dirichlet(np.ones(vocab) * rng.choice([0.3, 1, 3]))
+    return otlp.Instance(p, q, n)
+
+
+def _budget_shares(plan: otlp.TransportPlan) -> dict[int, float]:
+    """[GR] §6.3 split of the outer system's 5 tau: half by the block's target mass, half
+    evenly over the blocks that need solving (more than one token)."""
+    outer = plan.engine.outer
+    sizes = outer.ends - outer.starts
+    total = float(outer.targets.sum())
+    solving = int((sizes > 1).sum())
+    return {
+        b: 0.5 * (float(outer.targets[s:e].sum()) / total + 1.0 / solving)
+        for b, (s, e) in enumerate(zip(outer.starts, outer.ends, strict=True))
+    }
+
+
+def test_each_outer_block_meets_its_share_of_the_5_tau_budget() -> None:
+    """An outer block stops only within 5 tau times its share, not the whole 5 tau: tau is set
+    so that block 3's first Newton iterate is within 5 tau but not within its share."""
+    inst = _four_outer_blocks()
+    first = _gr_plan(1e-8, max_iter=1, inst=inst).info["units"][("outer", 3)]
+    assert first.iterations == 1 and first.fallback
+    probe = _gr_plan(1e-3, inst=inst)
+    shares = _budget_shares(probe)
+    assert [b for b, r in probe.info["units"].items() if r.message == "exact"] == [
+        ("outer", 0),
+        ("outer", 1),
+    ]
+    assert shares[2] + shares[3] <= 1.0  # the outer system deviates by at most 5 tau
+    tau = first.deviation / (5.0 * np.sqrt(shares[3]))  # 5 tau share < d1 < 5 tau
+    plan = _gr_plan(tau, inst=inst)
+    units = plan.info["units"]
+    assert units[("outer", 3)].iterations >= 2  # the first iterate was not good enough
+    for block in (2, 3):
+        report = units[("outer", block)]
+        assert not report.fallback and report.deviation <= 5 * tau * shares[block]
+        assert report.block == block and 0.0 < report.grad_norm < np.inf
+    # Lemma 6.6 from the certified deviations: outer + 2 inner in L1, outer + inner in alpha
+    outer = sum(r.deviation for u, r in units.items() if u[0] == "outer")
+    inner = units[("inner", None)].deviation
+    bounds = plan.info["deviation_bounds"]
+    assert bounds["target_l1"] == pytest.approx(outer + 2 * inner, rel=1e-12)
+    assert bounds["acceptance"] == pytest.approx(outer + inner, rel=1e-12)
+    assert inner > 0 and outer > 0
+    assert otlp.verify(plan).ok
+
+
+def test_single_token_blocks_are_reported_exact() -> None:
+    plan = _gr_plan(1e-3, inst=_four_outer_blocks())
+    for block in (0, 1):
+        report = plan.info["units"][("outer", block)]
+        assert report.variables == 1 and report.iterations == 0 and report.deviation == 0.0
+        assert report.fallback is False and report.message == "exact"
+        assert report.truncation_error == 0.0 and report.grad_norm == 0.0
+        assert report.seconds == 0.0 and report.block == block
+
+
+def test_the_budget_comparison_is_inclusive() -> None:
+    """A unit whose certified deviation equals its budget exactly (5 tau = d2) is accepted."""
+    d2 = _deviation_after(2)
+    tau = d2 / 5.0
+    while 5.0 * tau != d2:  # the tau whose budget rounds to d2 exactly
+        tau = float(np.nextafter(tau, np.inf if 5.0 * tau < d2 else 0.0))
+    report = _inner(_gr_plan(tau, max_iter=2))
+    assert report.deviation == 5.0 * tau and report.iterations == 2
+    assert not report.fallback
+
+
+def test_a_numerical_failure_falls_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A convex solve that hits a numerical failure is solved exactly; its report says why."""
+    import otlp.global_resolution.engine as engine
+
+    def singular(*args: object, **kwargs: object) -> None:
+        raise np.linalg.LinAlgError("singular Hessian")
+
+    monkeypatch.setattr(engine, "newton", singular)
+    plan = _gr_plan(1e-3)
+    report = _inner(plan)
+    assert report.fallback and report.iterations == 0
+    assert report.deviation == np.inf and report.grad_norm == np.inf
+    assert report.message.startswith("numerical failure: singular Hessian; deviation inf")
+    assert ("inner", None) in plan.info["fallback"] and otlp.verify(plan).ok
+
+
+def test_tuple_form_units_fall_back_to_their_own_exact_networks() -> None:
+    """Over tuple columns a unit's exact fallback uses its part of the full outer or inner
+    network (block by block): the plan is exact and every lazy slice is the plan's."""
+    inst = _four_outer_blocks()
+    options = {"form": "tuples", "tau": 1e-7, "max_iter": 0}
+    plan = otlp.solve(inst, "global_resolution", **options)
+    assert plan.info["fallback"] == [("outer", 2), ("outer", 3), ("inner", None)]
+    assert otlp.verify(plan).ok and plan.info["deviation_bounds"]["target_l1"] == 0.0
+    assert plan.acceptance == pytest.approx(otlp.optimal_acceptance(inst).alpha_star, abs=1e-12)
+    lazy = otlp.solve(inst, "global_resolution", check=False, **options)
+    for column in inst.columns("tuples").members:
+        omega = inst.tokens[column]
+        want = plan.column_slice(plan.column_of(omega))
+        assert lazy.local_slice(omega) == pytest.approx(want, abs=1e-12)
+
+
+def test_wall_time_and_unit_seconds_add_up() -> None:
+    """The plan's wall time is the sum of its units' (fallbacks included), each non-negative
+    and within the time the call took (no clock thresholds)."""
+    start = time.perf_counter()
+    plan = otlp.solve(_four_outer_blocks(), "global_resolution", tau=1e-7, max_iter=1)
+    elapsed = time.perf_counter() - start
+    seconds = [r.seconds for r in plan.info["units"].values()]
+    assert all(0.0 <= s <= elapsed for s in seconds)
+    assert plan.wall_time == pytest.approx(sum(seconds), rel=1e-9)
+    lazy = otlp.solve(_four_outer_blocks(), "global_resolution", tau=1e-7, max_iter=1, check=False)
+    start = time.perf_counter()
+    _, report = lazy.token_report(lazy.instance.tokens[[2, 3]])
+    assert 0.0 <= report.seconds <= time.perf_counter() - start
+
+
+def test_the_seed_minimizer_honours_max_iter() -> None:
+    inst = _four_outer_blocks()
+    plan = otlp.solve(inst, "global_resolution", tau=1e-9, minimizer="seed", max_iter=1)
+    solved = [r for r in plan.info["units"].values() if r.message != "exact"]
+    assert solved and all(r.iterations <= 1 and r.fallback for r in solved)
+
+
+def test_engine_defaults_are_the_documented_ones() -> None:
+    """tau = 1e-3, Newton with at most 50 iterations, the seed's L-BFGS-B with at most 25
+    (Appendix K), exact fallback on; the i.i.d. engine refuses other schemes (n > 1)."""
+    from otlp.global_resolution import GlobalResolution, make_engine
+
+    inst = _four_outer_blocks()
+    engine = GlobalResolution(inst)
+    assert engine.tau == 1e-3 and engine.minimizer == "newton" and engine.max_iter == 50
+    assert engine.allow_fallback is True and engine.seconds == 0.0
+    assert GlobalResolution(inst, minimizer="seed").max_iter == 25
+    assert GlobalResolution(inst, max_iter=7).max_iter == 7
+    wor = otlp.Instance(inst.p, inst.q, 2, "without_replacement")
+    with pytest.raises(ValueError, match="GlobalResolution handles schemes"):
+        GlobalResolution(wor)
+    single = GlobalResolution(otlp.Instance(inst.p, inst.q, 1, "without_replacement"))
+    assert single.instance.n == 1  # one draft is one draw from q under every scheme
+    assert make_engine(inst).tau == 1e-3 and make_engine(wor).tau == 1e-3
+
+
+def _seed_truncation_oracle(q: np.ndarray, base: float, n: int, tau: float, inner: bool):
+    """The seed's T by its definition: the fewest largest-q variables whose truncation error
+    (outer eps_T = 1 - (q(H*) + q(T))^n, inner gamma_T = q(H*)^n - q(T)^n) is <= tau."""
+    q = np.sort(q)[::-1]
+    for size in range(q.size + 1):
+        kept = float(q[:size].sum())
+        if inner:
+            error = (base + float(q.sum())) ** n - kept**n
+        else:
+            error = 1.0 - min(base + kept, 1.0) ** n
+        if max(error, 0.0) <= tau:
+            return size, max(error, 0.0)
+    raise AssertionError("no truncation meets tau")
+
+
+@pytest.mark.parametrize(("n", "zeros"), [(2, 0), (3, 0), (2, 1)])
+def test_seed_truncation_keeps_the_fewest_largest_q_tokens_within_tau(n: int, zeros: int) -> None:
+    """Appendix K: the seed truncates each system to the fewest tokens, by decreasing q, whose
+    eps_T (outer) or gamma_T (inner) is at most tau; the report gives |T| and that error."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.full(30, 0.5)), rng.dirichlet(np.full(30, 0.5))
+    p[np.argsort(q)[:zeros]] = 0.0  # tokens of H* with p = 0: the inner system's base
+    inst = otlp.Instance(p / p.sum(), q, n)
+    tau = 1e-3
+    plan = otlp.solve(inst, "global_resolution", tau=tau, minimizer="seed", check=False)
+    assert plan.columns.count > 0
+    inside = plan.info["H"]
+    mask = np.isin(inst.tokens, inside)
+    p, q = inst.p_local, inst.q_local
+    units = plan.info["units"]
+    outer = units[("outer", 0)]
+    size, error = _seed_truncation_oracle(q[~mask], float(q[mask].sum()), n, tau, inner=False)
+    assert 0 < size < int((~mask).sum()) or zeros  # a real truncation
+    assert outer.variables == size
+    assert outer.truncation_error == pytest.approx(error, rel=1e-9, abs=1e-15)
+    inner = units[("inner", None)]
+    variables = mask & (p > 0)
+    size, error = _seed_truncation_oracle(
+        q[variables], float(q[mask & (p <= 0)].sum()), n, tau, inner=True
+    )
+    assert inner.variables == size
+    assert inner.truncation_error == pytest.approx(error, rel=1e-9, abs=1e-15)
+    # Theorem 6.4 with eps = eps_T: L-BFGS-B stops at ||grad||_1 <= 2 tau and the certified
+    # deviation is ||grad||_1 + 3 eps_T (<= 5 tau: no fallback here)
+    for report in (outer, inner):
+        assert report.grad_norm <= 2 * tau and not report.fallback
+        expected = report.grad_norm + 3 * report.truncation_error
+        assert report.deviation == pytest.approx(expected, rel=1e-12)
+        assert report.deviation <= 5 * tau
+    assert otlp.verify(plan).ok
+
+
+def _seed_outer_errors(inst: otlp.Instance) -> np.ndarray:
+    """eps_T of the seed's outer system for |T| = 0, 1, ... (H* does not depend on tau)."""
+    plan = otlp.solve(inst, "global_resolution", minimizer="seed", check=False)
+    mask = np.isin(inst.tokens, plan.engine.selection.H)
+    q = np.sort(inst.q_local[~mask])[::-1]
+    kept = float(inst.q_local[mask].sum()) + np.concatenate([[0.0], np.cumsum(q)])
+    return np.maximum(1.0 - np.minimum(kept, 1.0) ** inst.n, 0.0)
+
+
+@pytest.mark.parametrize(("n", "limit"), [(4, 10), (6, 10)])
+def test_the_seeds_limit_on_t_is_inclusive(n: int, limit: int) -> None:
+    """Appendix K caps |T| at 50/20/10/10 for n = 2..5 and at 10 beyond: |T| = limit is
+    solved, |T| = limit + 1 is refused (and solved exactly instead)."""
+    from otlp.global_resolution import GlobalResolution
+
+    rng = np.random.default_rng(1)
+    inst = otlp.Instance(rng.dirichlet(np.full(40, 0.3)), rng.dirichlet(np.full(40, 0.3)), n)
+    errors = _seed_outer_errors(inst)
+    assert errors.size > limit + 2 and errors[limit + 1] > 0
+    for size in (limit, limit + 1):
+        tau = float(errors[size])  # the fewest tokens within tau: exactly ``size``
+        assert errors[size - 1] > tau
+        engine = GlobalResolution(inst, tau, minimizer="seed", fallback=False)
+        refused = size > limit
+        if refused:  # without the (here large) exact fallback, a refused unit raises
+            with pytest.raises(RuntimeError, match="missed its budget"):
+                engine.solve(("outer", 0))
+        report = engine.solve(("outer", 0)) if not refused else engine.reports[("outer", 0)]
+        assert report.variables == size
+        message = f"|T| = {size} exceeds the seed's limit {limit}"
+        assert (message in report.message) == refused
+        assert report.fallback == refused and (report.iterations == 0) == refused
+
+
+def test_an_empty_h_star_is_used_when_min_psi_ties_0_within_psi_tie() -> None:
+    """H* is replaced by the empty set (alpha* = 1, psi 0) exactly when min psi > -PSI_TIE;
+    the comparison is strict, and the method that found H* is kept."""
+    from otlp.global_resolution import PSI_TIE
+    from otlp.global_resolution.scheme_parts import tie_to_empty
+
+    mask = np.array([True, False, True])
+    tied = tie_to_empty(mask, -0.5 * PSI_TIE, "prefix")
+    assert not tied.H_mask.any() and tied.psi_min == 0.0 and tied.method == "prefix"
+    for value in (-PSI_TIE, -2.0 * PSI_TIE):
+        kept = tie_to_empty(mask, value, "branch and bound")
+        assert kept.H_mask.tolist() == mask.tolist() and kept.psi_min == value
+        assert kept.method == "branch and bound"
+    empty = tie_to_empty(np.zeros(3, dtype=bool), -0.5 * PSI_TIE, "prefix")
+    assert empty.psi_min == -0.5 * PSI_TIE  # nothing to replace
+
+
+def test_rounding_shortfall_is_restored_up_to_1e_12_inclusive() -> None:
+    """An outer column short of its mass by 0 < s <= ROUNDING_SHORTFALL (1e-12) gets s back,
+    split over its arcs in proportion to their target rows (equally when those are all 0);
+    a larger shortfall or an excess is left alone."""
+    import dataclasses
+
+    from otlp.builders import outer_system
+    from otlp.global_resolution import ROUNDING_SHORTFALL, restore_rounded_outer_flow
+
+    assert ROUNDING_SHORTFALL == 1e-12
+    inst = otlp.Instance(np.full(6, 1 / 6), np.full(6, 1 / 6), 2)
+    mask = np.array([False, False, False, False, True, True])
+    network = outer_system(inst, mask)  # the last column, {4, 5}, has no outer arc
+    members = [tuple(int(t) for t in m if t >= 0) for m in network.columns.members]
+    cols, tokens = network.arc_columns(), network.arc_tokens()
+    mass = np.full(len(members), 0.1)
+    values = np.zeros(cols.size)
+    for c in range(len(members)):  # every column transported in full, split equally
+        arcs = np.flatnonzero(cols == c)
+        values[arcs] = mass[c] / max(arcs.size, 1)
+
+    def arc(column: tuple[int, ...], token: int) -> int:
+        return int(np.flatnonzero((cols == members.index(column)) & (tokens == token))[0])
+
+    values[arc((0, 1), 1)] -= 3e-13  # short 3e-13: back in proportion 0.5 : 0.3
+    shortfalls = (((2, 3), 1e-12), ((0, 2), 4e-13), ((2, 4), 2e-13), ((1, 3), 3e-12))
+    for column, total in shortfalls:
+        mass[members.index(column)] = total  # nothing transported: short by exactly total
+        values[cols == members.index(column)] = 0.0
+    values[arc((0, 3), 3)] += 1e-13  # an excess is not a shortfall
+    network = dataclasses.replace(network, columns=dataclasses.replace(network.columns, mass=mass))
+    rows = np.array([0.5, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    restored = restore_rounded_outer_flow(network, values, rows)
+    expected = values.copy()
+    short = mass[members.index((0, 1))] - values[cols == members.index((0, 1))].sum()
+    assert 0 < short <= ROUNDING_SHORTFALL
+    expected[arc((0, 1), 0)] += short * 0.5 / 0.8
+    expected[arc((0, 1), 1)] += short * 0.3 / 0.8
+    expected[arc((2, 3), 2)] += 0.5e-12  # rows all 0: equal split
+    expected[arc((2, 3), 3)] += 0.5e-12
+    expected[arc((0, 2), 0)] += 4e-13  # all to the one arc with a positive row
+    expected[arc((2, 4), 2)] += 2e-13  # one arc (4 is in H*), row 0: all to it
+    assert restored == pytest.approx(expected, rel=0.0, abs=1e-17)
+    sums = np.bincount(cols, weights=restored, minlength=len(members))
+    for column in ((0, 1), (2, 3), (0, 2), (2, 4)):
+        assert sums[members.index(column)] == pytest.approx(mass[members.index(column)], abs=1e-17)
+    assert restore_rounded_outer_flow(network, np.zeros(0), rows).size == 0
 
 
 # ----- subset selection's tie rule --------------------------------------------------------------
@@ -415,6 +718,47 @@ def test_greedy_scheme_uses_its_closed_form_and_matches_brute_force() -> None:
             assert otlp.psi(inst, mask) == pytest.approx(expected, abs=1e-15)
     with pytest.raises(ValueError, match="greedy"):
         otlp.optimal_acceptance(otlp.Instance(p, q, 2), "greedy")
+
+
+def test_subset_selection_refuses_methods_that_are_not_exact_for_the_scheme() -> None:
+    """The prefix rule is exact only for i.i.d. or exchangeable drafts, the min cut only for
+    n = 2 independent drafts, the greedy closed form only for the greedy scheme: anything
+    else is refused (a wrong alpha* would pass silently)."""
+    p, q2 = [0.5, 0.3, 0.2], [[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]
+    for n in (2, 3):
+        independent = otlp.Instance(p, (q2 + q2)[:n], n, "independent")
+        with pytest.raises(
+            ValueError, match=r"^method: 'prefix' is exact only for i\.i\.d\. or exch"
+        ):
+            otlp.optimal_acceptance(independent, "prefix")
+    three = otlp.Instance(p, [q2[0], q2[1], q2[0]], 3, "independent")
+    for inst in (otlp.Instance(p, q2[0], 2), three):
+        with pytest.raises(
+            ValueError, match=r"^method: 'mincut' applies to n = 2 independent drafts$"
+        ):
+            otlp.optimal_acceptance(inst, "mincut")
+    with pytest.raises(
+        ValueError, match=r"^method: 'greedy' is the closed form of the greedy draft scheme$"
+    ):
+        otlp.optimal_acceptance(otlp.Instance(p, q2[0], 2), "greedy")
+    single = otlp.Instance(p, [q2[0]], 1, "independent")  # one draft: the prefix rule holds
+    assert otlp.optimal_acceptance(single, "prefix").method == "prefix"
+    assert otlp.optimal_acceptance(otlp.Instance(p, q2[0], 2), "prefix").method == "prefix"
+
+
+def test_every_exact_method_gives_the_same_h_star_beyond_brute_forces_reach() -> None:
+    """maxflow (any scheme) and mincut (independent n = 2) on 20 tokens, where brute force
+    refuses: the same alpha* and H* (global ids) as the prefix rule or each other."""
+    rng = np.random.default_rng(3)
+    p, q1, q2 = (rng.dirichlet(np.ones(20)) for _ in range(3))
+    iid = otlp.Instance(p, q1, 2)
+    prefix, flow = (otlp.optimal_acceptance(iid, m) for m in ("prefix", "maxflow"))
+    assert flow.method == "maxflow" and flow.alpha_star == pytest.approx(prefix.alpha_star)
+    assert sorted(flow.H.tolist()) == sorted(prefix.H.tolist()) and prefix.H.size > 0
+    independent = otlp.Instance(p, [q1, q2], 2, "independent")
+    cut, flow = (otlp.optimal_acceptance(independent, m) for m in ("mincut", "maxflow"))
+    assert cut.method == "mincut" and cut.alpha_star == pytest.approx(flow.alpha_star)
+    assert sorted(cut.H.tolist()) == sorted(flow.H.tolist()) and cut.H.size > 0
 
 
 def test_brute_force_is_limited_to_16_draft_tokens() -> None:
