@@ -37,6 +37,7 @@ from otlp.decode_rows import (
     draw_token,
     exact_verification,
     local_drafts,
+    object_api_token,
 )
 from otlp.decode_schemes import handles, verify_scheme_drafts
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
@@ -258,24 +259,9 @@ def _exact_fallback(
     u: NDArray[np.float64],
     time_budget: float | None,
 ) -> tuple[int, str]:
-    """A row whose unit missed its budget: the object API solves the unit again (within the
-    same ``time_budget``) and exactly by max-flow where it misses it too."""
-    import otlp
-
+    """Row ``b``, whose unit missed its budget: :func:`object_api_token` on its instance."""
     inst, _ = _row_instance(p, q, drafts, b, top_k, atol)
-    from otlp.global_resolution import GlobalResolutionPlan
-
-    plan = otlp.solve(
-        inst,
-        "global_resolution",
-        tau=tau,
-        max_iter=max_iter,
-        time_budget=time_budget,
-        check=False,
-    )
-    assert isinstance(plan, GlobalResolutionPlan)
-    probs, report = plan.token_report(drafts[b])
-    return draw_token(inst, probs, u), report.message
+    return object_api_token(inst, drafts[b], u, tau=tau, max_iter=max_iter, time_budget=time_budget)
 
 
 def _exact_rule(

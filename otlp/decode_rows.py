@@ -83,6 +83,32 @@ def draw_token(inst: Instance, probs: NDArray[np.float64], u: NDArray[np.float64
     return int(draw(np.clip(probs, 0.0, None), inst.p, inst.tokens, u[0], u[1]))
 
 
+def object_api_token(
+    inst: Instance,
+    drafts: NDArray,
+    u: NDArray[np.float64],
+    *,
+    tau: float,
+    max_iter: int,
+    time_budget: float | None,
+) -> tuple[int, str]:
+    """A decoder row the fused path could not certify: the object API solves the unit the
+    drafts need (within the same ``time_budget``; exactly by max-flow where its own
+    certificate fails too) and draws the token; returns (token, the unit's report message)."""
+    import otlp
+
+    plan = otlp.solve(
+        inst,
+        "global_resolution",
+        tau=tau,
+        max_iter=max_iter,
+        time_budget=time_budget,
+        check=False,
+    )
+    probs, report = plan.token_report(drafts)  # type: ignore[attr-defined]
+    return draw_token(inst, probs, u), str(report.message)
+
+
 def exact_verification(
     tokens: NDArray[np.int64], drafts: NDArray[np.int64], method: str
 ) -> DraftVerification:

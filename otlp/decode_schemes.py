@@ -35,6 +35,7 @@ from otlp.decode_rows import (
     draw_token,
     exact_verification,
     local_drafts,
+    object_api_token,
 )
 from otlp.global_resolution.constants import (
     DEFAULT_TIME_BUDGET,
@@ -234,21 +235,9 @@ def _exact_fallback(
     u: NDArray[np.float64],
     time_budget: float | None,
 ) -> tuple[int, str]:
-    """A row the fused path could not certify: the object API solves it (within the same
-    ``time_budget``, exactly where its own certificates fail)."""
-    import otlp
-
+    """A row the fused path could not certify: :func:`object_api_token` on its instance."""
     inst = _instance(pb, qb, drafts.shape[0], scheme, top_k, atol, 0)
-    plan = otlp.solve(
-        inst,
-        "global_resolution",
-        tau=tau,
-        max_iter=max_iter,
-        time_budget=time_budget,
-        check=False,
-    )
-    probs, report = plan.token_report(drafts)  # type: ignore[attr-defined]
-    return draw_token(inst, probs, u), str(report.message)
+    return object_api_token(inst, drafts, u, tau=tau, max_iter=max_iter, time_budget=time_budget)
 
 
 def _exact_rows(
