@@ -272,17 +272,14 @@ def newton_kernel(
     tol: float,
     alpha0: FloatArray,
     max_iter: int,
-    fresh: bool = True,
     deadline: float = math.inf,
+    first_check: int = FIRST_CHUNK,
 ) -> tuple[FloatArray, int, int, float, float, int]:
     """Damped Newton from ``alpha0``: (alpha, iterations, evaluations, ||grad||_1, certified
     deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT``, ``LINE_SEARCH_FAILED`` or
     ``UNRESOLVED`` (the rounding error of the receipts alone exceeds ``tol``) or
-    ``OUT_OF_TIME`` (``time.perf_counter()`` past ``deadline``, checked before each iteration
-    after the first ``FIRST_CHUNK``: the compiled decoder rows' clock).
-
-    ``fresh=False`` resumes from an iterate of an earlier call (no start shift), so a solve
-    split into calls of a few iterations (to check a clock between them) takes the same steps.
+    ``OUT_OF_TIME`` (``time.perf_counter()`` past ``deadline``, read before each iteration
+    after the first ``first_check``: most solves finish before the clock is ever read).
     """
     q_pow, base_pow = power_table(q, base, n)
     m = q.shape[0]
@@ -293,7 +290,7 @@ def newton_kernel(
         free = np.arange(m)
     level = coarsest_level(tol)  # the coarsest quadrature the certificate allows
     evaluations = 1
-    if fresh and slack > 0.0 and max_iter > 0 and m > 1:
+    if slack > 0.0 and max_iter > 0 and m > 1:
         total = base_pow[1] + q.sum()  # columns with a variable: Q^n - base^n
         alpha0, used = _shift_start(alpha0, targets, q_pow, base_pow, total**n - base**n, level)
         evaluations += used
@@ -314,7 +311,7 @@ def newton_kernel(
             break
         if iterations >= max_iter:
             break
-        if iterations >= FIRST_CHUNK and deadline < math.inf and clock() > deadline:
+        if iterations >= first_check and deadline < math.inf and clock() > deadline:
             status = OUT_OF_TIME
             break
         if slack > 0.0 and m > 1 and -residual.sum() > COMMON_SHARE * grad_norm:
@@ -351,23 +348,24 @@ def newton(
 ) -> MinimizeResult:
     """Minimise F until the certified deviation is at most ``tol`` (:func:`newton_kernel`).
 
-    With a ``time_budget`` (seconds) the kernel runs ``FIRST_CHUNK`` iterations, then one
-    per call, and the clock is checked between calls (:func:`chunked_newton`).
+    With a ``time_budget`` (seconds, counted from this call) the kernel reads the clock
+    before each iteration after the first ``FIRST_CHUNK`` and stops past it.
     """
     start = time.perf_counter()
     alpha = system.initial_alpha() if alpha0 is None else np.array(alpha0, dtype=np.float64)
-    args: NewtonArgs = (
+    deadline = math.inf if time_budget is None else start + time_budget
+    alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
         system.q,
         system.targets,
         float(system.base),
         float(system.slack),
         system.n,
         tol,
+        alpha,
+        max_iter,
+        deadline,
+        FIRST_CHUNK,
     )
-    alpha, iterations, evaluations, grad_norm, deviation, status, out_of_time = chunked_newton(
-        args, alpha, max_iter, time_budget, start
-    )
-    message = "time budget exhausted" if out_of_time else MESSAGES[status]
     return MinimizeResult(
         alpha,
         int(iterations),
@@ -375,41 +373,6 @@ def newton(
         float(grad_norm),
         float(deviation),
         bool(deviation <= tol),
-        message,
+        MESSAGES[status],
         time.perf_counter() - start,
     )
-
-
-NewtonArgs = tuple[FloatArray, FloatArray, float, float, int, float]
-
-
-def chunked_newton(
-    args: NewtonArgs,
-    alpha: FloatArray,
-    max_iter: int,
-    time_budget: float | None,
-    start: float,
-) -> tuple[FloatArray, int, int, float, float, int, bool]:
-    """:func:`newton_kernel` on ``args`` (q, targets, base, slack, n, tol) within a time budget.
-
-    Without a budget, one call. With one, ``FIRST_CHUNK`` iterations, then one per call,
-    resumed (``fresh=False``, the same steps as one call) until convergence, ``max_iter``
-    or ``start + time_budget`` (``time.perf_counter`` seconds). Returns the kernel's tuple
-    and whether the budget stopped it.
-    """
-    if time_budget is None:
-        return (*newton_kernel(*args, alpha, max_iter, True), False)
-    chunk = min(FIRST_CHUNK, max_iter)
-    alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
-        *args, alpha, chunk, True
-    )
-    out_of_time = False
-    while status == ITERATION_LIMIT and iterations < max_iter:
-        if time.perf_counter() - start > time_budget:
-            out_of_time = True
-            break
-        alpha, used_iter, used_eval, grad_norm, deviation, status = newton_kernel(
-            *args, alpha, 1, False
-        )
-        iterations, evaluations = iterations + used_iter, evaluations + used_eval
-    return alpha, iterations, evaluations, grad_norm, deviation, status, out_of_time

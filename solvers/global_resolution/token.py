@@ -213,7 +213,7 @@ def solve_system(
         return np.zeros(m), 0, 0.0, 0.0, CONVERGED
     start = initial_alpha(q, targets, base, n, slack == 0.0)
     alpha, iterations, _, grad_norm, deviation, status = newton_kernel(
-        q, targets, base, slack, n, budget, start, max_iter, True, deadline
+        q, targets, base, slack, n, budget, start, max_iter, deadline
     )
     return alpha, iterations, grad_norm, deviation, status
 
