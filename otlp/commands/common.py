@@ -147,6 +147,38 @@ def positive_int_item(text: str) -> int:
     return value
 
 
+def flag_type(check: Callable[[str], Any], what: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` from a checker that raises ``ValueError``: the flag is refused at
+    parse time (a usage error naming it, before any work) with the checker's message, less the
+    argument name it starts with. ``what`` names the expected value in argparse's messages."""
+
+    def convert(text: str) -> Any:
+        try:
+            return check(text)
+        except ValueError as exc:
+            message = str(exc)
+            head, sep, tail = message.partition(": ")
+            raise argparse.ArgumentTypeError(tail if sep and " " not in head else message) from None
+
+    convert.__name__ = what
+    return convert
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """A checker for integers >= ``minimum`` given as text (for :func:`flag_type`)."""
+
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise ValueError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return check
+
+
 def name_item(text: str) -> str:
     """A list element naming a method, rule or scheme, in canonical snake_case."""
     return canonical_name(text)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
+from otlp.args import real_number
 from otlp.commands.common import (
     CommaList,
     add_command,
@@ -19,7 +20,8 @@ from otlp.commands.common import (
     add_progress_argument,
     check_names,
     console,
-    name_item,
+    flag_type,
+    int_at_least,
     output_path,
     positive_int_item,
     print_json,
@@ -39,13 +41,19 @@ from otlp.decoding.compare import (
     run_configs,
     valid,
 )
+from otlp.decoding.drafting import SCHEMES, check_scheme
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
-from otlp.decoding.models.base import TreeModel
+from otlp.decoding.models import smollm2
+from otlp.decoding.models.base import TreeModel, check_temperature
+from otlp.decoding.models.local import check_model_path
+from otlp.decoding.models.pair import SMOLLM2, ModelPair, load_model_pair, resolve_model
+from otlp.decoding.models.precision import PRECISIONS, Fidelity
+from otlp.decoding.models.selfdraft import check_draft, check_draft_name
+from otlp.decoding.models.smollm2 import N_LAYERS
 from otlp.decoding.verify import METHODS
 from otlp.plotting.style import add_format_argument
 
-MODELS = ("smollm2", "toy")
-DEFAULT_DRAFT = "skip4"
+MODELS = (SMOLLM2, "toy")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,14 +62,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "decode",
         summary="speculative decoding on a real model: text and step statistics",
         description="Decode prompts with SmolLM2-135M-Instruct (the llm extra; weights from "
-        "python -m instances.realmodel.fetch) or a toy model pair, drafting K paths of L "
-        "tokens from a self-speculative draft (exitN: the first N of 30 layers; skipN / "
-        "skip:i,j: layers skipped) and verifying with one lossless method. --compare runs "
-        "several methods, and autoregressive sampling from the same target (ar), on the "
-        "same prompts and seeds; --config runs the [decode] grid of a TOML file and writes "
-        "its table and plots to --out.",
+        "python -m instances.realmodel.fetch), your own model (--model PATH: a transformers "
+        "folder or a GGUF file of a Llama, Mistral, Qwen2 or Qwen3 decoder) or a toy model "
+        "pair, drafting K paths of L tokens — from a draft model sharing the target's tokenizer "
+        "(--draft-model PATH) or a self-speculative draft (--draft: exitN, the first N layers; "
+        "skipN / skip:i,j, layers skipped; lookupN, prompt lookup) — and verifying with one "
+        "lossless method. --compare runs several methods, and autoregressive sampling from the "
+        "same target (ar), on the same prompts and seeds; --config runs the [decode] grid of a "
+        "TOML file and writes its table and plots to --out. --precision int8 or bfloat16 runs "
+        "both models on the CPU fast path: decoding stays lossless with respect to the models "
+        "actually run, and their distance to float32 (mean KL and TV of next-token laws over a "
+        "prompt suite) is printed beside the timings.",
         example="otlp decode --prompt 'Tell me a joke.' --method gbv --paths 4 --depth 4",
     )
+    positive = flag_type(positive_int_item, "positive integer")
     parser.add_argument(
         "--prompt",
         action="append",
@@ -70,16 +84,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a prompt (repeatable; default: four built-in prompts); --model toy: token ids "
         "'1,2,3' or empty",
     )
-    parser.add_argument("--model", choices=MODELS, default="smollm2", help="target model")
+    parser.add_argument(
+        "--model",
+        type=flag_type(_model_argument, "model"),
+        default=SMOLLM2,
+        metavar="NAME|PATH",
+        help="target model: smollm2, toy, or the path of a transformers folder (config.json, "
+        "weights, tokenizer) or GGUF file",
+    )
+    parser.add_argument(
+        "--draft-model",
+        type=flag_type(lambda text: str(check_model_path(text)), "model path"),
+        default=None,
+        metavar="PATH",
+        help="a draft model (folder or GGUF) sharing --model's tokenizer, instead of --draft",
+    )
     parser.add_argument(
         "--draft",
-        default=DEFAULT_DRAFT,
-        help="SmolLM2 draft: exitN, skipN (1, 2, 4, 7), skip:i,j,... or lookupN (prompt "
-        "lookup on n-grams up to N)",
+        type=flag_type(check_draft_name, "draft"),
+        default=None,
+        help="self-speculative draft of --model: exitN, skipN (SmolLM2: 1, 2, 4, 7), "
+        "skip:i,j,... or lookupN (prompt lookup on n-grams up to N) (default: skip4 for "
+        "SmolLM2, lookup for other models)",
     )
-    parser.add_argument("--method", type=name_item, default="gbv", help="verification method")
-    parser.add_argument("--paths", type=int, default=4, help="draft paths K")
-    parser.add_argument("--depth", type=int, default=4, help="draft tokens per path L")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="float32",
+        help="run target and draft in float32, bfloat16, or with int8 linear layers (dynamic "
+        "quantisation); lossless with respect to the model run, its fidelity to float32 is "
+        "measured and printed",
+    )
+    parser.add_argument(
+        "--method",
+        type=flag_type(_method, "method"),
+        default="gbv",
+        help="verification method",
+    )
+    parser.add_argument("--paths", type=positive, default=4, help="draft paths K")
+    parser.add_argument("--depth", type=positive, default=4, help="draft tokens per path L")
     parser.add_argument(
         "--branching",
         action=CommaList,
@@ -88,15 +131,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="a static k-ary draft tree instead of K paths (children per node at each depth)",
     )
-    parser.add_argument("--scheme", default=None, help="draft scheme (default: the method's)")
-    parser.add_argument("--top-k", type=int, default=None, help="restrict drafts to top k")
-    parser.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens per prompt")
-    parser.add_argument("--seed", type=int, default=0, help="seed (one generator per prompt)")
+    parser.add_argument(
+        "--scheme",
+        type=flag_type(check_scheme, "scheme"),
+        default=None,
+        help=f"draft scheme: {', '.join(SCHEMES)} (default: the method's)",
+    )
+    parser.add_argument("--top-k", type=positive, default=None, help="restrict drafts to top k")
+    parser.add_argument(
+        "--temperature",
+        type=flag_type(lambda text: check_temperature(_number(text)), "temperature"),
+        default=1.0,
+        help="0 = greedy",
+    )
+    parser.add_argument("--max-new-tokens", type=positive, default=64, help="tokens per prompt")
+    parser.add_argument(
+        "--seed",
+        type=flag_type(int_at_least(0), "seed"),
+        default=0,
+        help="seed (one generator per prompt)",
+    )
     parser.add_argument(
         "--compare",
         action=CommaList,
-        item=name_item,
+        item=_method,
         default=[],
         metavar="LIST",
         help="methods to run side by side (ar is always added)",
@@ -106,43 +164,117 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument(
         "--threads",
-        type=int,
+        type=positive,
         default=1,
         help="torch CPU threads (1: on a shared CPU more threads wait on each other)",
     )
     toy = parser.add_argument_group("toy model pair (--model toy)")
-    toy.add_argument("--vocab", type=int, default=8, help="vocabulary size")
-    toy.add_argument("--distance", type=float, default=0.5, help="draft = mix with noise")
+    toy.add_argument("--vocab", type=positive, default=8, help="vocabulary size")
+    toy.add_argument(
+        "--distance",
+        type=flag_type(
+            lambda text: real_number("distance", _number(text), minimum=0.0, maximum=1.0),
+            "distance",
+        ),
+        default=0.5,
+        help="draft = mix with noise",
+    )
     add_format_argument(parser)
     add_output_arguments(parser)
     add_progress_argument(parser)
     parser.set_defaults(run=run)
 
 
+def _model_argument(text: str) -> str:
+    """``smollm2``, ``toy`` or a path that looks like a model (no weights read)."""
+    return text if text in MODELS else str(check_model_path(text))
+
+
+def _method(text: str) -> str:
+    (name,) = check_names("method", [text], [AUTOREGRESSIVE, *METHODS])
+    return name
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {text!r}") from None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The models a run decodes with, checked against the files (no weights read)."""
+
+    model: str
+    draft_model: str | None
+    drafts: tuple[str, ...]
+    precision: str
+
+
+def select_models(args: argparse.Namespace, grid: Grid | None) -> Selection:
+    """The target, draft model or self-speculative drafts and precision of a run (flags or the
+    config's keys), every name checked against the model files before any weights load."""
+    model = grid.model if grid is not None else args.model
+    draft_model = grid.draft_model if grid is not None else args.draft_model
+    precision = grid.precision if grid is not None else args.precision
+    named = grid.drafts if grid is not None else (() if args.draft is None else (args.draft,))
+    cli = {"model": "--model", "draft_model": "--draft-model", "drafts": "--draft"}
+    cli["precision"] = "--precision"
+    flags = {k: f"--config: {k}" if grid is not None else v for k, v in cli.items()}
+    if model == "toy":
+        for key, value in (("draft_model", draft_model), ("drafts", named and named != ("",))):
+            if value:
+                raise ValueError(f"{flags[key]}: the toy model pair has its own draft")
+        if precision != "float32":
+            raise ValueError(f"{flags['precision']}: only for transformers models, not toy")
+        return Selection(model, None, ("",), precision)
+    source = resolve_model(model, flags["model"])
+    if draft_model is not None:
+        if named and named != ("",):
+            raise ValueError(f"{flags['drafts']}: not with a draft model (it drafts)")
+        draft_source = resolve_model(draft_model, flags["draft_model"])
+        name = SMOLLM2 if draft_source is None else draft_source.name
+        return Selection(model, draft_model, (name,), precision)
+    layers = N_LAYERS if source is None else source.layers
+    presets = smollm2.presets() if source is None else {}
+    default = "skip4" if source is None else "lookup"
+    drafts = tuple(d or default for d in named) or (default,)
+    for name in drafts:
+        try:
+            check_draft(name, layers, presets)
+        except ValueError as exc:
+            raise ValueError(f"{flags['drafts']}: {str(exc).partition(': ')[2]}") from None
+    return Selection(model, None, drafts, precision)
+
+
 def run(args: argparse.Namespace) -> int:
-    for flag in ("paths", "depth", "max_new_tokens", "vocab", "threads"):
-        if getattr(args, flag) < 1:
-            raise ValueError(f"--{flag.replace('_', '-')}: expected a positive integer")
     if args.out is not None and args.config is None:
         raise ValueError("--out: only with --config")
     grid = read_grid(args.config) if args.config is not None else None
     if args.out is not None:
         output_path("--out", args.out, folder=True, mkdir=args.mkdir)
-    model = grid.model if grid is not None else args.model
-    if model not in MODELS:
-        raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
-    factory, prompts, texts, stops = _setup(args, model, grid)
+    selection = select_models(args, grid)
+    texts_in = list(grid.prompts) if grid is not None else (args.prompt or list(DEFAULT_PROMPTS))
+    if selection.model == "toy":
+        factory, prompts, texts, stops = _toy(args, texts_in)
+        fidelity: dict[str, Fidelity] = {}
+    else:
+        pair = _load_pair(args, selection)
+        factory, texts, stops = pair, pair.decode_text, pair.stop_tokens
+        prompts = [pair.encode_prompt(t) for t in texts_in]
+        fidelity = _measure_fidelity(pair)
     if grid is not None:
-        return _run_grid(args, grid, factory, prompts)
+        grid = replace(grid, drafts=selection.drafts)
+        return _run_grid(args, grid, factory, prompts, stops, fidelity)
     methods = [args.method] if not args.compare else list(dict.fromkeys(args.compare))
-    check_names("--compare" if args.compare else "--method", methods, [AUTOREGRESSIVE, *METHODS])
     configs = [
         Config(
             method,
             args.paths,
             args.depth,
             args.temperature,
-            args.draft if model == "smollm2" else "",
+            selection.drafts[0] if selection.model != "toy" else "",
             scheme=args.scheme,
             top_k=args.top_k,
             branching=tuple(args.branching),
@@ -176,6 +308,8 @@ def run(args: argparse.Namespace) -> int:
             {
                 "rows": [r.as_dict() for r in rows],
                 "texts": {m: [texts(t) for t in res.tokens] for m, res in outputs.items()},
+                "precision": selection.precision,
+                "fidelity": {role: f.as_dict() for role, f in fidelity.items()},
             }
         )
         return 0
@@ -187,9 +321,11 @@ def run(args: argparse.Namespace) -> int:
             out.print(texts(tokens), markup=False, highlight=False)
             out.print()
     if args.markdown:
-        print(markdown(rows) + "\n" + cost_markdown(rows), end="")
+        print(markdown(rows) + "\n" + cost_markdown(rows) + _fidelity_text(fidelity), end="")
     else:
         out.print(_table(rows))
+        if fidelity:
+            out.print(_fidelity_text(fidelity), end="", markup=False, highlight=False)
     return 0
 
 
@@ -198,36 +334,42 @@ def _prompt_label(args: argparse.Namespace, i: int) -> str:
     return prompts[i] if i < len(prompts) else ""
 
 
-def _setup(args: argparse.Namespace, model: str, grid: Grid | None) -> tuple[Any, ...]:
-    """(model factory, prompt token ids, token-ids-to-text, stop tokens)."""
-    texts = list(grid.prompts) if grid is not None else (args.prompt or list(DEFAULT_PROMPTS))
-    if model == "toy":
-        return _toy(args, texts)
-    from otlp.decoding.models import smollm2
-
+def _load_pair(args: argparse.Namespace, selection: Selection) -> ModelPair:
     try:
         import torch
-
-        torch.set_num_threads(args.threads)
-        smollm2.load()
     except ImportError as exc:
-        raise ValueError(f"--model smollm2: {exc}; install the llm extra") from None
+        raise ValueError(f"--model {selection.model}: {exc}; install the llm extra") from None
+    torch.set_num_threads(args.threads)
+    try:
+        return load_model_pair(
+            selection.model,
+            selection.draft_model,
+            precision=selection.precision,
+            target_flag="--model",
+            draft_flag="--draft-model",
+        )
     except SystemExit as exc:  # missing torch/transformers or weights: one line, exit 2
-        raise ValueError(f"--model smollm2: {exc}") from None
-    cache: dict[tuple[float, str], tuple[TreeModel, TreeModel]] = {}
-    drafts = grid.drafts if grid is not None else (args.draft,)
-    for name in drafts:
-        if not re.fullmatch(r"lookup\d*", name):
-            smollm2.draft_layers(name)  # bad names fail before any decoding
+        raise ValueError(f"--model {selection.model}: {exc}") from None
 
-    def factory(temperature: float, draft: str) -> tuple[TreeModel, TreeModel]:
-        key = (temperature, draft)
-        if key not in cache:
-            cache[key] = (smollm2.target(temperature), smollm2.draft(draft, temperature))
-        return cache[key]
 
-    prompts = [smollm2.encode_prompt(t) for t in texts]
-    return factory, prompts, smollm2.decode_text, (smollm2.eos_token_id(),)
+def _measure_fidelity(pair: ModelPair) -> dict[str, Fidelity]:
+    """The fast path's distance to float32 (empty in float32), announced on stderr."""
+    if pair.precision == "float32":
+        return {}
+    stderr_note(f"measuring {pair.precision} against float32 on the prompt suite")
+    return pair.fidelity()
+
+
+def _fidelity_text(fidelity: dict[str, Fidelity]) -> str:
+    """One line per model run on the fast path, for every table that times it."""
+    if not fidelity:
+        return ""
+    lines = [f"{role} {f.describe()}" for role, f in fidelity.items()]
+    note = (
+        "decoding is lossless with respect to the models run; their laws differ from "
+        "float32's by the figures above"
+    )
+    return "\n" + "\n".join([*lines, note]) + "\n"
 
 
 def _toy(args: argparse.Namespace, texts: Sequence[str]) -> tuple[Any, ...]:
@@ -258,14 +400,14 @@ def _toy(args: argparse.Namespace, texts: Sequence[str]) -> tuple[Any, ...]:
 
 
 def _run_grid(
-    args: argparse.Namespace, grid: Grid, factory: ModelFactory, prompts: list[list[int]]
+    args: argparse.Namespace,
+    grid: Grid,
+    factory: ModelFactory,
+    prompts: list[list[int]],
+    stops: tuple[int, ...],
+    fidelity: dict[str, Fidelity],
 ) -> int:
     configs = grid.configs()
-    stops: tuple[int, ...] = ()
-    if grid.model == "smollm2":
-        from otlp.decoding.models import smollm2
-
-        stops = (smollm2.eos_token_id(),)
     runs = len(configs) + len(grid.temperatures) * len(grid.drafts)
     with progress("decode grid", runs, runs, "runs", enabled=progress_enabled(args)) as bar:
         rows = run_configs(
@@ -277,9 +419,12 @@ def _run_grid(
             stop_tokens=stops,
             done=lambda config, _: bar.advance(description=f"{config.method} {config.shape}"),
         )
-    text = markdown(rows) + "\n" + cost_markdown(rows)
+    text = markdown(rows) + "\n" + cost_markdown(rows) + _fidelity_text(fidelity)
     if args.out is not None:
         (args.out / "decode.md").write_text(text)
+        if fidelity:
+            data = {role: f.as_dict() for role, f in fidelity.items()}
+            (args.out / "fidelity.json").write_text(json.dumps(data, indent=1))
         (args.out / "decode.json").write_text(json.dumps([r.as_dict() for r in rows], indent=1))
         from otlp.plotting.decoding import plot
 

@@ -227,6 +227,7 @@ def summarise(config: Config, result: DecodeResult, baseline: DecodeResult) -> R
 
 
 # ----- the grid of a TOML config -------------------------------------------------------------
+_LIST_KEYS = {"methods", "paths", "depths", "temperatures", "drafts", "prompts"}
 _KEYS = {
     "methods",
     "paths",
@@ -239,6 +240,8 @@ _KEYS = {
     "model",
     "scheme",
     "top_k",
+    "draft_model",
+    "precision",
 }
 
 
@@ -256,12 +259,15 @@ class Grid:
     seed: int = 0
     model: str = "smollm2"
     top_k: int | None = None
+    scheme: str | None = None
+    draft_model: str | None = None
+    precision: str = "float32"
 
     def configs(self) -> list[Config]:
         """Every valid config of the grid; K = 1 only for ``sps`` and ``block`` (the others
         reduce to them, :data:`SAME_AT_ONE_PATH`), ``sps`` only at K = 1."""
         return [
-            Config(method, k, depth, temperature, draft, top_k=self.top_k)
+            Config(method, k, depth, temperature, draft, scheme=self.scheme, top_k=self.top_k)
             for temperature in self.temperatures
             for draft in self.drafts
             for method in self.methods
@@ -288,15 +294,59 @@ def read_grid(path: Path) -> Grid:
         raise ValueError(f"--config: unknown key(s) in [decode]: {', '.join(sorted(unknown))}")
     if "methods" not in table:
         raise ValueError("--config: [decode] needs methods = [...]")
-    fields: dict[str, Any] = {}
-    for key, value in table.items():
-        if key in {"methods", "paths", "depths", "temperatures", "drafts", "prompts"}:
+    grid = Grid(**{key: _grid_entry(key, value) for key, value in table.items()})
+    if not grid.configs():
+        raise ValueError(
+            "--config: no method of methods verifies any of the paths × depths shapes (block: "
+            "one path; spechub: at most two; K = 1 only for sps and block)"
+        )
+    return grid
+
+
+def _grid_entry(key: str, value: Any) -> Any:
+    """One ``[decode]`` entry checked (``ValueError`` naming ``--config`` and the key), so that
+    a bad entry is refused before the first run. Draft names are checked for their form here
+    and against the model by the caller (which knows its layers)."""
+    from otlp.args import canonical_name, positive_int, real_number
+    from otlp.decoding.drafting import check_scheme
+    from otlp.decoding.models.precision import check_precision
+    from otlp.decoding.models.selfdraft import check_draft_name
+    from otlp.decoding.verify import METHODS
+
+    name = f"--config: {key}"
+    checks: dict[str, Callable[[Any], Any]] = {
+        "methods": lambda v: canonical_name(v, name),
+        "paths": lambda v: positive_int(name, v),
+        "depths": lambda v: positive_int(name, v),
+        "temperatures": lambda v: real_number(name, v, minimum=0.0),
+        "drafts": check_draft_name,
+        "max_new_tokens": lambda v: positive_int(name, v),
+        "seed": lambda v: positive_int(name, v, minimum=0),
+        "top_k": lambda v: positive_int(name, v),
+        "scheme": check_scheme,
+        "precision": check_precision,
+    }
+    check = checks.get(key, _nonempty_string)
+    try:
+        if key in _LIST_KEYS:
             if not isinstance(value, list) or not value:
-                raise ValueError(f"--config: {key} must be a non-empty list")
-            fields[key] = tuple(value)
-        else:
-            fields[key] = value
-    return Grid(**fields)
+                raise ValueError("must be a non-empty list")
+            items = tuple(check(v) for v in value)
+            unknown = [m for m in items if key == "methods" and m not in (AUTOREGRESSIVE, *METHODS)]
+            if unknown:
+                raise ValueError(f"unknown {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+            return items
+        return check(value)
+    except ValueError as exc:
+        message = str(exc).removeprefix(f"{name}: ")
+        head, sep, tail = message.partition(": ")
+        raise ValueError(f"{name}: {tail if sep and ' ' not in head else message}") from None
+
+
+def _nonempty_string(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value
 
 
 def markdown(rows: Sequence[Row]) -> str:

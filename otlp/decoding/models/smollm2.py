@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+from otlp.decoding.models import selfdraft
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.models.hf import HFTreeLM
 from otlp.decoding.models.lookup import PromptLookup
@@ -32,30 +32,16 @@ from otlp.decoding.models.prefix import PrefixLM
 N_LAYERS = 30
 
 
-def draft_layers(spec: str, n_layers: int = N_LAYERS) -> list[int]:
-    """The decoder layers a draft named ``spec`` runs (see the module docstring)."""
+def presets() -> dict[str, tuple[int, ...]]:
+    """SmolLM2's named skip sets (``skip1``, ``skip2``, ``skip4``, ``skip7``)."""
     from instances.realmodel.generate import DRAFTS
 
-    presets = {d.name: d.skip for d in DRAFTS if d.skip}
-    if match := re.fullmatch(r"exit(\d+)", spec):
-        count = int(match.group(1))
-        if not 1 <= count <= n_layers:
-            raise ValueError(f"draft: {spec!r} needs 1 <= N <= {n_layers}")
-        return list(range(count))
-    if spec in presets:
-        skip = set(presets[spec])
-    elif match := re.fullmatch(r"skip:(\d+(?:,\d+)*)", spec):
-        skip = {int(i) for i in match.group(1).split(",")}
-        if max(skip) >= n_layers:
-            raise ValueError(f"draft: {spec!r} names a layer beyond {n_layers - 1}")
-    else:
-        raise ValueError(
-            f"draft: expected exitN, skip:i,j,... or one of {sorted(presets)}, got {spec!r}"
-        )
-    layers = [i for i in range(n_layers) if i not in skip]
-    if not layers:
-        raise ValueError(f"draft: {spec!r} skips every layer")
-    return layers
+    return {d.name: d.skip for d in DRAFTS if d.skip}
+
+
+def draft_layers(spec: str, n_layers: int = N_LAYERS) -> list[int]:
+    """The decoder layers a draft named ``spec`` runs (see the module docstring)."""
+    return selfdraft.draft_layers(spec, n_layers, presets())
 
 
 @functools.cache
@@ -111,8 +97,7 @@ def target(temperature: float = 1.0) -> HFTreeLM:
 def draft(spec: str, temperature: float = 1.0) -> TreeModel:
     """A self-speculative draft of SmolLM2 (:func:`draft_layers`), sharing its weights, or
     ``lookup`` / ``lookupN``: prompt lookup on n-grams up to N (default 3), no forward pass."""
-    if match := re.fullmatch(r"lookup(\d*)", spec):
-        ngram = int(match.group(1) or 3)
+    if (ngram := selfdraft.lookup_ngram(spec)) is not None:
         vocab = int(load()[1].config.vocab_size)
         return PrefixLM(PromptLookup(vocab, ngram=ngram), temperature=temperature, name=spec)
     layers = draft_layers(spec)
