@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from otlp.cli import main
+from otlp.commands import decode as decode_command
 
 
 def test_decode_prints_tokens_and_statistics(capsys: pytest.CaptureFixture) -> None:
@@ -53,15 +54,14 @@ def test_config_grid_writes_table_and_plots(tmp_path: Path, capsys: pytest.Captu
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--method", "nope"], "--method"),
-        (["--paths", "0"], "--paths"),
         (["--prompt", "a,b"], "--prompt"),
         (["--prompt", "99"], "--prompt"),
         (["--method", "spechub", "--paths", "4"], "spechub"),
         (["--method", "block", "--paths", "2"], "block"),
         (["--out", "x"], "--out"),
         (["--config", "missing.toml"], "--config"),
-        (["--temperature", "-1"], "temperature"),
+        (["--draft", "skip4"], "--draft: the toy model pair has its own draft"),
+        (["--precision", "int8"], "--precision"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -70,3 +70,95 @@ def test_bad_input_is_one_line_and_exit_2(
     assert main(["decode", "--model", "toy", "--no-progress", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and message in err and "Traceback" not in err
+
+
+@pytest.fixture
+def no_model_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading any model or starting any decode fails the test: what is checked must be
+    refused before."""
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a model was loaded or a decode started before the check")
+
+    from otlp.decoding.models import local, smollm2
+
+    monkeypatch.setattr(smollm2, "load", forbidden)
+    monkeypatch.setattr(local, "_load", forbidden)
+    monkeypatch.setattr(decode_command, "run_configs", forbidden)
+
+
+@pytest.mark.parametrize("model", ["toy", "smollm2"])
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--draft", "nosuch"], "--draft"),
+        (["--draft", "lookup0"], "--draft"),
+        (["--top-k", "0"], "--top-k"),
+        (["--seed", "-1"], "--seed"),
+        (["--paths", "0"], "--paths"),
+        (["--depth", "x"], "--depth"),
+        (["--max-new-tokens", "0"], "--max-new-tokens"),
+        (["--temperature", "-1"], "--temperature"),
+        (["--method", "nope"], "--method"),
+        (["--compare", "sps,nope"], "--compare"),
+        (["--scheme", "nosuch"], "--scheme"),
+        (["--threads", "0"], "--threads"),
+        (["--precision", "fp8"], "--precision"),
+        (["--model", "no/such/folder"], "--model"),
+        (["--draft-model", "no/such/folder"], "--draft-model"),
+    ],
+)
+def test_every_flag_is_checked_at_parse_time(
+    model: str, argv: list[str], flag: str, no_model_loads: None, capsys: pytest.CaptureFixture
+) -> None:
+    """A bad value is a usage error naming its flag (exit 2), whatever the model, before any
+    model loads."""
+    assert main(["decode", "--no-progress", "--model", model, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert flag in err.splitlines()[-1] and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--draft", "skip:3,40"], "--draft: 'skip:3,40' names a layer beyond 29"),
+        (["--draft", "exit31"], "--draft: 'exit31' needs 1 <= N <= 30"),
+        (["--draft", "skip3"], "--draft: unknown 'skip3'; this model's named sets are skip1"),
+        (["--draft", "exit2", "--draft-model", "smollm2"], "--draft: not with a draft model"),
+    ],
+)
+def test_smollm2_drafts_are_checked_before_it_loads(
+    argv: list[str], message: str, no_model_loads: None, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["decode", "--no-progress", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('methods = ["sps", "nosuch"]', "--config: methods: unknown nosuch"),
+        ('methods = ["sps"]\ndrafts = ["nosuch"]', "--config: drafts: expected exitN"),
+        ('methods = ["sps"]\ndrafts = ["skip:99"]', "--config: drafts: 'skip:99' names a layer"),
+        ('methods = ["sps"]\npaths = [1, 0]', "--config: paths: must be at least 1, got 0"),
+        ('methods = ["sps"]\ndepths = []', "--config: depths: must be a non-empty list"),
+        ('methods = ["sps"]\ntemperatures = [-1.0]', "--config: temperatures: must be at least 0"),
+        ('methods = ["sps"]\nmax_new_tokens = 0', "--config: max_new_tokens: must be at least 1"),
+        ('methods = ["sps"]\nseed = -2', "--config: seed: must be at least 0"),
+        ('methods = ["sps"]\ntop_k = "5"', "--config: top_k: expected an integer"),
+        ('methods = ["sps"]\nprecision = "fp8"', "--config: precision: expected one of"),
+        ('methods = ["sps"]\nscheme = "nosuch"', "--config: scheme: expected one of"),
+        ('methods = ["sps"]\nmodel = "no/such/model"', "--config: model: no such file"),
+        ('methods = ["sps"]\ndraft_model = "no/such"', "--config: draft_model: no such file"),
+        ('methods = ["sps"]\ndrafts = ["exit2"]\ndraft_model = "smollm2"', "--config: drafts"),
+        ('methods = ["spechub"]\npaths = [4]', "--config: no method of methods verifies"),
+    ],
+)
+def test_config_entries_are_checked_before_the_first_run(
+    entry: str, message: str, tmp_path: Path, no_model_loads: None, capsys: pytest.CaptureFixture
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(f"[decode]\n{entry}\n")
+    assert main(["decode", "--no-progress", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err, err

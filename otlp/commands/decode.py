@@ -94,10 +94,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--draft-model",
-        type=flag_type(lambda text: str(check_model_path(text)), "model path"),
+        type=flag_type(_draft_model_argument, "model"),
         default=None,
         metavar="PATH",
-        help="a draft model (folder or GGUF) sharing --model's tokenizer, instead of --draft",
+        help="a draft model (folder, GGUF file or smollm2) sharing --model's tokenizer, instead "
+        "of --draft",
     )
     parser.add_argument(
         "--draft",
@@ -188,6 +189,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _model_argument(text: str) -> str:
     """``smollm2``, ``toy`` or a path that looks like a model (no weights read)."""
     return text if text in MODELS else str(check_model_path(text))
+
+
+def _draft_model_argument(text: str) -> str:
+    """``smollm2`` or a path that looks like a model."""
+    return text if text == SMOLLM2 else str(check_model_path(text))
 
 
 def _method(text: str) -> str:

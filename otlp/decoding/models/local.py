@@ -71,22 +71,21 @@ def inspect_model(path: str | Path, flag: str = "model") -> ModelSource:
     """The :class:`ModelSource` at ``path``, with its architecture checked against
     :data:`ARCHITECTURES` (no weights are read)."""
     where = check_model_path(path, flag)
-    if where.is_dir():
-        architecture, layers = _folder_header(where, flag)
-        if not any((where / name).is_file() for name in WEIGHT_FILES):
-            raise ValueError(f"{flag}: {where} has no weights ({', '.join(WEIGHT_FILES)})")
-        source = ModelSource(where, "folder", architecture, layers)
-    else:
-        architecture, layers = _gguf_header(where, flag)
-        source = ModelSource(where, "gguf", architecture, layers)
-    if source.architecture not in ARCHITECTURES:
+    architecture, layers = (_folder_header if where.is_dir() else _gguf_header)(where, flag)
+    if layers < 1:
+        raise ValueError(f"{flag}: {where.name} has no decoder layers")
+    if where.is_dir() and not any((where / name).is_file() for name in WEIGHT_FILES):
+        raise ValueError(f"{flag}: {where} has no weights ({', '.join(WEIGHT_FILES)})")
+    return ModelSource(where, "folder" if where.is_dir() else "gguf", architecture, layers)
+
+
+def _check_architecture(architecture: str, where: Path, flag: str) -> str:
+    if architecture not in ARCHITECTURES:
         raise ValueError(
-            f"{flag}: {where.name} is a {source.architecture!r} model; the tree adapter runs "
+            f"{flag}: {where.name} is a {architecture!r} model; the tree adapter runs "
             f"Llama-style decoders: {', '.join(ARCHITECTURES)}"
         )
-    if source.layers < 1:
-        raise ValueError(f"{flag}: {where.name} has no decoder layers")
-    return source
+    return architecture
 
 
 def _folder_header(folder: Path, flag: str) -> tuple[str, int]:
@@ -96,10 +95,11 @@ def _folder_header(folder: Path, flag: str) -> tuple[str, int]:
         raise ValueError(f"{flag}: cannot read {folder / 'config.json'}: {exc}") from None
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise ValueError(f"{flag}: {folder / 'config.json'} has no model_type")
+    architecture = _check_architecture(config["model_type"], folder, flag)
     layers = config.get("num_hidden_layers")
     if not isinstance(layers, int):
         raise ValueError(f"{flag}: {folder / 'config.json'} has no num_hidden_layers")
-    return config["model_type"], layers
+    return architecture, layers
 
 
 def _gguf_header(file: Path, flag: str) -> tuple[str, int]:
@@ -109,11 +109,13 @@ def _gguf_header(file: Path, flag: str) -> tuple[str, int]:
         raise ValueError(f"{flag}: a GGUF file needs the gguf package (llm extra)") from None
     try:
         reader = GGUFReader(file)
-        architecture = _gguf_field(reader, "general.architecture")
+        architecture = _check_architecture(
+            str(_gguf_field(reader, "general.architecture")), file, flag
+        )
         layers = _gguf_field(reader, f"{architecture}.block_count")
     except (KeyError, ValueError, OSError) as exc:
         raise ValueError(f"{flag}: {file.name} is not a readable GGUF model ({exc})") from None
-    return str(architecture), int(layers)
+    return architecture, int(layers)
 
 
 def _gguf_field(reader: Any, key: str) -> Any:

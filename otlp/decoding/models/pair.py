@@ -234,7 +234,7 @@ def check_same_tokenizer(
             f"{draft_flag}: its tokenizer has {len(theirs)} tokens, {target_flag}'s "
             f"{len(ours)}: target and draft must share a tokenizer"
         )
-    for token, index in ours.items():
+    for token, index in sorted(ours.items(), key=lambda item: item[1]):
         if theirs.get(token) != index:
             where = "lacks it" if token not in theirs else f"maps it to {theirs[token]}"
             raise ValueError(
