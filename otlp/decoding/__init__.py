@@ -58,13 +58,21 @@ __all__ = [
 # ----- the decode loop and its models (decode-engine) -------------------------------------
 from otlp.decoding.engine import DecodeResult, Speculation, decode
 from otlp.decoding.models import Memoized, PrefixLM, TreeModel, TreeSession
+from otlp.decoding.models.pair import ModelPair, load_model_pair
+from otlp.decoding.models.precision import PRECISIONS, Fidelity, fidelity
 
 __all__ += [
+    "PRECISIONS",
     "DecodeResult",
+    "Fidelity",
     "Memoized",
+    "ModelPair",
     "PrefixLM",
     "Speculation",
     "TreeModel",
     "TreeSession",
     "decode",
+    "fidelity",
+    "load_model_pair",
 ]
+

@@ -6,7 +6,15 @@
 * :mod:`~otlp.decoding.models.hf` — ``transformers`` causal LMs with a KV cache and tree
   attention, layer-subset drafts;
 * :mod:`~otlp.decoding.models.smollm2` — the embedded SmolLM2-135M default (needs the ``llm``
-  extra; imported lazily).
+  extra; imported lazily);
+* :mod:`~otlp.decoding.models.local` — a user's own model on disk (folder or GGUF), checked
+  before it loads;
+* :mod:`~otlp.decoding.models.selfdraft` — self-speculative draft names (``exitN``, ``skipN``,
+  ``skip:i,j``, ``lookupN``);
+* :mod:`~otlp.decoding.models.precision` — the CPU fast path (int8, bfloat16) and its fidelity
+  to float32;
+* :mod:`~otlp.decoding.models.pair` — :func:`~otlp.decoding.models.pair.load_model_pair`: a
+  target and its draft with one tokenizer.
 """
 
 from otlp.decoding.models.base import TreeModel, TreeSession, tempered
