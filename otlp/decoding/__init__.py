@@ -75,4 +75,3 @@ __all__ += [
     "fidelity",
     "load_model_pair",
 ]
-
