@@ -218,6 +218,14 @@ def test_cli_refuses_a_draft_model_with_another_tokenizer(
     assert err.strip().startswith("otlp decode: error: --draft-model: its tokenizer differs")
 
 
+def test_the_toy_pair_refuses_a_draft_model(
+    models: dict[str, Path], capsys: pytest.CaptureFixture
+) -> None:
+    code, _, err = run_cli(["--model", "toy", "--draft-model", str(models["draft"])], capsys)
+    assert code == 2
+    assert err.strip() == "otlp decode: error: --draft-model: the toy model pair has its own draft"
+
+
 def test_config_decodes_a_model_pair_from_disk(
     models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -114,8 +114,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=PRECISIONS,
         default="float32",
         help="run target and draft in float32, bfloat16, or with int8 linear layers (dynamic "
-        "quantisation); lossless with respect to the model run, its fidelity to float32 is "
-        "measured and printed",
+        "quantisation). Decoding is lossless with respect to the model run; its distance to "
+        "float32 is measured and printed (SmolLM2-135M: bfloat16 mean TV 0.016, int8 0.59)",
     )
     parser.add_argument(
         "--method",
