@@ -209,6 +209,15 @@ def _number(text: str) -> float:
         raise ValueError(f"expected a number, got {text!r}") from None
 
 
+# The flag of each model key of a [decode] config.
+_FLAGS = {
+    "model": "--model",
+    "draft_model": "--draft-model",
+    "drafts": "--draft",
+    "precision": "--precision",
+}
+
+
 @dataclass(frozen=True)
 class Selection:
     """The models a run decodes with, checked against the files (no weights read)."""
@@ -226,9 +235,7 @@ def select_models(args: argparse.Namespace, grid: Grid | None) -> Selection:
     draft_model = grid.draft_model if grid is not None else args.draft_model
     precision = grid.precision if grid is not None else args.precision
     named = grid.drafts if grid is not None else (() if args.draft is None else (args.draft,))
-    cli = {"model": "--model", "draft_model": "--draft-model", "drafts": "--draft"}
-    cli["precision"] = "--precision"
-    flags = {k: f"--config: {k}" if grid is not None else v for k, v in cli.items()}
+    flags = {k: f"--config: {k}" if grid is not None else v for k, v in _FLAGS.items()}
     if model == "toy":
         for key, value in (("draft_model", draft_model), ("drafts", named and named != ("",))):
             if value:
