@@ -182,6 +182,17 @@ def test_paths_that_are_not_supported_models_are_refused(
     shutil.copy(models["target"] / "config.json", weightless / "config.json")
     with pytest.raises(ValueError, match="has no weights"):
         local.inspect_model(weightless)
+    untokenized = tmp_path / "untokenized"
+    untokenized.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(models["target"] / name, untokenized / name)
+    with pytest.raises(ValueError, match="has no tokenizer"):
+        local.inspect_model(untokenized)
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(models["target"], corrupt)
+    (corrupt / "model.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(ValueError, match=r"^--model: cannot load the weights of .*corrupt"):
+        local.load_model(local.inspect_model(corrupt), "--model")
 
 
 # ----- the command line -----------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 # ``model_type`` (config.json) / ``general.architecture`` (GGUF) of the decoders HFTreeLM runs.
 ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 GGUF_MAGIC = b"GGUF"
 
 
@@ -74,8 +75,9 @@ def inspect_model(path: str | Path, flag: str = "model") -> ModelSource:
     architecture, layers = (_folder_header if where.is_dir() else _gguf_header)(where, flag)
     if layers < 1:
         raise ValueError(f"{flag}: {where.name} has no decoder layers")
-    if where.is_dir() and not any((where / name).is_file() for name in WEIGHT_FILES):
-        raise ValueError(f"{flag}: {where} has no weights ({', '.join(WEIGHT_FILES)})")
+    for kind, names in (("weights", WEIGHT_FILES), ("tokenizer", TOKENIZER_FILES)):
+        if where.is_dir() and not any((where / name).is_file() for name in names):
+            raise ValueError(f"{flag}: {where} has no {kind} ({', '.join(names)})")
     return ModelSource(where, "folder" if where.is_dir() else "gguf", architecture, layers)
 
 
@@ -161,7 +163,7 @@ def _load(source: ModelSource, *, tokenizer: bool) -> Any:
         if tokenizer:
             return AutoTokenizer.from_pretrained(str(folder), **extra)
         model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, **extra)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+    except Exception as exc:  # whatever the file's reader raises: one line naming the flag
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"cannot load the {what} of {source.path}: {first}") from None
     return model.eval()
