@@ -125,9 +125,11 @@ def test_every_flag_is_checked_at_parse_time(
         (["--draft", "exit31"], "--draft: 'exit31' needs 1 <= N <= 30"),
         (["--draft", "skip3"], "--draft: unknown 'skip3'; this model's named sets are skip1"),
         (["--draft", "exit2", "--draft-model", "smollm2"], "--draft: not with a draft model"),
+        (["--method", "block", "--paths", "2"], "--method: block does not verify a 2x4 tree"),
+        (["--method", "rrs", "--scheme", "spechub"], "--scheme: method 'rrs' verifies children"),
     ],
 )
-def test_smollm2_drafts_are_checked_before_it_loads(
+def test_smollm2_flags_are_checked_before_it_loads(
     argv: list[str], message: str, no_model_loads: None, capsys: pytest.CaptureFixture
 ) -> None:
     assert main(["decode", "--no-progress", *argv]) == 2
@@ -152,6 +154,7 @@ def test_smollm2_drafts_are_checked_before_it_loads(
         ('methods = ["sps"]\ndraft_model = "no/such"', "--config: draft_model: no such file"),
         ('methods = ["sps"]\ndrafts = ["exit2"]\ndraft_model = "smollm2"', "--config: drafts"),
         ('methods = ["spechub"]\npaths = [4]', "--config: no method of methods verifies"),
+        ('methods = ["rrs"]\nscheme = "spechub"', "--config: scheme: method 'rrs' verifies"),
     ],
 )
 def test_config_entries_are_checked_before_the_first_run(

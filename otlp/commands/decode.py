@@ -39,7 +39,6 @@ from otlp.decoding.compare import (
     markdown,
     read_grid,
     run_configs,
-    valid,
 )
 from otlp.decoding.drafting import SCHEMES, check_scheme
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
@@ -270,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
         output_path("--out", args.out, folder=True, mkdir=args.mkdir)
     selection = select_models(args, grid)
     texts_in = list(grid.prompts) if grid is not None else (args.prompt or list(DEFAULT_PROMPTS))
+    configs = [] if grid is not None else _configs(args, selection)
     if selection.model == "toy":
         factory, prompts, texts, stops = _toy(args, texts_in)
         fidelity: dict[str, Fidelity] = {}
@@ -281,24 +281,6 @@ def run(args: argparse.Namespace) -> int:
     if grid is not None:
         grid = replace(grid, drafts=selection.drafts)
         return _run_grid(args, grid, factory, prompts, stops, fidelity)
-    methods = [args.method] if not args.compare else list(dict.fromkeys(args.compare))
-    configs = [
-        Config(
-            method,
-            args.paths,
-            args.depth,
-            args.temperature,
-            selection.drafts[0] if selection.model != "toy" else "",
-            scheme=args.scheme,
-            top_k=args.top_k,
-            branching=tuple(args.branching),
-        )
-        for method in methods
-        if method != AUTOREGRESSIVE
-    ]
-    for config in configs:
-        if not valid(config.method, config.paths, config.branching):
-            raise ValueError(f"--method: {config.method} does not verify a {config.shape} tree")
     outputs: dict[str, DecodeResult] = {}
     with progress(
         "decoding", len(configs) + 1, len(configs) + 1, "runs", enabled=progress_enabled(args)
@@ -341,6 +323,30 @@ def run(args: argparse.Namespace) -> int:
         if fidelity:
             out.print(_fidelity_text(fidelity), end="", markup=False, highlight=False)
     return 0
+
+
+def _configs(args: argparse.Namespace, selection: Selection) -> list[Config]:
+    """The configs of --method or --compare, each checked before any model loads."""
+    methods = [args.method] if not args.compare else list(dict.fromkeys(args.compare))
+    configs = []
+    for method in methods:
+        if method == AUTOREGRESSIVE:
+            continue
+        config = Config(
+            method,
+            args.paths,
+            args.depth,
+            args.temperature,
+            selection.drafts[0],
+            scheme=args.scheme,
+            top_k=args.top_k,
+            branching=tuple(args.branching),
+        )
+        try:
+            configs.append(config.check())
+        except ValueError as exc:
+            raise ValueError(f"--{exc}") from None
+    return configs
 
 
 def _prompt_label(args: argparse.Namespace, i: int) -> str:

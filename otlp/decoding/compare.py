@@ -57,6 +57,23 @@ class Config:
             self.method, self.paths, self.depth, scheme=self.scheme, top_k=self.top_k
         )
 
+    def check(self) -> Config:
+        """This config, if its method verifies its tree and its scheme's drafts; else a
+        ``ValueError`` naming ``method`` or ``scheme`` (checked before any model loads)."""
+        from otlp.decoding.verify import SCHEMES_OF
+
+        if self.method == AUTOREGRESSIVE:
+            return self
+        if not valid(self.method, self.paths, self.branching):
+            raise ValueError(f"method: {self.method} does not verify a {self.shape} tree")
+        schemes = SCHEMES_OF[self.method]
+        if self.scheme is not None and self.scheme not in schemes:
+            raise ValueError(
+                f"scheme: method {self.method!r} verifies children drafted "
+                f"{' or '.join(schemes)}, got {self.scheme!r}"
+            )
+        return self
+
     @property
     def shape(self) -> str:
         if self.method == AUTOREGRESSIVE:
@@ -295,6 +312,11 @@ def read_grid(path: Path) -> Grid:
     if "methods" not in table:
         raise ValueError("--config: [decode] needs methods = [...]")
     grid = Grid(**{key: _grid_entry(key, value) for key, value in table.items()})
+    for config in grid.configs():
+        try:
+            config.check()
+        except ValueError as exc:
+            raise ValueError(f"--config: {exc}") from None
     if not grid.configs():
         raise ValueError(
             "--config: no method of methods verifies any of the paths × depths shapes (block: "
