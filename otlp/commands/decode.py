@@ -41,8 +41,8 @@ from otlp.decoding.compare import (
 )
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
 from otlp.decoding.models.base import TreeModel
-from otlp.decoding.verify import METHODS
 from otlp.plotting.style import add_format_argument
+from otlp.verification.tree import METHODS
 
 MODELS = ("smollm2", "toy")
 DEFAULT_DRAFT = "skip4"

@@ -49,7 +49,7 @@ class Config:
         if self.method == AUTOREGRESSIVE:
             return Speculation.autoregressive()
         if self.branching:
-            from otlp.decoding.tree import k_ary_tree
+            from otlp.verification.shapes import k_ary_tree
 
             tree = k_ary_tree(self.branching)
             return Speculation(self.method, tree, scheme=self.scheme, top_k=self.top_k)
