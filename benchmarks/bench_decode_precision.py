@@ -33,7 +33,7 @@ from otlp.decoding.compare import DEFAULT_PROMPTS
 from otlp.decoding.models.hf import HFTreeLM
 from otlp.decoding.models.pair import load_model_pair
 from otlp.decoding.models.precision import PRECISIONS, convert, fidelity, suite_sequences
-from otlp.decoding.tree import path_tree
+from otlp.verification.shapes import path_tree
 
 TREE = path_tree(4, 4)
 

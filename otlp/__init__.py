@@ -7,12 +7,12 @@ into verification rules a decoder can sample from, and verify every answer.
 from otlp import global_resolution, limits  # global_resolution registers its method
 from otlp.api import VerificationError, VerificationWarning, solve
 from otlp.apidoc import methods_section
-from otlp.decode import DraftVerification, verify_drafts
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.methods import describe_methods, method_names
 from otlp.plan import TransportPlan
 from otlp.subset import SubsetSelection, optimal_acceptance, psi
+from otlp.verification import DraftVerification, verify_drafts
 from otlp.verify import Tolerances, VerificationReport, verify
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Draft-tree shapes and drafting (otlp.decoding.tree, otlp.decoding.drafting)."""
+"""Draft-tree shapes and drafting (otlp.verification.shapes, otlp.verification.drafting)."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from scipy import stats
 
 from otlp.decoding.engine import Speculation, decode
 from otlp.decoding.models import Memoized, PrefixLM
-from otlp.decoding.tree import k_ary_tree
 from otlp.multistep.exact import expected_accepted
 from otlp.multistep.models import model_pair
+from otlp.verification.shapes import k_ary_tree
 
 # (engine method, K, L) -> the exact law of one call in otlp.multistep.exact.
 EXACT = {
@@ -91,7 +91,7 @@ def test_first_tokens_follow_the_target(method: str, tree: tuple[int, ...] | Non
 
 def test_a_biased_verifier_is_caught_by_the_law_check(monkeypatch: pytest.MonkeyPatch):
     # The check above can fail: accepting every draft outputs the draft's law, not the target's.
-    import otlp.decoding.verify as verify
+    import otlp.verification.tree as verify
 
     original = verify.verify_tree
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import otlp
 from instances import zipf_llm_pair
 from otlp.builders import outer_system
-from otlp.global_resolution_schemes import SchemeGlobalResolution
+from otlp.global_resolution.schemes import SchemeGlobalResolution
 from solvers.global_resolution.explicit_system import ExplicitSystem
 from solvers.global_resolution.pair_system import PairSystem
 from solvers.registry import get_backend

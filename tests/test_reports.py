@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import otlp
-from otlp.decode import RowReport as OldPathRowReport
 from otlp.global_resolution.reports import RowReport, SolveReport, TokenReport, UnitReport
+from otlp.verification.single_step import RowReport as OldPathRowReport
 
 BASE = [f.name for f in dataclasses.fields(UnitReport)]
 

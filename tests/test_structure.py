@@ -236,6 +236,22 @@ def test_solvers_imports_nothing_from_otlp() -> None:
     assert not arrows
 
 
+def test_verification_sits_under_the_decode_loop() -> None:
+    """Issue 24: verifying drafts at a decoder's call is one package (``otlp.verification``)
+    under the loop (``otlp.decoding``): the loop may import it, never the other way, and the
+    old homes of its modules are gone."""
+    arrows = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if name.startswith("otlp.verification")
+        for target in targets
+        if target.startswith(("otlp.decoding", "otlp.commands", "otlp.bench"))
+    }
+    assert not arrows
+    gone = {"otlp.decode", "otlp.decode_rows", "otlp.decode_schemes", "otlp.decoding.verify"}
+    assert not gone & set(modules())
+
+
 def test_the_backend_table_loads_no_solver_library() -> None:
     """Listing the backends and their availability imports no solver library: each backend
     imports its library inside ``solve``."""

@@ -58,8 +58,8 @@ def split_name(name: str) -> tuple[str, int, bool]:
 
 
 def _batched_methods() -> tuple[str, ...]:
-    from otlp.decode import METHODS
-    from otlp.decode_schemes import SCHEME_METHODS
+    from otlp.verification.single_step import METHODS
+    from otlp.verification.single_step_schemes import SCHEME_METHODS
 
     return tuple(dict.fromkeys([*METHODS, *(m for ms in SCHEME_METHODS.values() for m in ms)]))
 

@@ -40,7 +40,6 @@ from otlp.decoding.compare import (
     read_grid,
     run_configs,
 )
-from otlp.decoding.drafting import SCHEMES, check_scheme
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.base import TreeModel, check_temperature
@@ -49,8 +48,9 @@ from otlp.decoding.models.pair import SMOLLM2, ModelPair, load_model_pair, resol
 from otlp.decoding.models.precision import PRECISIONS, Fidelity
 from otlp.decoding.models.selfdraft import check_draft, check_draft_name
 from otlp.decoding.models.smollm2 import N_LAYERS
-from otlp.decoding.verify import METHODS
 from otlp.plotting.style import add_format_argument
+from otlp.verification.drafting import SCHEMES, check_scheme
+from otlp.verification.tree import METHODS
 
 MODELS = (SMOLLM2, "toy")
 FAR_FROM_FLOAT32_TV = 0.05  # a fast path this far from float32 is warned about

@@ -1,32 +1,34 @@
-"""Speculative decoding with otlp: draft trees, drafting and verification for a decode loop.
+"""Speculative decoding with otlp: the decode loop and its models.
 
-* :mod:`.tree` — static draft-tree shapes as parent arrays (chains, K paths, k-ary trees).
-* :mod:`.drafting` — drafting a node's children (i.i.d., without replacement, SpecHub's hub
-  joint), separate from verification.
-* :mod:`.verify` — :func:`verify_tree` / :func:`verify_chain`: the accepted path and the bonus
-  token per row of a batch, by any lossless method (node-by-node rules with SpecTr traversal,
-  block verification, GBV).
+* :mod:`.engine` — :func:`decode`: draft a tree, one target forward over it, verify, repeat.
+* :mod:`.models` — the models the loop runs (Hugging Face decoders, SmolLM2, prompt lookup,
+  toy prefix models); :mod:`.compare` — configurations compared on a prompt set.
+
+The verification a step calls lives one layer below, in :mod:`otlp.verification` (tree
+shapes, drafting a node's children, :func:`verify_tree` / :func:`verify_chain`); its names are
+re-exported here so a decode loop needs one import.
 """
 
-from otlp.decoding.drafting import SCHEMES, children_probability, restrict_top_k, sample_children
-from otlp.decoding.tree import (
+from otlp.verification import (
+    METHODS,
+    NODE_METHODS,
+    PATH_METHODS,
+    SCHEMES,
+    SCHEMES_OF,
+    TreeVerification,
     ancestors,
     chain,
     check_parents,
     children,
+    children_probability,
     depth,
     k_ary_tree,
-    path_shape,
-    path_tree,
-)
-from otlp.decoding.verify import (
-    METHODS,
-    NODE_METHODS,
-    PATH_METHODS,
-    SCHEMES_OF,
-    TreeVerification,
     node_law,
     outcome_law,
+    path_shape,
+    path_tree,
+    restrict_top_k,
+    sample_children,
     verify_chain,
     verify_tree,
 )

@@ -49,7 +49,7 @@ class Config:
         if self.method == AUTOREGRESSIVE:
             return Speculation.autoregressive()
         if self.branching:
-            from otlp.decoding.tree import k_ary_tree
+            from otlp.verification.shapes import k_ary_tree
 
             tree = k_ary_tree(self.branching)
             return Speculation(self.method, tree, scheme=self.scheme, top_k=self.top_k)
@@ -60,7 +60,7 @@ class Config:
     def check(self) -> Config:
         """This config, if its method verifies its tree and its scheme's drafts; else a
         ``ValueError`` naming ``method`` or ``scheme`` (checked before any model loads)."""
-        from otlp.decoding.verify import SCHEMES_OF
+        from otlp.verification.tree import SCHEMES_OF
 
         if self.method == AUTOREGRESSIVE:
             return self
@@ -330,10 +330,10 @@ def _grid_entry(key: str, value: Any) -> Any:
     a bad entry is refused before the first run. Draft names are checked for their form here
     and against the model by the caller (which knows its layers)."""
     from otlp.args import canonical_name, positive_int, real_number
-    from otlp.decoding.drafting import check_scheme
     from otlp.decoding.models.precision import check_precision
     from otlp.decoding.models.selfdraft import check_draft_name
-    from otlp.decoding.verify import METHODS
+    from otlp.verification.drafting import check_scheme
+    from otlp.verification.tree import METHODS
 
     name = f"--config: {key}"
     checks: dict[str, Callable[[Any], Any]] = {

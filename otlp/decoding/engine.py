@@ -4,12 +4,12 @@ One step for the active rows of a batch ([SpecHub] §3, [GBV] Algorithm 1, [GR] 
 
 1. **Draft** depth by depth: at every frontier node the draft model gives its law q, and the
    node's children in the static tree (``parents``) are drawn by the draft ``scheme``
-   (:func:`otlp.decoding.drafting.sample_children`: i.i.d., without replacement, SpecHub's
+   (:func:`otlp.verification.drafting.sample_children`: i.i.d., without replacement, SpecHub's
    hub joint); a node whose parent is absent in a row is absent too (token ``-1``). The
    draft's laws at the deepest nodes are not needed and are not computed.
 2. **Target**: one forward over the whole tree (the model's tree attention mask or its own
    batching) gives p at the root and at every node.
-3. **Verify** with :func:`otlp.decoding.verify.verify_tree` (any lossless method: node-by-node
+3. **Verify** with :func:`otlp.verification.tree.verify_tree` (any lossless method: node-by-node
    single-step rules or the path methods ``block`` / ``gbv``): the accepted path and the bonus
    token, so every step emits ``accepted + 1`` tokens.
 4. **Commit** the tokens to both sessions; a KV cache keeps the accepted nodes' entries.
@@ -111,8 +111,8 @@ class Speculation:
     """How a step drafts and verifies: the static tree, the draft scheme, the method.
 
     ``parents`` is the tree (``parents[i] < i``, ``-1`` = child of the root); ``method`` a
-    method of :func:`otlp.decoding.verify.verify_tree` or ``"ar"``; ``scheme`` how a node's
-    children are drafted (None: the method's own, :data:`otlp.decoding.verify.SCHEMES_OF`);
+    method of :func:`otlp.verification.tree.verify_tree` or ``"ar"``; ``scheme`` how a node's
+    children are drafted (None: the method's own, :data:`otlp.verification.tree.SCHEMES_OF`);
     ``top_k`` restricts the single-step rules to the draft's top k ([GR] Appendix N).
     """
 
@@ -132,7 +132,7 @@ class Speculation:
         top_k: int | None = None,
     ) -> Speculation:
         """K = ``paths`` draft paths of L = ``depth`` tokens (:func:`path_tree`)."""
-        from otlp.decoding.tree import path_tree
+        from otlp.verification.shapes import path_tree
 
         paths = positive_int("paths", paths)
         depth = positive_int("depth", depth)
@@ -158,7 +158,7 @@ def decode(
 
     ``seed``: one seed (rows get spawned generators) or one per row.
     """
-    from otlp.decoding.verify import METHODS, SCHEMES_OF
+    from otlp.verification.tree import METHODS, SCHEMES_OF
 
     method = canonical_name(speculation.method, "method")
     if method != AUTOREGRESSIVE and method not in METHODS:
@@ -232,8 +232,8 @@ def _speculative_step(
     scheme: str | None,
     rngs: list[np.random.Generator],
 ) -> tuple[list[list[int]], Step]:
-    from otlp.decoding.drafting import sample_children
-    from otlp.decoding.verify import verify_tree
+    from otlp.verification.drafting import sample_children
+    from otlp.verification.tree import verify_tree
 
     parents = spec.parents
     n_nodes, batch = parents.size, active.size

@@ -29,8 +29,6 @@ import numpy as np
 
 from otlp import rules
 from otlp.api import solve
-from otlp.decode import METHODS as DECODE_METHODS
-from otlp.decode import verify_drafts
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
 from otlp.methods import method_names
@@ -39,6 +37,8 @@ from otlp.multistep.models import model_pair
 from otlp.rules.mentored import MentoredDecoding
 from otlp.subset import optimal_acceptance
 from otlp.tensors import as_float64
+from otlp.verification.single_step import METHODS as DECODE_METHODS
+from otlp.verification.single_step import verify_drafts
 from otlp.verify import verify
 
 SLICE_TOL = 1e-9  # per-conditional sign and sum tolerance (exact methods and rules)

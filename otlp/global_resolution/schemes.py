@@ -6,7 +6,8 @@ scheme-dependent steps replaced:
 
 * ``scheme="without_replacement"`` (any n). H* by the q/p prefix rule (Hu et al. 2025,
   Thm 4) with P(all drafts in H) from the certified exponential-clock quadrature of
-  :mod:`otlp.subset_wor`. Outer targets by the greedy polymatroid algorithm (Theorem 6.2) in
+  :mod:`solvers.global_resolution.clocks`. Outer targets by the greedy polymatroid algorithm
+  (Theorem 6.2) in
   increasing q/p order with cumulative minimums: Lemma 6.3's prefix reduction
   min_{A ⊆ S ⊆ B} psi(S) = min over q/p-prefixes carries over (checked against max-flow in
   the tests), so min_{T ⊇ H_i} psi(T) = min_{j <= i} psi(H_j) as for i.i.d. drafts, and the

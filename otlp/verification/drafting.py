@@ -1,7 +1,7 @@
 """Drafting the children of draft-tree nodes, separate from their verification.
 
 A decoder drafts first, runs the target forward over the tree, and verifies after
-(:func:`otlp.decoding.verify_tree`). For every frontier node it has the draft law q at that
+(:func:`otlp.verification.verify_tree`). For every frontier node it has the draft law q at that
 node's context and calls :func:`sample_children`. Schemes (:data:`SCHEMES`):
 
 * ``"iid"`` — n i.i.d. draws from q (SpecTr, SpecInfer; the joint every i.i.d. rule verifies).

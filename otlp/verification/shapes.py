@@ -4,7 +4,7 @@ A draft tree for a batch of rows shares one static shape: ``parents`` is an ``(N
 array in topological order (``parents[i] < i``) and ``-1`` marks a child of the root. The root
 is the current context; node ``i``'s context is the root context followed by the tokens on the
 path to ``i``, ``i`` included. Laws at the contexts are indexed ``0`` (root) and ``i + 1``
-(node ``i``), the layout :func:`otlp.decoding.verify_tree` takes.
+(node ``i``), the layout :func:`otlp.verification.verify_tree` takes.
 
 Shapes:
 

@@ -31,7 +31,10 @@ from otlp.args import (
     canonical_name,
     positive_int,
 )
-from otlp.decode_rows import (
+from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
+from otlp.global_resolution.reports import RowReport
+from otlp.instance import Instance
+from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
     draw_token,
@@ -39,10 +42,7 @@ from otlp.decode_rows import (
     local_drafts,
     object_api_token,
 )
-from otlp.decode_schemes import handles, verify_scheme_drafts
-from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
-from otlp.global_resolution.reports import RowReport
-from otlp.instance import Instance
+from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
 
 __all__ = ["METHODS", "DraftVerification", "RowReport", "global_resolution_rows", "verify_drafts"]
 
@@ -91,7 +91,7 @@ def verify_drafts(
     scheme:
         How the drafts were drawn: ``iid`` (default), ``without_replacement``,
         ``independent`` (n = 2, q of shape (2, V) or (B, 2, V)) or ``greedy``; the other
-        schemes and their methods are in :mod:`otlp.decode_schemes`.
+        schemes and their methods are in :mod:`otlp.verification.single_step_schemes`.
     time_budget:
         Global resolution only: seconds a row's convex solve may run (default
         ``DEFAULT_TIME_BUDGET``, 5 s; None for no limit). A row past it stops and is solved

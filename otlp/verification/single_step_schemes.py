@@ -29,14 +29,6 @@ from otlp.args import (
     canonical_name,
     positive_int,
 )
-from otlp.decode_rows import (
-    DraftVerification,
-    batch_arrays,
-    draw_token,
-    exact_verification,
-    local_drafts,
-    object_api_token,
-)
 from otlp.global_resolution.constants import (
     DEFAULT_TIME_BUDGET,
     check_tau,
@@ -46,6 +38,14 @@ from otlp.global_resolution.constants import (
 from otlp.global_resolution.fused import scheme_row
 from otlp.global_resolution.reports import RowReport
 from otlp.instance import Instance
+from otlp.verification.single_step_rows import (
+    DraftVerification,
+    batch_arrays,
+    draw_token,
+    exact_verification,
+    local_drafts,
+    object_api_token,
+)
 from solvers.global_resolution.constants import (
     BAD_DRAFT,
     BAD_P,
@@ -57,7 +57,7 @@ from solvers.global_resolution.constants import (
 )
 
 SCHEME_METHODS = {
-    "iid": ("spechub",),  # the other i.i.d. methods run in otlp.decode
+    "iid": ("spechub",),  # the other i.i.d. methods run in otlp.verification.single_step
     "without_replacement": ("global_resolution", "rrs_without_replacement", "maxflow_cs"),
     "independent": ("global_resolution", "maxflow_cs"),
     "greedy": ("global_resolution", "maxflow_cs"),

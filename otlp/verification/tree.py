@@ -18,15 +18,16 @@ Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEME
 * ``rrs_without_replacement`` — [SpecHub] Algorithm 1 (children drawn without replacement).
 * ``spechub`` — [SpecHub] Algorithm 3 on the hub pair (``sps`` at a node with one child).
 * ``global_resolution`` — [GR] §6: the compiled per-row kernel for i.i.d. drafts
-  (:func:`otlp.decode.global_resolution_rows`), the object API for drafts without replacement.
+  (:func:`otlp.verification.single_step.global_resolution_rows`), the object API for drafts
+  without replacement.
 * ``maxflow_cs`` — the exact optimal transport by complementary slackness ([GR] §5.3).
 
-Path methods (:data:`PATH_METHODS`) on :func:`~otlp.decoding.tree.path_tree` shapes: ``block``
+Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
 (block verification of one chain, [GBV] §2.1) and ``gbv`` (greedy multi-path block
 verification of K i.i.d. paths, [GBV] §5), by :mod:`otlp.multistep.single_path` and
 :mod:`otlp.multistep.gbv`.
 
-Each row's randomness comes from its own uniforms (:func:`otlp.decoding.drafting.row_uniforms`),
+Each row's randomness comes from its own uniforms (:func:`otlp.verification.drafting.row_uniforms`),
 so with one generator per row a row's outcome does not depend on its batch.
 """
 
@@ -39,9 +40,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import canonical_name, positive_int
-from otlp.decoding import tree as trees
-from otlp.decoding.drafting import SCHEMES, restrict_top_k, row_uniforms
-from otlp.decoding.laws import ContextLaws
 from otlp.multistep import single_path
 from otlp.multistep.gbv import RANKINGS, local_key, select_path, skewed_conditionals
 from otlp.rules.base import residual
@@ -51,6 +49,9 @@ from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
 from otlp.rules.spechub import hub_candidates, hub_verification
 from otlp.tensors import as_index_array
+from otlp.verification import shapes as trees
+from otlp.verification.drafting import SCHEMES, restrict_top_k, row_uniforms
+from otlp.verification.laws import ContextLaws
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -135,7 +136,7 @@ def verify_tree(
         (B, N) int token ids, node i's drafted token per row; -1 marks a node absent in that
         row (its descendants must be absent too). Numpy or torch.
     parents:
-        (N,) the shared tree shape (:mod:`otlp.decoding.tree`), ``parents[i] < i``, -1 = root.
+        (N,) the shared tree shape (:mod:`otlp.verification.shapes`), ``parents[i] < i``, -1 = root.
     p, q:
         (B, N + 1, V) target and draft laws at the contexts: index 0 the root, index i + 1
         node i's. numpy float16/float32/float64/bfloat16 or torch tensors (any device).
@@ -145,7 +146,7 @@ def verify_tree(
     method:
         One of :data:`METHODS`.
     scheme:
-        How the children were drafted (:data:`otlp.decoding.drafting.SCHEMES`); None = the
+        How the children were drafted (:data:`otlp.verification.drafting.SCHEMES`); None = the
         method's own (without_replacement for ``rrs_without_replacement``, spechub for
         ``spechub``, else iid). :data:`SCHEMES_OF` lists the valid pairs.
     top_k:
@@ -560,8 +561,8 @@ def _plan_law(
 def _global_resolution_token(
     p: FloatArray, q: FloatArray, omega: IntArray, tau: float, u: FloatArray
 ) -> int:
-    from otlp.decode import global_resolution_rows
     from otlp.global_resolution import check_unit_size
+    from otlp.verification.single_step import global_resolution_rows
 
     check_unit_size(int(np.count_nonzero(q)), omega.shape[0])
     result = global_resolution_rows(

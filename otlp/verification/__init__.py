@@ -1,0 +1,73 @@
+"""Verifying drafts at a decoder's call: the token(s) a decoder emits given its drafts.
+
+One home for everything a decoder calls once per step after the target forward; the decode
+loop (:mod:`otlp.decoding`) sits above it and nothing here imports the loop.
+
+* :mod:`.single_step` — :func:`verify_drafts`: B rows of full-vocabulary (p, q) and the n
+  drafted ids of each row to one verified token per row ([GR] §6 fused rows, exact rules);
+  :mod:`.single_step_schemes` — the same call for drafts without replacement, independent
+  or greedy; :mod:`.single_step_rows` — what both share (inputs, result type, the draw).
+* :mod:`.tree` — :func:`verify_tree` / :func:`verify_chain`: the accepted path and the bonus
+  token per row of a batch of draft trees (node-by-node rules with SpecTr traversal, block
+  verification, GBV); :mod:`.laws` reads only the contexts a verification visits.
+* :mod:`.shapes` — static draft-tree shapes as parent arrays; :mod:`.drafting` — drafting a
+  node's children under the schemes the tree verifier accepts (and the per-row randomness
+  both use).
+
+(:mod:`otlp.verify` is a different thing: it checks transport plans, not decoder rows.)
+"""
+
+from otlp.verification.drafting import (
+    SCHEMES,
+    children_probability,
+    restrict_top_k,
+    sample_children,
+)
+from otlp.verification.shapes import (
+    ancestors,
+    chain,
+    check_parents,
+    children,
+    depth,
+    k_ary_tree,
+    path_shape,
+    path_tree,
+)
+from otlp.verification.single_step import DraftVerification, verify_drafts
+from otlp.verification.tree import (
+    METHODS,
+    NODE_METHODS,
+    PATH_METHODS,
+    SCHEMES_OF,
+    TreeVerification,
+    node_law,
+    outcome_law,
+    verify_chain,
+    verify_tree,
+)
+
+__all__ = [
+    "METHODS",
+    "NODE_METHODS",
+    "PATH_METHODS",
+    "SCHEMES",
+    "SCHEMES_OF",
+    "DraftVerification",
+    "TreeVerification",
+    "ancestors",
+    "chain",
+    "check_parents",
+    "children",
+    "children_probability",
+    "depth",
+    "k_ary_tree",
+    "node_law",
+    "outcome_law",
+    "path_shape",
+    "path_tree",
+    "restrict_top_k",
+    "sample_children",
+    "verify_chain",
+    "verify_drafts",
+    "verify_tree",
+]
