@@ -52,6 +52,7 @@ from otlp.tensors import as_index_array
 from otlp.verification import shapes as trees
 from otlp.verification.drafting import SCHEMES, restrict_top_k, row_uniforms
 from otlp.verification.laws import ContextLaws
+from solvers.node_rules import draw_scaled, rejection_token
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -289,6 +290,9 @@ class _Task:
     step: _Step
     ranking: str
     kids: list[IntArray]
+    depth: int
+    width: int  # uniforms per level: one per candidate (at most a level's nodes) and two more
+    scratch: _Scratch
 
     @classmethod
     def of(
@@ -329,17 +333,11 @@ class _Task:
         if method in PATH_METHODS:
             _path_shape(shape, method)
         step = _Step(method, scheme, top_k, tau)
-        return cls(shape, tok, target, draft, step, ranking, trees.children(shape))
-
-    @property
-    def depth(self) -> int:
-        return int(trees.depth(self.parents).max()) if self.parents.shape[0] else 0
-
-    @property
-    def width(self) -> int:
-        """Uniforms per level: one per candidate (at most a level's nodes) and two more."""
-        sizes = np.bincount(trees.depth(self.parents)) if self.parents.shape[0] else [0]
-        return int(np.max(sizes)) + 2
+        levels = trees.depth(shape)
+        depth = int(levels.max()) if shape.shape[0] else 0
+        width = int(np.bincount(levels).max()) + 2 if shape.shape[0] else 2
+        kids = trees.children(shape)
+        return cls(shape, tok, target, draft, step, ranking, kids, depth, width, _Scratch())
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
@@ -352,10 +350,13 @@ class _Task:
         row = self.tokens[b]
 
         def verified(context: int, omega: IntArray, level: int) -> int:
-            p = self.target.row(b, context)
             mine = u[level * self.width : (level + 1) * self.width]
             if omega.shape[0] == 0:
-                return draw(p, float(mine[0]))
+                row = self.target.native(b, context)
+                return draw_scaled(row, self.target.total(b, context, row), float(mine[0]))
+            if self.step.rejection(omega.shape[0]):
+                return self._rejection_token(b, context, omega, mine)
+            p = self.target.row(b, context)
             q = _checked_draft(b, context, self.draft, self.step, omega)
             return self.step.token(p, q, omega, mine)
 
@@ -403,6 +404,18 @@ class _Task:
                     pending.append((self._next_state(matched), (*prefix, int(y)), mass * law[y]))
         return out
 
+    def _rejection_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
+        """A rejection rule's token read from the rows as given (:mod:`solvers.node_rules`)."""
+        p = self.target.native(b, context)
+        q = self.draft.native(b, context)
+        p_total = self.target.total(b, context, p)
+        q_total = self.draft.total(b, context, q)
+        drafts = omega if self.step.method in ("rrs", "rrs_without_replacement") else omega[:1]
+        _check_drafts(b, context, self.step, omega, q[omega] > 0, None)
+        work, removed = self.scratch.buffers(p.shape[0])
+        wor = self.step.scheme == "without_replacement"
+        return int(rejection_token(p, q, p_total, q_total, drafts, wor, u, work, removed))
+
     def _candidates(self, row: IntArray, state: list[int]) -> IntArray:
         cands = np.concatenate([self.kids[s + 1] for s in state])
         return cands[row[cands] >= 0]
@@ -449,6 +462,14 @@ class _Step:
 
     def restrict(self, q: FloatArray, drafted: IntArray) -> FloatArray:
         return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
+
+    def rejection(self, n: int) -> bool:
+        """Whether a node with ``n`` drafts runs a rejection rule on the rows as given (no
+        top-k restriction to apply)."""
+        return self.top_k is None and (
+            self.method in ("sps", "rrs", "rrs_without_replacement")
+            or (self.method == "spechub" and n == 1)
+        )
 
     def law(self, p: FloatArray, q: FloatArray, omega: IntArray) -> FloatArray:
         """pi(. | omega) over the vocabulary (q already restricted and checked)."""
@@ -590,9 +611,17 @@ def _checked_draft(
     b: int, context: int, draft: ContextLaws, step: _Step, omega: IntArray
 ) -> FloatArray:
     q = step.restrict(draft.row(b, context), omega)
-    impossible = q[omega] <= 0
-    if impossible.any():
-        token = int(omega[np.flatnonzero(impossible)[0]])
+    _check_drafts(b, context, step, omega, q[omega] > 0, int(np.argmax(q)))
+    return q
+
+
+def _check_drafts(
+    b: int, context: int, step: _Step, omega: IntArray, possible: NDArray[np.bool_], hub: int | None
+) -> None:
+    """The drafts ``omega`` at a context: of positive draft probability (``possible``),
+    distinct without replacement, at most a SpecHub pair holding the hub (``hub``: argmax q)."""
+    if not possible.all():
+        token = int(omega[np.flatnonzero(~possible)[0]])
         raise ValueError(
             f"tokens[{b}]: token {token} was drafted at context {context} where its draft "
             "probability is 0 (or outside the top-k draft)"
@@ -603,12 +632,25 @@ def _checked_draft(
         raise ValueError(
             f"parents: SpecHub verifies at most two children per node, got {omega.shape[0]}"
         )
-    if step.method == "spechub" and omega.shape[0] == 2 and int(np.argmax(q)) not in omega:
+    if step.method == "spechub" and omega.shape[0] == 2 and hub not in omega:
         raise ValueError(
             f"tokens[{b}]: the SpecHub pair {omega.tolist()} at context {context} lacks the hub "
             "argmax q"
         )
-    return q
+
+
+class _Scratch:
+    """Work buffers of one call's rejection kernels, allocated once per vocabulary size."""
+
+    def __init__(self) -> None:
+        self._work: FloatArray | None = None
+        self._removed: NDArray[np.bool_] | None = None
+
+    def buffers(self, vocab: int) -> tuple[FloatArray, NDArray[np.bool_]]:
+        if self._work is None or self._removed is None or self._removed.shape[0] != vocab:
+            self._work = np.empty((2, vocab))
+            self._removed = np.zeros(vocab, dtype=bool)
+        return self._work, self._removed
 
 
 # ----- path methods -------------------------------------------------------------------------
