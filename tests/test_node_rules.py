@@ -14,7 +14,7 @@ import pytest
 
 from otlp.verification import tree as tree_module
 from otlp.verification.laws import ContextLaws
-from solvers.node_rules import draw_scaled, rejection_token, row_total
+from solvers.node_rules import block_token, draw_scaled, rejection_token, row_total
 
 
 def _pair(rng: np.random.Generator, vocab: int, sparse: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -94,3 +94,50 @@ def test_rows_are_read_as_given_not_copied():
     laws = ContextLaws("q", values, (1, 2), None)
     assert np.shares_memory(laws.native(0, 1), values)
     assert laws.row(0, 1).dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_block_kernel_equals_the_stop_law_draws(dtype):
+    """block_token's (tau, correction) equals drawing tau from single_path.block's stop law
+    and the correction from its law with the same two uniforms."""
+    from otlp.multistep import single_path
+
+    rng = np.random.default_rng(9)
+    mismatches = 0
+    for trial in range(300):
+        vocab, steps = int(rng.integers(2, 9)), int(rng.integers(1, 5))
+        pairs = [_pair(rng, vocab, sparse=trial % 2 == 1) for _ in range(steps + 1)]
+        p = np.stack([a for a, _ in pairs]).astype(dtype)
+        q = np.stack([b for _, b in pairs]).astype(dtype)
+        path = np.array([rng.choice(np.flatnonzero(q[i] > 0)) for i in range(steps)])
+        u = rng.random(2)
+        p_tot = p.astype(np.float64).sum(axis=1)
+        q_tot = q.astype(np.float64).sum(axis=1)
+        tau, token = block_token(p, q, np.arange(steps), p_tot, q_tot, path, u[0], u[1])
+        target = p.astype(np.float64) / p_tot[:, None]
+        draft = q.astype(np.float64)[:steps] / q_tot[:steps, None]
+        stops = single_path.block(target[None], draft[None], path[None])
+        want_tau = tree_module.draw(stops.stop[0], u[0])
+        if want_tau == steps:
+            mismatches += tau != steps or token != -1
+        else:
+            mismatches += (tau, token) != (
+                want_tau,
+                tree_module.draw(stops.correction[0, tau], u[1]),
+            )
+    assert mismatches == 0
+
+
+def test_block_reads_the_bonus_row_only_when_the_chain_is_accepted():
+    """A chain rejected at its first token never reads the rows after it: NaN there (an
+    engine's unused, never-computed row) is not an error."""
+    from otlp.decoding import verify_chain
+
+    p = np.full((1, 3, 4), np.nan, dtype=np.float32)
+    q = np.full((1, 3, 4), np.nan, dtype=np.float32)
+    p[0, 0] = [1.0, 0.0, 0.0, 0.0]  # the target never emits the drafted token 1
+    q[0, 0] = [0.0, 1.0, 0.0, 0.0]
+    p[0, 1] = q[0, 1] = 0.25  # read for the excess of prefix 1; prefix 2's bonus row unread
+    result = verify_chain(np.array([[1, 2]]), p, q, method="block", rng=[0])
+    assert result.num_accepted.tolist() == [0]
+    assert result.bonus_token.tolist() == [0]

@@ -69,6 +69,22 @@ class ContextLaws:
             return np.asarray(row, dtype=np.float32)
         return cast("NDArray[np.floating]", row)
 
+    def native_rows(self, b: int, contexts: IntArray) -> tuple[NDArray[np.floating], IntArray]:
+        """The rows at ``contexts`` as given: a 2-D array and each context's row in it (row
+        b's whole ``(N + 1, V)`` view for numpy and CPU torch float32/float64 input, else the
+        gathered rows)."""
+        values = self.values[b]
+        if self.torch:
+            import torch
+
+            values = values.detach()
+            if values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64):
+                return cast("NDArray[np.floating]", values.numpy()), contexts
+        elif values.dtype in (np.float32, np.float64):
+            return cast("NDArray[np.floating]", values), contexts
+        gathered = np.stack([self.native(b, int(c)) for c in contexts])
+        return gathered, np.arange(contexts.shape[0], dtype=np.int64)
+
     def total(self, b: int, context: int, row: NDArray[np.floating] | None = None) -> float:
         """The sum of a context's law, checked once per call (finite, nonnegative, summing to
         1 within ``atol``) in one compiled pass over the row as given."""

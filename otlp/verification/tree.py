@@ -52,7 +52,7 @@ from otlp.tensors import as_index_array
 from otlp.verification import shapes as trees
 from otlp.verification.drafting import SCHEMES, restrict_top_k, row_uniforms
 from otlp.verification.laws import ContextLaws
-from solvers.node_rules import draw_scaled, rejection_token
+from solvers.node_rules import block_token, draw_scaled, rejection_token
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -341,6 +341,8 @@ class _Task:
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
+        if self.step.method == "block" and self.step.top_k is None:
+            return self._block_sample(b, u)
         if self.step.method in PATH_METHODS:
             nodes, stops, root = self._path_stops(b)
             if stops is None:
@@ -415,6 +417,39 @@ class _Task:
         work, removed = self.scratch.buffers(p.shape[0])
         wor = self.step.scheme == "without_replacement"
         return int(rejection_token(p, q, p_total, q_total, drafts, wor, u, work, removed))
+
+    def _block_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
+        """Block verification of row b's chain on its rows as given
+        (:func:`solvers.node_rules.block_token`): the bonus row is read only when the whole
+        chain is accepted."""
+        chosen = _chain_of(b, self.tokens[b], self.parents, self.step.method)
+        if chosen is None:
+            return _NO_NODES, self._draw_target(b, 0, float(u[0]))
+        nodes, contexts, path = chosen
+        steps = path.shape[0]
+        p, p_index = self.target.native_rows(b, contexts[:steps])
+        q, q_index = self.draft.native_rows(b, contexts[:steps])
+        p_totals = _totals(self.target, b, contexts[:steps], p, p_index)
+        q_totals = _totals(self.draft, b, contexts[:steps], q, q_index)
+        on_path = q[q_index, path]
+        if np.any(on_path <= 0):
+            d = int(np.flatnonzero(on_path <= 0)[0])
+            raise ValueError(
+                f"tokens[{b}, {nodes[d]}]: token {path[d]} has draft probability 0 where "
+                "drafted (or is outside the top-k draft)"
+            )
+        if not np.array_equal(p_index, q_index):  # gathered separately: one index for both
+            raise AssertionError("target and draft rows gathered in different orders")
+        accepted, token = block_token(
+            p, q, p_index, p_totals, q_totals, path, float(u[0]), float(u[1])
+        )
+        if token < 0:
+            token = self._draw_target(b, int(contexts[steps]), float(u[1]))
+        return nodes[:accepted], int(token)
+
+    def _draw_target(self, b: int, context: int, u: float) -> int:
+        row = self.target.native(b, context)
+        return int(draw_scaled(row, self.target.total(b, context, row), u))
 
     def _candidates(self, row: IntArray, state: list[int]) -> IntArray:
         cands = np.concatenate([self.kids[s + 1] for s in state])
@@ -661,6 +696,25 @@ def _path_shape(parents: IntArray, method: str) -> tuple[int, int]:
     if method == "block" and shape[0] != 1:
         raise ValueError(f"parents: method 'block' verifies one chain, got {shape[0]} paths")
     return shape
+
+
+def _totals(
+    laws: ContextLaws, b: int, contexts: IntArray, rows: NDArray[np.floating], index: IntArray
+) -> FloatArray:
+    """The checked sums of the laws at ``contexts`` (``rows[index[i]]`` is context i's)."""
+    return np.array([laws.total(b, int(c), rows[i]) for c, i in zip(contexts, index, strict=True)])
+
+
+def _chain_of(
+    b: int, row: IntArray, parents: IntArray, method: str
+) -> tuple[IntArray, IntArray, IntArray] | None:
+    """Row b's drafted chain for ``block``: its nodes, contexts (the root's and each node's)
+    and tokens; None when the row has no drafts (absent nodes are a suffix of the chain)."""
+    _path_shape(parents, method)
+    steps = int((row >= 0).sum())
+    if steps == 0:
+        return None
+    return np.arange(steps), np.arange(steps + 1), row[:steps]
 
 
 def _path_stops(
