@@ -246,7 +246,8 @@ def _draw_excess(
 def block_token(
     p: NDArray,
     q: NDArray,
-    contexts: NDArray[np.int64],
+    p_rows: NDArray[np.int64],
+    q_rows: NDArray[np.int64],
     p_totals: NDArray[np.float64],
     q_totals: NDArray[np.float64],
     path: NDArray[np.int64],
@@ -255,7 +256,7 @@ def block_token(
 ) -> tuple[int, int]:
     """Block verification ([GBV] §2.1, Eqs. 4-7) of one drafted path, sampled.
 
-    ``p[contexts[i]]``, ``q[contexts[i]]`` (sums ``p_totals[i]``, ``q_totals[i]``) are the
+    ``p[p_rows[i]]``, ``q[q_rows[i]]`` (sums ``p_totals[i]``, ``q_totals[i]``) are the
     target and draft laws after the path's first i tokens, i < L = ``path.shape[0]``. Weights
     w_0 = 1, w_{i+1} = min(w_i p_i(x_i) / q_i(x_i), 1); h_i = r_i / (r_i + 1 - w_i) with
     r_i = sum_x max(w_i p_i(x) - q_i(x), 0) (1 when the denominator is 0), h_L = w_L; the stop
@@ -267,15 +268,14 @@ def block_token(
     weights = np.ones(steps + 1)
     for i in range(steps):
         x = path[i]
-        ratio = (np.float64(p[contexts[i], x]) / p_totals[i]) / (
-            np.float64(q[contexts[i], x]) / q_totals[i]
+        ratio = (np.float64(p[p_rows[i], x]) / p_totals[i]) / (
+            np.float64(q[q_rows[i], x]) / q_totals[i]
         )
         weights[i + 1] = min(weights[i] * ratio, 1.0)
     h = np.empty(steps + 1)
     excess = np.empty(steps)
     for i in range(steps):
-        c = contexts[i]
-        r = _excess(p[c], q[c], weights[i] / p_totals[i], 1.0 / q_totals[i])
+        r = _excess(p[p_rows[i]], q[q_rows[i]], weights[i] / p_totals[i], 1.0 / q_totals[i])
         excess[i] = r
         denom = r + 1.0 - weights[i]
         h[i] = min(r / denom, 1.0) if denom > 0 else 1.0
@@ -288,9 +288,135 @@ def block_token(
     tau = draw_scaled(stop, stop.sum(), u_stop)
     if tau == steps:
         return tau, -1
-    c = contexts[tau]
+    target, draft = p[p_rows[tau]], q[q_rows[tau]]
     p_scale = weights[tau] / p_totals[tau]
-    token = _draw_excess(p[c], q[c], p_scale, 1.0 / q_totals[tau], excess[tau], u_token)
+    token = _draw_excess(target, draft, p_scale, 1.0 / q_totals[tau], excess[tau], u_token)
     if token < 0:  # nothing in excess (p_tau = q_tau at w_tau = 1): the target itself
-        token = draw_scaled(p[c], p_totals[tau], u_token)
+        token = draw_scaled(target, p_totals[tau], u_token)
     return tau, token
+
+
+# Error codes of :func:`rejection_walk` (0: none).
+BAD_TARGET = 1  # the target row at (row, context) fails its check
+BAD_DRAFT = 2  # the draft row at (row, context) fails its check
+ZERO_DRAFT = 3  # a drafted token has draft probability 0 at its context
+REPEATED = 4  # drafts without replacement repeat a token
+
+
+@nb.njit(cache=True)
+def _checked_total(laws: NDArray, totals: NDArray[np.float64], b: int, c: int, atol: float) -> bool:
+    """Fill ``totals[b, c]`` from the row once; False when the row fails its check."""
+    if totals[b, c] >= 0.0:
+        return True
+    total, bad = row_total(laws[b, c])
+    if bad >= 0 or abs(total - 1.0) > atol:
+        return False
+    totals[b, c] = total
+    return True
+
+
+@nb.njit(cache=True)
+def rejection_walk(
+    p: NDArray,
+    q: NDArray,
+    tokens: NDArray[np.int64],
+    kid_start: NDArray[np.int64],
+    kids: NDArray[np.int64],
+    parents: NDArray[np.int64],
+    max_drafts: int,
+    merge: bool,
+    without_replacement: bool,
+    u: NDArray[np.float64],
+    width: int,
+    atols: NDArray[np.float64],
+    p_totals: NDArray[np.float64],
+    q_totals: NDArray[np.float64],
+    work: NDArray[np.float64],
+    removed: NDArray[np.bool_],
+    path_nodes: NDArray[np.int64],
+    bonus: NDArray[np.int64],
+    error: NDArray[np.int64],
+) -> None:
+    """Walk every row's draft tree with :func:`rejection_token` at each node (the traversal
+    of ``otlp.verification.tree``): the present children of the current nodes are the drafts
+    (their first ``max_drafts``), a drafted child's token moves the walk there (``merge``:
+    to all children carrying it, i.i.d. drafts), any other token ends it; a node without
+    children draws the bonus token from p.
+
+    ``p``, ``q`` (B, N + 1, V) are read only at the visited contexts, each checked once
+    (sums into ``p_totals``/``q_totals``, -1 = unread; ``atols`` = the two tolerances).
+    Children of context c are ``kids[kid_start[c]:kid_start[c + 1]]``. Row b's uniforms
+    ``u[b]`` give ``width`` per level. Writes ``path_nodes`` (B, D; -1 padded) and ``bonus``;
+    on bad input stops and writes ``error`` = (code, row, context, token).
+    """
+    rows = tokens.shape[0]
+    nodes = max(tokens.shape[1], 1)
+    state = np.empty(nodes, dtype=np.int64)
+    following = np.empty(nodes, dtype=np.int64)
+    cands = np.empty(nodes, dtype=np.int64)
+    omega = np.empty(nodes, dtype=np.int64)
+    for b in range(rows):
+        state[0] = -1
+        size = 1
+        level = 0
+        while True:
+            count = 0
+            for s in range(size):
+                c = state[s] + 1
+                for k in range(kid_start[c], kid_start[c + 1]):
+                    if tokens[b, kids[k]] >= 0:
+                        cands[count] = kids[k]
+                        count += 1
+            context = state[0] + 1
+            if not _checked_total(p, p_totals, b, context, atols[0]):
+                error[:] = (BAD_TARGET, b, context, -1)
+                return
+            mine = u[b, level * width : (level + 1) * width]
+            if count == 0:
+                y = draw_scaled(p[b, context], p_totals[b, context], mine[0])
+                break
+            if not _checked_total(q, q_totals, b, context, atols[1]):
+                error[:] = (BAD_DRAFT, b, context, -1)
+                return
+            for j in range(count):
+                omega[j] = tokens[b, cands[j]]
+                if not q[b, context, omega[j]] > 0:
+                    error[:] = (ZERO_DRAFT, b, context, omega[j])
+                    return
+                if without_replacement:
+                    for i in range(j):
+                        if omega[i] == omega[j]:
+                            error[:] = (REPEATED, b, context, omega[j])
+                            return
+            y = rejection_token(
+                p[b, context],
+                q[b, context],
+                p_totals[b, context],
+                q_totals[b, context],
+                omega[: min(count, max_drafts)],
+                without_replacement,
+                mine,
+                work,
+                removed,
+            )
+            matched = 0
+            for j in range(count):
+                if omega[j] == y and (merge or matched == 0):
+                    following[matched] = cands[j]
+                    matched += 1
+            if matched == 0:
+                break
+            state[:matched] = following[:matched]
+            size = matched
+            level += 1
+        bonus[b] = y
+        last = state[0]
+        depth = 0
+        walk = last
+        while walk >= 0:
+            depth += 1
+            walk = parents[walk]
+        walk = last
+        for d in range(depth - 1, -1, -1):
+            path_nodes[b, d] = walk
+            walk = parents[walk]

@@ -111,9 +111,10 @@ def test_block_kernel_equals_the_stop_law_draws(dtype):
         q = np.stack([b for _, b in pairs]).astype(dtype)
         path = np.array([rng.choice(np.flatnonzero(q[i] > 0)) for i in range(steps)])
         u = rng.random(2)
+        rows = np.arange(steps)
         p_tot = p.astype(np.float64).sum(axis=1)
         q_tot = q.astype(np.float64).sum(axis=1)
-        tau, token = block_token(p, q, np.arange(steps), p_tot, q_tot, path, u[0], u[1])
+        tau, token = block_token(p, q, rows, rows, p_tot, q_tot, path, u[0], u[1])
         target = p.astype(np.float64) / p_tot[:, None]
         draft = q.astype(np.float64)[:steps] / q_tot[:steps, None]
         stops = single_path.block(target[None], draft[None], path[None])
@@ -141,3 +142,64 @@ def test_block_reads_the_bonus_row_only_when_the_chain_is_accepted():
     result = verify_chain(np.array([[1, 2]]), p, q, method="block", rng=[0])
     assert result.num_accepted.tolist() == [0]
     assert result.bonus_token.tolist() == [0]
+
+
+def _tree_case(rng: np.random.Generator, scheme: str, vocab: int = 5):
+    from otlp.decoding import k_ary_tree, sample_children
+    from otlp.verification import shapes
+
+    parents = k_ary_tree([3, 2])
+    rows = 6
+    p = rng.dirichlet(np.full(vocab, 0.5), size=(rows, parents.shape[0] + 1))
+    q = rng.dirichlet(np.full(vocab, 0.5), size=(rows, parents.shape[0] + 1))
+    tokens = np.full((rows, parents.shape[0]), -1, dtype=np.int64)
+    for context, kids in enumerate(shapes.children(parents)):
+        if kids.shape[0]:
+            tokens[:, kids] = sample_children(q[:, context], kids.shape[0], scheme, rng)
+    tokens[0, 3:] = -1  # absent nodes (a suffix: their descendants are absent too)
+    tokens[1, :] = -1  # a row without drafts
+    return parents, tokens, p, q
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme"),
+    [("sps", "iid"), ("rrs", "iid"), ("rrs_without_replacement", "without_replacement")],
+)
+def test_compiled_walk_equals_the_row_by_row_walk(method, scheme):
+    """The whole-batch compiled walk (C-contiguous float rows) and the row-by-row walk (the
+    same values, strided, so not walkable) give the same outcome from the same seeds."""
+    from otlp.decoding import verify_tree
+
+    rng = np.random.default_rng(3)
+    for seed in range(20):
+        parents, tokens, p, q = _tree_case(rng, scheme)
+        p32 = p.astype(np.float32)
+        strided = np.repeat(p32, 2, axis=2)[:, :, ::2]
+        assert not strided.flags.c_contiguous
+        fast = verify_tree(tokens, parents, p32, q, method=method, rng=seed)
+        slow = verify_tree(tokens, parents, strided, q, method=method, rng=seed)
+        assert np.array_equal(fast.path_nodes, slow.path_nodes)
+        assert np.array_equal(fast.bonus_token, slow.bonus_token)
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_compiled_walk_refuses_bad_rows_as_the_row_walk(strided):
+    from otlp.decoding import verify_tree
+
+    parents, tokens, p, q = _tree_case(np.random.default_rng(4), "iid")
+    p = p.copy()
+    p[2, 0, 1] = -0.5
+    if strided:
+        p = np.repeat(p, 2, axis=2)[:, :, ::2]
+    with pytest.raises(ValueError, match=r"^p\[2, 0\]: has a negative, NaN or infinite entry$"):
+        verify_tree(tokens, parents, p, q, method="rrs", rng=0)
+    q = q.copy()
+    q[3, 0] *= 1.5
+    with pytest.raises(ValueError, match=r"^q\[3, 0\]: does not sum to 1 within atol 1e-06"):
+        verify_tree(tokens, parents, p[:, :, :] * 0 + 0.2, q, method="sps", rng=0)
+    zero = np.where(tokens >= 0, tokens % 4, -1)
+    q2 = np.full_like(q, 0.25)
+    q2[:, :, 4] = 0.0
+    zero[4, 0] = 4
+    with pytest.raises(ValueError, match=r"^tokens\[4\]: token 4 was drafted at context 0"):
+        verify_tree(zero, parents, np.full_like(q, 0.2), q2, method="rrs", rng=0)

@@ -4,7 +4,7 @@ The caller's arrays (numpy float16/float32/float64, ml_dtypes bfloat16, torch te
 float dtype on any device, or lists) stay as they are; only the contexts a verification visits
 are read, each checked once per call at the tolerance of the input's precision by one compiled
 pass over the row in its own dtype (:func:`solvers.node_rules.row_total`; its errors those of
-:func:`otlp.tensors.check_distributions`). The rejection rules read the rows as given
+:func:`otlp.tensors.check_distributions`'s). The rejection rules read the rows as given
 (:meth:`ContextLaws.native`); the other rules take a renormalised float64 copy of the rows
 they visit (:meth:`ContextLaws.row`). A decode step never copies the whole ``(B, N + 1, V)``
 tensor.
@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import real_number
-from otlp.tensors import as_float64, check_distributions
+from otlp.tensors import as_float64
 from solvers.node_rules import row_total
 
 FloatArray = NDArray[np.float64]
@@ -69,6 +69,31 @@ class ContextLaws:
             return np.asarray(row, dtype=np.float32)
         return cast("NDArray[np.floating]", row)
 
+    def native_all(self) -> NDArray[np.floating] | None:
+        """The whole ``(B, N + 1, V)`` input as a numpy view (numpy or CPU torch, float32 or
+        float64), or None where it cannot be read without a copy."""
+        values = self.values
+        if self.torch:
+            import torch
+
+            values = values.detach()
+            if values.device.type != "cpu" or values.dtype not in (torch.float32, torch.float64):
+                return None
+            values = values.numpy()
+        if values.dtype not in (np.float32, np.float64) or not values.flags.c_contiguous:
+            return None
+        return cast("NDArray[np.floating]", values)
+
+    def refuse(self, b: int, context: int) -> None:
+        """Raise the ``ValueError`` of a row that failed its check (negative, NaN or infinite
+        entries, or a sum off 1 by more than ``atol``), naming it."""
+        native = self.native(b, context)
+        total, bad = row_total(native)
+        label = f"{self.name}[{b}, {context}]"
+        if bad >= 0:
+            raise ValueError(f"{label}: has a negative, NaN or infinite entry")
+        raise ValueError(f"{label}: does not sum to 1 within atol {self.atol:g} (sum {total!r})")
+
     def native_rows(self, b: int, contexts: IntArray) -> tuple[NDArray[np.floating], IntArray]:
         """The rows at ``contexts`` as given: a 2-D array and each context's row in it (row
         b's whole ``(N + 1, V)`` view for numpy and CPU torch float32/float64 input, else the
@@ -94,10 +119,8 @@ class ContextLaws:
             return known
         native = self.native(b, context) if row is None else row
         total, bad = row_total(native)
-        if bad >= 0 or abs(total - 1.0) > self.atol:  # the message of check_distributions
-            check_distributions(
-                f"{self.name}[{b}, {context}]", native.astype(np.float64), self.atol
-            )
+        if bad >= 0 or abs(total - 1.0) > self.atol:
+            self.refuse(b, context)
         self._totals[key] = total
         return total
 

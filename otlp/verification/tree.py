@@ -52,7 +52,16 @@ from otlp.tensors import as_index_array
 from otlp.verification import shapes as trees
 from otlp.verification.drafting import SCHEMES, restrict_top_k, row_uniforms
 from otlp.verification.laws import ContextLaws
-from solvers.node_rules import block_token, draw_scaled, rejection_token
+from solvers.node_rules import (
+    BAD_DRAFT,
+    BAD_TARGET,
+    REPEATED,
+    ZERO_DRAFT,
+    block_token,
+    draw_scaled,
+    rejection_token,
+    rejection_walk,
+)
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -194,9 +203,10 @@ def verify_tree(
     uniforms = row_uniforms(rng, rows, (task.depth + 1) * task.width)
     accepted = np.full((rows, task.depth), -1, dtype=np.int64)
     bonus = np.empty(rows, dtype=np.int64)
-    for b in range(rows):
-        nodes, bonus[b] = task.sample(b, uniforms[b])
-        accepted[b, : nodes.shape[0]] = nodes
+    if not task.walk(uniforms, accepted, bonus):
+        for b in range(rows):
+            nodes, bonus[b] = task.sample(b, uniforms[b])
+            accepted[b, : nodes.shape[0]] = nodes
     tok, target = task.tokens, task.target
     counts = (accepted >= 0).sum(axis=1)
     path_tokens = np.full_like(accepted, -1)
@@ -292,6 +302,8 @@ class _Task:
     kids: list[IntArray]
     depth: int
     width: int  # uniforms per level: one per candidate (at most a level's nodes) and two more
+    path_grid: tuple[int, int]  # (K, L) of a path method's path tree
+    kid_start: IntArray  # context c's children: concatenated kids[kid_start[c]:kid_start[c + 1]]
     scratch: _Scratch
 
     @classmethod
@@ -330,14 +342,73 @@ class _Task:
             from otlp.global_resolution import check_tau
 
             tau = check_tau(tau)
-        if method in PATH_METHODS:
-            _path_shape(shape, method)
+        path_grid = _path_shape(shape, method) if method in PATH_METHODS else (0, 0)
         step = _Step(method, scheme, top_k, tau)
         levels = trees.depth(shape)
         depth = int(levels.max()) if shape.shape[0] else 0
         width = int(np.bincount(levels).max()) + 2 if shape.shape[0] else 2
         kids = trees.children(shape)
-        return cls(shape, tok, target, draft, step, ranking, kids, depth, width, _Scratch())
+        kid_start = np.concatenate([[0], np.cumsum([k.shape[0] for k in kids])]).astype(np.int64)
+        return cls(
+            shape,
+            tok,
+            target,
+            draft,
+            step,
+            ranking,
+            kids,
+            depth,
+            width,
+            path_grid,
+            kid_start,
+            _Scratch(),
+        )
+
+    def walk(self, u: FloatArray, accepted: IntArray, bonus: IntArray) -> bool:
+        """All rows at once by the compiled walk (:func:`solvers.node_rules.rejection_walk`)
+        where it applies: a rejection rule (sps, rrs, rrs without replacement) without top-k
+        on rows readable as given (numpy or CPU torch float32/float64). False otherwise."""
+        step = self.step
+        if step.top_k is not None or step.method not in _WALK_DRAFTS:
+            return False
+        p, q = self.target.native_all(), self.draft.native_all()
+        if p is None or q is None:
+            return False
+        shape = (self.tokens.shape[0], self.parents.shape[0] + 1)
+        p_totals, q_totals = np.full(shape, -1.0), np.full(shape, -1.0)
+        work, removed = self.scratch.buffers(p.shape[2])
+        error = np.zeros(4, dtype=np.int64)
+        rejection_walk(
+            p,
+            q,
+            self.tokens,
+            self.kid_start,
+            np.concatenate(self.kids),
+            self.parents,
+            _WALK_DRAFTS[step.method],
+            step.scheme == "iid",
+            step.scheme == "without_replacement",
+            u,
+            self.width,
+            np.array([self.target.atol, self.draft.atol]),
+            p_totals,
+            q_totals,
+            work,
+            removed,
+            accepted,
+            bonus,
+            error,
+        )
+        code, b, context, token = (int(e) for e in error)
+        if code == BAD_TARGET:
+            self.target.refuse(b, context)
+        if code == BAD_DRAFT:
+            self.draft.refuse(b, context)
+        if code == ZERO_DRAFT:
+            _check_drafts(b, context, step, np.array([token]), np.array([False]), None)
+        if code == REPEATED:
+            _check_drafts(b, context, step, np.array([token, token]), np.array([True, True]), None)
+        return True
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
@@ -422,7 +493,7 @@ class _Task:
         """Block verification of row b's chain on its rows as given
         (:func:`solvers.node_rules.block_token`): the bonus row is read only when the whole
         chain is accepted."""
-        chosen = _chain_of(b, self.tokens[b], self.parents, self.step.method)
+        chosen = _chain_of(self.tokens[b])
         if chosen is None:
             return _NO_NODES, self._draw_target(b, 0, float(u[0]))
         nodes, contexts, path = chosen
@@ -438,10 +509,8 @@ class _Task:
                 f"tokens[{b}, {nodes[d]}]: token {path[d]} has draft probability 0 where "
                 "drafted (or is outside the top-k draft)"
             )
-        if not np.array_equal(p_index, q_index):  # gathered separately: one index for both
-            raise AssertionError("target and draft rows gathered in different orders")
         accepted, token = block_token(
-            p, q, p_index, p_totals, q_totals, path, float(u[0]), float(u[1])
+            p, q, p_index, q_index, p_totals, q_totals, path, float(u[0]), float(u[1])
         )
         if token < 0:
             token = self._draw_target(b, int(contexts[steps]), float(u[1]))
@@ -464,11 +533,12 @@ class _Task:
         """Block verification's stop law on row b's chain, or on GBV's selected path: (that
         path's nodes, stop law, root target law); no stop law when the row has no drafts."""
         return _path_stops(
-            b, self.tokens[b], self.parents, self.target, self.draft, self.step, self.ranking
+            b, self.tokens[b], self.path_grid, self.target, self.draft, self.step, self.ranking
         )
 
 
 _NO_NODES = np.zeros(0, dtype=np.int64)
+_WALK_DRAFTS = {"sps": 1, "rrs": 1 << 30, "rrs_without_replacement": 1 << 30}  # drafts verified
 
 
 def _spread(
@@ -705,12 +775,9 @@ def _totals(
     return np.array([laws.total(b, int(c), rows[i]) for c, i in zip(contexts, index, strict=True)])
 
 
-def _chain_of(
-    b: int, row: IntArray, parents: IntArray, method: str
-) -> tuple[IntArray, IntArray, IntArray] | None:
-    """Row b's drafted chain for ``block``: its nodes, contexts (the root's and each node's)
+def _chain_of(row: IntArray) -> tuple[IntArray, IntArray, IntArray] | None:
+    """A row's drafted chain for ``block``: its nodes, contexts (the root's and each node's)
     and tokens; None when the row has no drafts (absent nodes are a suffix of the chain)."""
-    _path_shape(parents, method)
     steps = int((row >= 0).sum())
     if steps == 0:
         return None
@@ -720,7 +787,7 @@ def _chain_of(
 def _path_stops(
     b: int,
     row: IntArray,
-    parents: IntArray,
+    path_grid: tuple[int, int],
     target: ContextLaws,
     draft: ContextLaws,
     step: _Step,
@@ -734,7 +801,7 @@ def _path_stops(
     the same keys, so both agree bit for bit. Only the selected path's laws are read in full
     (and checked).
     """
-    paths, length = _path_shape(parents, step.method)
+    paths, length = path_grid
     grid = row.reshape(paths, length)
     lengths = (grid >= 0).sum(axis=1)
     kept = np.flatnonzero(lengths > 0)
