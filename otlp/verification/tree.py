@@ -17,9 +17,9 @@ Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEME
 * ``rrs``, ``kseq`` — recursive rejection sampling with replacement, SpecTr's K-SEQ (i.i.d.).
 * ``rrs_without_replacement`` — [SpecHub] Algorithm 1 (children drawn without replacement).
 * ``spechub`` — [SpecHub] Algorithm 3 on the hub pair (``sps`` at a node with one child).
-* ``global_resolution`` — [GR] §6: the compiled per-row kernel for i.i.d. drafts
-  (:func:`otlp.verification.single_step.global_resolution_rows`), the object API for drafts
-  without replacement.
+* ``global_resolution`` — [GR] §6: the compiled per-row paths of ``otlp.verify_drafts``
+  (:func:`otlp.verification.single_step.global_resolution_rows` for i.i.d. drafts,
+  :func:`otlp.verification.single_step_schemes.scheme_row_token` without replacement).
 * ``maxflow_cs`` — the exact optimal transport by complementary slackness ([GR] §5.3).
 
 Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
@@ -598,8 +598,8 @@ class _Step:
             ver = hub_verification(p, q, int(np.argmax(q)))
             candidates, accept, final = hub_candidates(ver, omega[None])
             return _sequential_token(candidates[0], accept[0], final, u)
-        if self.method == "global_resolution" and self.scheme == "iid":
-            return _global_resolution_token(p, q, omega, self.tau, u[:2])
+        if self.method == "global_resolution":
+            return _global_resolution_token(p, q, omega, self.scheme, self.tau, u[:2])
         return draw(self.law(p, q, omega), float(u[0]))
 
 
@@ -685,12 +685,20 @@ def _plan_law(
 
 
 def _global_resolution_token(
-    p: FloatArray, q: FloatArray, omega: IntArray, tau: float, u: FloatArray
+    p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, tau: float, u: FloatArray
 ) -> int:
+    """Global resolution's token at a node by the compiled per-row paths of
+    :func:`otlp.verify_drafts` (i.i.d.: the fused kernel; without replacement: the fused
+    scheme row), on the node's checked, renormalised (and top-k restricted) laws."""
     from otlp.global_resolution import check_unit_size
     from otlp.verification.single_step import global_resolution_rows
+    from otlp.verification.single_step_schemes import scheme_row_token
 
     check_unit_size(int(np.count_nonzero(q)), omega.shape[0])
+    if scheme == "without_replacement":
+        return scheme_row_token(
+            p, q[None, :], omega, scheme, tau=tau, uniforms=u, max_iter=MAX_ITER, atol=1e-9
+        )
     result = global_resolution_rows(
         p[None, :],
         q[None, :],
