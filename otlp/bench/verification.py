@@ -45,7 +45,6 @@ DEFAULT_TREE_CASES = (
     "gbv",
     "global_resolution:iid:100",
     "global_resolution:without_replacement:100",
-    "global_resolution:iid",
     "maxflow_cs:iid:20",
 )
 DEFAULT_CHAIN_CASES = ("sps", "rrs", "block", "kseq", "global_resolution:iid:100")

@@ -27,9 +27,19 @@ IntArray = NDArray[np.int64]
 
 class ContextLaws:
     """Laws ``(B, N + 1, V)`` (``name`` = "p" or "q") of one input, read a few contexts at a
-    time; ``kind`` says where the input came from (results go back in it)."""
+    time; ``kind`` says where the input came from (results go back in it). With
+    ``last_optional`` the last context's row may be missing (``(B, N, V)``: a chain's draft
+    laws as engines pass them; the last context has no children, so no draft is read there)."""
 
-    def __init__(self, name: str, value: object, shape: tuple[int, int], atol: float | None):
+    def __init__(
+        self,
+        name: str,
+        value: object,
+        shape: tuple[int, int],
+        atol: float | None,
+        *,
+        last_optional: bool = False,
+    ):
         self.name = name
         if hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) == 3:
             _, self.kind = as_float64(name, cast(Any, value)[:0])  # the kind, no copy
@@ -37,9 +47,11 @@ class ContextLaws:
         else:
             self.values, self.kind = as_float64(name, value)
         self.torch = self.kind.library == "torch"
-        if len(self.values.shape) != 3 or tuple(self.values.shape[:2]) != shape:
+        shapes = [shape, (shape[0], shape[1] - 1)] if last_optional else [shape]
+        if len(self.values.shape) != 3 or tuple(self.values.shape[:2]) not in shapes:
+            also = f" or ({shape[0]}, {shape[1] - 1}, V)" if last_optional else ""
             raise ValueError(
-                f"{name}: expected shape (B, N + 1, V) = ({shape[0]}, {shape[1]}, V), got "
+                f"{name}: expected shape (B, N + 1, V) = ({shape[0]}, {shape[1]}, V){also}, got "
                 f"{tuple(self.values.shape)}"
             )
         self.vocab = int(self.values.shape[2])

@@ -51,6 +51,7 @@ from otlp.rules.spechub import hub_candidates, hub_verification
 from otlp.tensors import as_index_array
 from otlp.verification import shapes as trees
 from otlp.verification.drafting import SCHEMES, restrict_top_k, row_uniforms
+from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, target_laws
 from otlp.verification.laws import ContextLaws
 from solvers.node_rules import (
     BAD_DRAFT,
@@ -95,7 +96,8 @@ class TreeVerification:
     """The outcome per row: ``num_accepted`` (B,), the accepted nodes ``path_nodes`` (B, D)
     and their tokens ``path_tokens`` (B, D) (-1 padded; D = the tree's depth), and the
     ``bonus_token`` (B,) drawn after the accepted path (correction or bonus): every row emits
-    ``num_accepted + 1`` tokens. Arrays are numpy, or torch tensors on the input's device."""
+    ``num_accepted + 1`` tokens, listed in ``output_ids`` (B, D + 1) padded with -1 (the
+    engines' layout). Arrays are numpy, or torch tensors on the input's device."""
 
     num_accepted: Any
     path_nodes: Any
@@ -103,6 +105,7 @@ class TreeVerification:
     bonus_token: Any
     method: str
     scheme: str
+    output_ids: Any  # (B, D + 1): emitted tokens, then PLACEHOLDER_TOKEN_ID (-1), as vLLM
 
     def tokens_out(self, b: int) -> Any:
         """Row ``b``'s emitted tokens: the accepted path, then the bonus token."""
@@ -117,11 +120,52 @@ class TreeVerification:
 
 
 def verify_chain(
-    tokens: Any, p: Any, q: Any, *, method: str = "sps", **options: Any
+    tokens: Any,
+    p: Any,
+    q: Any,
+    *,
+    method: str = "sps",
+    temperature: ArrayLike | None = None,
+    target_top_k: ArrayLike | None = None,
+    target_top_p: ArrayLike | None = None,
+    **options: Any,
 ) -> TreeVerification:
-    """:func:`verify_tree` on a single draft path: ``tokens`` (B, L), ``p``, ``q`` (B, L+1, V)."""
+    """:func:`verify_tree` on a single draft path per row, in otlp's layout or the engines'.
+
+    ``tokens`` (B, L); ``p`` (B, L + 1, V); ``q`` (B, L + 1, V) or (B, L, V) (vLLM's and
+    FlashInfer's draft probabilities: no draft law after the last draft token). With
+    ``temperature`` (a number or one per row; 0 = greedy), ``p`` holds the target's logits
+    and the target law is softmax(p / temperature) restricted to ``target_top_k`` /
+    ``target_top_p`` (:func:`otlp.verification.engine_layouts.target_laws`), as the engine
+    samples. ``rng`` may also hold a ``torch.Generator`` per row, as a list or as a dict
+    {row: generator} of seeded requests. The result's ``output_ids`` (B, L + 1) are the
+    emitted tokens padded with -1, beside ``num_accepted``. Other options as
+    :func:`verify_tree`.
+    """
     arr, _ = as_index_array("tokens", tokens, ndims=(2,))
-    return verify_tree(tokens, trees.chain(arr.shape[1]), p, q, method=method, **options)
+    if temperature is not None:
+        p = target_laws(p, temperature, target_top_k, target_top_p)
+    elif target_top_k is not None or target_top_p is not None:
+        raise ValueError(
+            "target_top_k: the target's top-k/top-p apply to logits; pass temperature too"
+        )
+    task = _Task.of(
+        tokens,
+        trees.chain(arr.shape[1]),
+        p,
+        q,
+        options.pop("method", method),
+        options.pop("scheme", None),
+        options.pop("top_k", None),
+        options.pop("tau", 1e-3),
+        options.pop("atol", None),
+        options.pop("ranking", "ratio"),
+        draft_last_optional=True,
+    )
+    rng = options.pop("rng", None)
+    if options:
+        raise ValueError(f"verify_chain: unknown option(s) {', '.join(sorted(options))}")
+    return _verify(task, rng)
 
 
 def verify_tree(
@@ -166,7 +210,9 @@ def verify_tree(
     tau:
         Global resolution's error threshold (each step within 15 tau of p in L1).
     rng:
-        One seed / ``numpy.random.Generator`` for the batch, or a sequence with one per row.
+        One seed / ``numpy.random.Generator`` / ``torch.Generator`` for the batch, a sequence
+        with one per row, or a dict {row: generator} (seeded requests; the other rows draw
+        from fresh entropy).
     ranking:
         GBV's local path ranking (:data:`otlp.multistep.gbv.RANKINGS`).
 
@@ -199,6 +245,11 @@ def verify_tree(
     ([[0, 1]], [0, 1, 1])
     """
     task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
+    return _verify(task, rng)
+
+
+def _verify(task: _Task, rng: object) -> TreeVerification:
+    """Run a checked task over its rows with their uniforms."""
     rows = task.tokens.shape[0]
     uniforms = row_uniforms(rng, rows, (task.depth + 1) * task.width)
     accepted = np.full((rows, task.depth), -1, dtype=np.int64)
@@ -212,6 +263,9 @@ def verify_tree(
     path_tokens = np.full_like(accepted, -1)
     hit = accepted >= 0
     path_tokens[hit] = tok[np.nonzero(hit)[0], accepted[hit]]
+    output = np.full((rows, task.depth + 1), PLACEHOLDER_TOKEN_ID, dtype=np.int64)
+    output[:, : task.depth] = path_tokens
+    output[np.arange(rows), counts] = bonus
     return TreeVerification(
         target.kind.wrap(counts),
         target.kind.wrap(accepted),
@@ -219,6 +273,7 @@ def verify_tree(
         target.kind.wrap(bonus),
         task.step.method,
         task.step.scheme,
+        target.kind.wrap(output),
     )
 
 
@@ -319,6 +374,8 @@ class _Task:
         tau: float,
         atol: float | None,
         ranking: str,
+        *,
+        draft_last_optional: bool = False,
     ) -> _Task:
         method = canonical_name(method, "method")
         if method not in METHODS:
@@ -330,7 +387,7 @@ class _Task:
         tok = _check_tokens(tokens, shape)
         rows, nodes = tok.shape
         target = ContextLaws("p", p, (rows, nodes + 1), atol)
-        draft = ContextLaws("q", q, (rows, nodes + 1), atol)
+        draft = ContextLaws("q", q, (rows, nodes + 1), atol, last_optional=draft_last_optional)
         if draft.vocab != target.vocab:
             raise ValueError(f"q: vocabulary size {draft.vocab} differs from p's {target.vocab}")
         if tok.size and tok.max() >= target.vocab:
