@@ -420,3 +420,52 @@ def rejection_walk(
         for d in range(depth - 1, -1, -1):
             path_nodes[b, d] = walk
             walk = parents[walk]
+
+
+@nb.njit(cache=True, fastmath={"reassoc", "contract"})
+def _beta_sums(p: NDArray, q: NDArray, inverse: float) -> tuple[float, float]:
+    beta = 0.0
+    miss = 0.0
+    for i in range(p.shape[0]):
+        qi = np.float64(q[i])
+        accepted = min(qi, np.float64(p[i]) * inverse)
+        beta += accepted
+        miss += qi - accepted
+    return beta, miss
+
+
+@nb.njit(cache=True)
+def kseq_beta_pass(p: NDArray, q: NDArray, rho: float) -> tuple[float, float]:
+    """SpecTr's K-SEQ (beta(rho), 1 - beta(rho)) in one pass: beta = sum_x min(q(x),
+    p(x) / rho), its complement summed from its own nonnegative terms q(x) - min(...)."""
+    return _beta_sums(p, q, 1.0 / rho)
+
+
+@nb.njit(cache=True, fastmath={"reassoc", "contract"})
+def _kseq_left(p: NDArray, q: NDArray, rho: float, c: float) -> float:
+    left = 0.0
+    for i in range(p.shape[0]):
+        x = np.float64(p[i])
+        left += max(x - c * min(np.float64(q[i]), x / rho), 0.0)
+    return left
+
+
+@nb.njit(cache=True)
+def kseq_residual_token(p: NDArray, q: NDArray, rho: float, c: float, u: float) -> int:
+    """K-SEQ's residual draw after n rejections: inverse CDF of max(p - c min(q, p / rho), 0)
+    (p itself when nothing is left), in two passes and nothing stored."""
+    left = _kseq_left(p, q, rho, c)
+    if not left > 0.0:
+        return draw_scaled(p, _chunk_sum(p, 0, p.shape[0], 1.0), u)
+    target = u * left
+    acc = 0.0
+    last = -1
+    for i in range(p.shape[0]):
+        x = np.float64(p[i])
+        r = x - c * min(np.float64(q[i]), x / rho)
+        if r > 0.0:
+            last = i
+            acc += r
+            if acc > target:
+                return i
+    return last

@@ -203,3 +203,24 @@ def test_compiled_walk_refuses_bad_rows_as_the_row_walk(strided):
     zero[4, 0] = 4
     with pytest.raises(ValueError, match=r"^tokens\[4\]: token 4 was drafted at context 0"):
         verify_tree(zero, parents, np.full_like(q, 0.2), q2, method="rrs", rng=0)
+
+
+def test_kseq_node_token_equals_the_parameters_procedure():
+    """K-SEQ at a node reads acceptances at the drafts and the residual only after n
+    rejections (solvers.node_rules.kseq_residual_token); the same uniforms give the token of
+    the procedure on kseq_parameters' full vectors."""
+    from otlp.rules.kseq import kseq_parameters
+
+    rng = np.random.default_rng(12)
+    step = tree_module._Step("kseq", "iid", None, 1e-3)
+    mismatches = 0
+    for trial in range(300):
+        vocab = int(rng.integers(2, 10))
+        p, q = _pair(rng, vocab, sparse=trial % 2 == 1)
+        n = int(rng.integers(1, 5))
+        omega = rng.choice(np.flatnonzero(q > 0), size=n).astype(np.int64)
+        u = rng.random(n + 2)
+        par = kseq_parameters(p, q, n)
+        want = tree_module._sequential_token(omega, par.accept[omega], par.residual, u)
+        mismatches += step.token(p, q, omega, u) != want
+    assert mismatches == 0

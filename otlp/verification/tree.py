@@ -43,7 +43,7 @@ from otlp.args import canonical_name, positive_int
 from otlp.multistep import single_path
 from otlp.multistep.gbv import RANKINGS, local_key, select_path, skewed_conditionals
 from otlp.rules.base import residual
-from otlp.rules.kseq import kseq_parameters
+from otlp.rules.kseq import any_accepted, kseq_beta, kseq_parameters, kseq_rho
 from otlp.rules.rrs import replacement_residuals, without_replacement_walk
 from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
@@ -60,6 +60,7 @@ from solvers.node_rules import (
     ZERO_DRAFT,
     block_token,
     draw_scaled,
+    kseq_residual_token,
     rejection_token,
     rejection_walk,
 )
@@ -648,9 +649,14 @@ class _Step:
             return _rejection_token(
                 p, q, omega[:1] if self.method in ("sps", "spechub") else omega, self.scheme, u
             )
-        if self.method == "kseq":
-            par = kseq_parameters(p, q, n)
-            return _sequential_token(omega, par.accept[omega], par.residual, u)
+        if self.method == "kseq":  # kseq_parameters' accept and residual, read where needed
+            rho = kseq_rho(p, q, n)
+            beta, miss = kseq_beta(p, q, rho)
+            c = any_accepted(beta, miss, n) / beta if beta > 0 else float(n)
+            for j, x in enumerate(omega):
+                if u[j] < min(1.0, p[x] / rho / q[x]):
+                    return int(x)
+            return int(kseq_residual_token(p, q, rho, c, float(u[n])))
         if self.method == "spechub":
             ver = hub_verification(p, q, int(np.argmax(q)))
             candidates, accept, final = hub_candidates(ver, omega[None])
