@@ -155,7 +155,7 @@ def verify_chain(
         trees.chain(arr.shape[1]),
         p,
         q,
-        options.pop("method", method),
+        method,
         options.pop("scheme", None),
         options.pop("top_k", None),
         options.pop("tau", 1e-3),
@@ -221,8 +221,9 @@ def verify_tree(
     -------
     TreeVerification
         Per row: ``num_accepted``, the accepted nodes ``path_nodes`` and their tokens
-        ``path_tokens`` (a root-to-node path of the tree, -1 padded), the ``bonus_token``;
-        ``tokens_out(b)`` gives row b's ``num_accepted + 1`` emitted tokens.
+        ``path_tokens`` (a root-to-node path of the tree, -1 padded), the ``bonus_token``,
+        ``output_ids`` (the emitted tokens, -1 padded); ``tokens_out(b)`` gives row b's
+        ``num_accepted + 1`` emitted tokens.
 
     Raises
     ------
