@@ -163,7 +163,7 @@ def tree_rows(bench: VerificationBench, vocab: int) -> list[dict[str, Any]]:
     from otlp.decoding import chain, children, path_tree, sample_children, verify_tree
 
     rng = np.random.default_rng(bench.seed)
-    out = []
+    out: list[dict[str, Any]] = []
     for text in bench.tree_cases:
         method, scheme, top_k = _case(text)
         paths = 1 if method == "block" else 2 if scheme == "spechub" else bench.tree_paths
