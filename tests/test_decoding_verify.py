@@ -229,6 +229,7 @@ def chi2_pvalue(counts, law):
         ("sps", "iid", "tree2x2"),
         ("rrs", "iid", "paths3x1"),
         ("global_resolution", "iid", "tree2x2"),
+        ("global_resolution", "without_replacement", "tree2x2"),
         ("rrs", "iid", "tree2x2"),
         ("kseq", "iid", "paths2x2"),
         ("spechub", "spechub", "tree2x2"),

@@ -126,7 +126,13 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers: expected a positive integer, got {args.workers}")
     from otlp.bench import BenchInterrupted, load_config, run_bench
+    from otlp.bench.verification import load_verification, run_verification
 
+    verification = load_verification(args.config or default_config())
+    if verification is not None:
+        output_path("--out", args.out, folder=True, mkdir=args.mkdir)
+        print(run_verification(verification, args.out, command_line(args)), end="")
+        return 0
     config = load_config(args.config or default_config())
     output_path("--out", args.out, folder=True, mkdir=args.mkdir)
     console = stderr_console()

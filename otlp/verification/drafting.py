@@ -23,7 +23,7 @@ sequence with one per row (then a row's drafts do not depend on the other rows).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -59,11 +59,46 @@ def row_generators(rng: object, rows: int) -> list[np.random.Generator] | np.ran
 
 def row_uniforms(rng: object, rows: int, count: int) -> FloatArray:
     """``(rows, count)`` uniforms on [0, 1): row b's from its own generator when ``rng`` is a
-    sequence, else all from one generator in row order."""
-    gens = row_generators(rng, rows)
-    if isinstance(gens, np.random.Generator):
-        return gens.random((rows, count))
-    return np.array([g.random(count) for g in gens]).reshape(rows, count)
+    sequence (one per row) or a mapping {row: generator} (the seeded requests of an engine's
+    batch, as vLLM passes them; rows without one draw from fresh entropy), else all from one
+    generator in row order. A generator is a seed, a ``numpy.random.Generator`` or a
+    ``torch.Generator`` (uniforms by ``torch.rand`` on its device, float64)."""
+    if isinstance(rng, Mapping):
+        unknown = [key for key in rng if not isinstance(key, int) or not 0 <= key < rows]
+        if unknown:
+            raise ValueError(f"rng: keys must be row indices in [0, {rows}), got {unknown[0]!r}")
+        fresh = np.random.default_rng()
+        return np.array(
+            [
+                _uniforms(rng[b], count, f"rng[{b}]") if b in rng else fresh.random(count)
+                for b in range(rows)
+            ]
+        ).reshape(rows, count)
+    if _is_torch_generator(rng) or not (
+        isinstance(rng, Sequence | np.ndarray) and not isinstance(rng, str | bytes)
+    ):
+        return _uniforms(rng, rows * count, "rng").reshape(rows, count)
+    items = list(rng)
+    if len(items) != rows:
+        raise ValueError(f"rng: expected one generator or seed per row ({rows}), got {len(items)}")
+    return np.array([_uniforms(g, count, f"rng[{b}]") for b, g in enumerate(items)]).reshape(
+        rows, count
+    )
+
+
+def _is_torch_generator(value: object) -> bool:
+    return type(value).__module__.startswith("torch") and type(value).__name__ == "Generator"
+
+
+def _uniforms(generator: object, count: int, name: str) -> FloatArray:
+    """``count`` uniforms from a seed, numpy Generator or torch Generator."""
+    if _is_torch_generator(generator):
+        import torch
+
+        device = generator.device  # type: ignore[attr-defined]
+        draws = torch.rand(count, generator=generator, dtype=torch.float64, device=device)  # type: ignore[call-overload]
+        return draws.cpu().numpy()
+    return as_generator(generator, name).random(count)
 
 
 def restrict_top_k(q: FloatArray, top_k: int | None, keep: IntArray | None = None) -> FloatArray:

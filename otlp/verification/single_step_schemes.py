@@ -165,6 +165,34 @@ def verify_scheme_drafts(
     return DraftVerification(tokens, accepted, tuple(reports), method)
 
 
+def scheme_row_token(
+    p: NDArray[np.float64],
+    q: NDArray[np.float64],
+    drafts: NDArray[np.int64],
+    scheme: str,
+    *,
+    tau: float,
+    uniforms: NDArray[np.float64],
+    max_iter: int,
+    atol: float,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
+) -> int:
+    """One checked row's global-resolution token: ``p`` (V,), ``q`` (d, V) as
+    :func:`verify_scheme_drafts` holds them, two uniforms. The fused path, the object API
+    where it cannot certify the row: that function's step per row, for callers that have
+    checked their row already (``verify_tree``'s nodes). Only q's support is the draft
+    vocabulary (a top-k restricted q costs its k tokens, not V)."""
+    support = int(np.count_nonzero(q.max(axis=0)))
+    top_k = support if support < q.shape[-1] else 0
+    result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, time_budget)
+    if result.status == FALLBACK:
+        args = (p, q, drafts, scheme, top_k or None, tau, max_iter, atol, uniforms, time_budget)
+        return _exact_fallback(*args)[0]
+    if result.status != OK:
+        _raise_for_row(result.status, result.detail, 0, p[None], q[None], drafts[None], scheme)
+    return result.token
+
+
 def _scheme_arrays(
     p: ArrayLike, q: ArrayLike, drafts: ArrayLike, scheme: str, atol: float | None
 ) -> tuple[NDArray, NDArray, NDArray[np.int64], float]:

@@ -17,9 +17,9 @@ Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEME
 * ``rrs``, ``kseq`` — recursive rejection sampling with replacement, SpecTr's K-SEQ (i.i.d.).
 * ``rrs_without_replacement`` — [SpecHub] Algorithm 1 (children drawn without replacement).
 * ``spechub`` — [SpecHub] Algorithm 3 on the hub pair (``sps`` at a node with one child).
-* ``global_resolution`` — [GR] §6: the compiled per-row kernel for i.i.d. drafts
-  (:func:`otlp.verification.single_step.global_resolution_rows`), the object API for drafts
-  without replacement.
+* ``global_resolution`` — [GR] §6: the compiled per-row paths of ``otlp.verify_drafts``
+  (:func:`otlp.verification.single_step.global_resolution_rows` for i.i.d. drafts,
+  :func:`otlp.verification.single_step_schemes.scheme_row_token` without replacement).
 * ``maxflow_cs`` — the exact optimal transport by complementary slackness ([GR] §5.3).
 
 Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
@@ -43,7 +43,7 @@ from otlp.args import canonical_name, positive_int
 from otlp.multistep import single_path
 from otlp.multistep.gbv import RANKINGS, local_key, select_path, skewed_conditionals
 from otlp.rules.base import residual
-from otlp.rules.kseq import kseq_parameters
+from otlp.rules.kseq import any_accepted, kseq_beta, kseq_parameters, kseq_rho
 from otlp.rules.rrs import replacement_residuals, without_replacement_walk
 from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
@@ -51,7 +51,19 @@ from otlp.rules.spechub import hub_candidates, hub_verification
 from otlp.tensors import as_index_array
 from otlp.verification import shapes as trees
 from otlp.verification.drafting import SCHEMES, restrict_top_k, row_uniforms
+from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, target_laws
 from otlp.verification.laws import ContextLaws
+from solvers.node_rules import (
+    BAD_DRAFT,
+    BAD_TARGET,
+    REPEATED,
+    ZERO_DRAFT,
+    block_token,
+    draw_scaled,
+    kseq_residual_token,
+    rejection_token,
+    rejection_walk,
+)
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -85,7 +97,8 @@ class TreeVerification:
     """The outcome per row: ``num_accepted`` (B,), the accepted nodes ``path_nodes`` (B, D)
     and their tokens ``path_tokens`` (B, D) (-1 padded; D = the tree's depth), and the
     ``bonus_token`` (B,) drawn after the accepted path (correction or bonus): every row emits
-    ``num_accepted + 1`` tokens. Arrays are numpy, or torch tensors on the input's device."""
+    ``num_accepted + 1`` tokens, listed in ``output_ids`` (B, D + 1) padded with -1 (the
+    engines' layout). Arrays are numpy, or torch tensors on the input's device."""
 
     num_accepted: Any
     path_nodes: Any
@@ -93,6 +106,7 @@ class TreeVerification:
     bonus_token: Any
     method: str
     scheme: str
+    output_ids: Any  # (B, D + 1): emitted tokens, then PLACEHOLDER_TOKEN_ID (-1), as vLLM
 
     def tokens_out(self, b: int) -> Any:
         """Row ``b``'s emitted tokens: the accepted path, then the bonus token."""
@@ -107,11 +121,52 @@ class TreeVerification:
 
 
 def verify_chain(
-    tokens: Any, p: Any, q: Any, *, method: str = "sps", **options: Any
+    tokens: Any,
+    p: Any,
+    q: Any,
+    *,
+    method: str = "sps",
+    temperature: ArrayLike | None = None,
+    target_top_k: ArrayLike | None = None,
+    target_top_p: ArrayLike | None = None,
+    **options: Any,
 ) -> TreeVerification:
-    """:func:`verify_tree` on a single draft path: ``tokens`` (B, L), ``p``, ``q`` (B, L+1, V)."""
+    """:func:`verify_tree` on a single draft path per row, in otlp's layout or the engines'.
+
+    ``tokens`` (B, L); ``p`` (B, L + 1, V); ``q`` (B, L + 1, V) or (B, L, V) (vLLM's and
+    FlashInfer's draft probabilities: no draft law after the last draft token). With
+    ``temperature`` (a number or one per row; 0 = greedy), ``p`` holds the target's logits
+    and the target law is softmax(p / temperature) restricted to ``target_top_k`` /
+    ``target_top_p`` (:func:`otlp.verification.engine_layouts.target_laws`), as the engine
+    samples. ``rng`` may also hold a ``torch.Generator`` per row, as a list or as a dict
+    {row: generator} of seeded requests. The result's ``output_ids`` (B, L + 1) are the
+    emitted tokens padded with -1, beside ``num_accepted``. Other options as
+    :func:`verify_tree`.
+    """
     arr, _ = as_index_array("tokens", tokens, ndims=(2,))
-    return verify_tree(tokens, trees.chain(arr.shape[1]), p, q, method=method, **options)
+    if temperature is not None:
+        p = target_laws(p, temperature, target_top_k, target_top_p)
+    elif target_top_k is not None or target_top_p is not None:
+        raise ValueError(
+            "target_top_k: the target's top-k/top-p apply to logits; pass temperature too"
+        )
+    task = _Task.of(
+        tokens,
+        trees.chain(arr.shape[1]),
+        p,
+        q,
+        method,
+        options.pop("scheme", None),
+        options.pop("top_k", None),
+        options.pop("tau", 1e-3),
+        options.pop("atol", None),
+        options.pop("ranking", "ratio"),
+        draft_last_optional=True,
+    )
+    rng = options.pop("rng", None)
+    if options:
+        raise ValueError(f"verify_chain: unknown option(s) {', '.join(sorted(options))}")
+    return _verify(task, rng)
 
 
 def verify_tree(
@@ -156,7 +211,9 @@ def verify_tree(
     tau:
         Global resolution's error threshold (each step within 15 tau of p in L1).
     rng:
-        One seed / ``numpy.random.Generator`` for the batch, or a sequence with one per row.
+        One seed / ``numpy.random.Generator`` / ``torch.Generator`` for the batch, a sequence
+        with one per row, or a dict {row: generator} (seeded requests; the other rows draw
+        from fresh entropy).
     ranking:
         GBV's local path ranking (:data:`otlp.multistep.gbv.RANKINGS`).
 
@@ -164,8 +221,9 @@ def verify_tree(
     -------
     TreeVerification
         Per row: ``num_accepted``, the accepted nodes ``path_nodes`` and their tokens
-        ``path_tokens`` (a root-to-node path of the tree, -1 padded), the ``bonus_token``;
-        ``tokens_out(b)`` gives row b's ``num_accepted + 1`` emitted tokens.
+        ``path_tokens`` (a root-to-node path of the tree, -1 padded), the ``bonus_token``,
+        ``output_ids`` (the emitted tokens, -1 padded); ``tokens_out(b)`` gives row b's
+        ``num_accepted + 1`` emitted tokens.
 
     Raises
     ------
@@ -189,18 +247,27 @@ def verify_tree(
     ([[0, 1]], [0, 1, 1])
     """
     task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
+    return _verify(task, rng)
+
+
+def _verify(task: _Task, rng: object) -> TreeVerification:
+    """Run a checked task over its rows with their uniforms."""
     rows = task.tokens.shape[0]
     uniforms = row_uniforms(rng, rows, (task.depth + 1) * task.width)
     accepted = np.full((rows, task.depth), -1, dtype=np.int64)
     bonus = np.empty(rows, dtype=np.int64)
-    for b in range(rows):
-        nodes, bonus[b] = task.sample(b, uniforms[b])
-        accepted[b, : nodes.shape[0]] = nodes
+    if not task.walk(uniforms, accepted, bonus):
+        for b in range(rows):
+            nodes, bonus[b] = task.sample(b, uniforms[b])
+            accepted[b, : nodes.shape[0]] = nodes
     tok, target = task.tokens, task.target
     counts = (accepted >= 0).sum(axis=1)
     path_tokens = np.full_like(accepted, -1)
     hit = accepted >= 0
     path_tokens[hit] = tok[np.nonzero(hit)[0], accepted[hit]]
+    output = np.full((rows, task.depth + 1), PLACEHOLDER_TOKEN_ID, dtype=np.int64)
+    output[:, : task.depth] = path_tokens
+    output[np.arange(rows), counts] = bonus
     return TreeVerification(
         target.kind.wrap(counts),
         target.kind.wrap(accepted),
@@ -208,6 +275,7 @@ def verify_tree(
         target.kind.wrap(bonus),
         task.step.method,
         task.step.scheme,
+        target.kind.wrap(output),
     )
 
 
@@ -289,6 +357,11 @@ class _Task:
     step: _Step
     ranking: str
     kids: list[IntArray]
+    depth: int
+    width: int  # uniforms per level: one per candidate (at most a level's nodes) and two more
+    path_grid: tuple[int, int]  # (K, L) of a path method's path tree
+    kid_start: IntArray  # context c's children: concatenated kids[kid_start[c]:kid_start[c + 1]]
+    scratch: _Scratch
 
     @classmethod
     def of(
@@ -303,6 +376,8 @@ class _Task:
         tau: float,
         atol: float | None,
         ranking: str,
+        *,
+        draft_last_optional: bool = False,
     ) -> _Task:
         method = canonical_name(method, "method")
         if method not in METHODS:
@@ -314,7 +389,7 @@ class _Task:
         tok = _check_tokens(tokens, shape)
         rows, nodes = tok.shape
         target = ContextLaws("p", p, (rows, nodes + 1), atol)
-        draft = ContextLaws("q", q, (rows, nodes + 1), atol)
+        draft = ContextLaws("q", q, (rows, nodes + 1), atol, last_optional=draft_last_optional)
         if draft.vocab != target.vocab:
             raise ValueError(f"q: vocabulary size {draft.vocab} differs from p's {target.vocab}")
         if tok.size and tok.max() >= target.vocab:
@@ -326,23 +401,78 @@ class _Task:
             from otlp.global_resolution import check_tau
 
             tau = check_tau(tau)
-        if method in PATH_METHODS:
-            _path_shape(shape, method)
+        path_grid = _path_shape(shape, method) if method in PATH_METHODS else (0, 0)
         step = _Step(method, scheme, top_k, tau)
-        return cls(shape, tok, target, draft, step, ranking, trees.children(shape))
+        levels = trees.depth(shape)
+        depth = int(levels.max()) if shape.shape[0] else 0
+        width = int(np.bincount(levels).max()) + 2 if shape.shape[0] else 2
+        kids = trees.children(shape)
+        kid_start = np.concatenate([[0], np.cumsum([k.shape[0] for k in kids])]).astype(np.int64)
+        return cls(
+            shape,
+            tok,
+            target,
+            draft,
+            step,
+            ranking,
+            kids,
+            depth,
+            width,
+            path_grid,
+            kid_start,
+            _Scratch(),
+        )
 
-    @property
-    def depth(self) -> int:
-        return int(trees.depth(self.parents).max()) if self.parents.shape[0] else 0
-
-    @property
-    def width(self) -> int:
-        """Uniforms per level: one per candidate (at most a level's nodes) and two more."""
-        sizes = np.bincount(trees.depth(self.parents)) if self.parents.shape[0] else [0]
-        return int(np.max(sizes)) + 2
+    def walk(self, u: FloatArray, accepted: IntArray, bonus: IntArray) -> bool:
+        """All rows at once by the compiled walk (:func:`solvers.node_rules.rejection_walk`)
+        where it applies: a rejection rule (sps, rrs, rrs without replacement) without top-k
+        on rows readable as given (numpy or CPU torch float32/float64). False otherwise."""
+        step = self.step
+        if step.top_k is not None or step.method not in _WALK_DRAFTS:
+            return False
+        p, q = self.target.native_all(), self.draft.native_all()
+        if p is None or q is None:
+            return False
+        shape = (self.tokens.shape[0], self.parents.shape[0] + 1)
+        p_totals, q_totals = np.full(shape, -1.0), np.full(shape, -1.0)
+        work, removed = self.scratch.buffers(p.shape[2])
+        error = np.zeros(4, dtype=np.int64)
+        rejection_walk(
+            p,
+            q,
+            self.tokens,
+            self.kid_start,
+            np.concatenate(self.kids),
+            self.parents,
+            _WALK_DRAFTS[step.method],
+            step.scheme == "iid",
+            step.scheme == "without_replacement",
+            u,
+            self.width,
+            np.array([self.target.atol, self.draft.atol]),
+            p_totals,
+            q_totals,
+            work,
+            removed,
+            accepted,
+            bonus,
+            error,
+        )
+        code, b, context, token = (int(e) for e in error)
+        if code == BAD_TARGET:
+            self.target.refuse(b, context)
+        if code == BAD_DRAFT:
+            self.draft.refuse(b, context)
+        if code == ZERO_DRAFT:
+            _check_drafts(b, context, step, np.array([token]), np.array([False]), None)
+        if code == REPEATED:
+            _check_drafts(b, context, step, np.array([token, token]), np.array([True, True]), None)
+        return True
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
+        if self.step.method == "block" and self.step.top_k is None:
+            return self._block_sample(b, u)
         if self.step.method in PATH_METHODS:
             nodes, stops, root = self._path_stops(b)
             if stops is None:
@@ -352,10 +482,13 @@ class _Task:
         row = self.tokens[b]
 
         def verified(context: int, omega: IntArray, level: int) -> int:
-            p = self.target.row(b, context)
             mine = u[level * self.width : (level + 1) * self.width]
             if omega.shape[0] == 0:
-                return draw(p, float(mine[0]))
+                row = self.target.native(b, context)
+                return draw_scaled(row, self.target.total(b, context, row), float(mine[0]))
+            if self.step.rejection(omega.shape[0]):
+                return self._rejection_token(b, context, omega, mine)
+            p = self.target.row(b, context)
             q = _checked_draft(b, context, self.draft, self.step, omega)
             return self.step.token(p, q, omega, mine)
 
@@ -403,6 +536,49 @@ class _Task:
                     pending.append((self._next_state(matched), (*prefix, int(y)), mass * law[y]))
         return out
 
+    def _rejection_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
+        """A rejection rule's token read from the rows as given (:mod:`solvers.node_rules`)."""
+        p = self.target.native(b, context)
+        q = self.draft.native(b, context)
+        p_total = self.target.total(b, context, p)
+        q_total = self.draft.total(b, context, q)
+        drafts = omega if self.step.method in ("rrs", "rrs_without_replacement") else omega[:1]
+        _check_drafts(b, context, self.step, omega, q[omega] > 0, None)
+        work, removed = self.scratch.buffers(p.shape[0])
+        wor = self.step.scheme == "without_replacement"
+        return int(rejection_token(p, q, p_total, q_total, drafts, wor, u, work, removed))
+
+    def _block_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
+        """Block verification of row b's chain on its rows as given
+        (:func:`solvers.node_rules.block_token`): the bonus row is read only when the whole
+        chain is accepted."""
+        chosen = _chain_of(self.tokens[b])
+        if chosen is None:
+            return _NO_NODES, self._draw_target(b, 0, float(u[0]))
+        nodes, contexts, path = chosen
+        steps = path.shape[0]
+        p, p_index = self.target.native_rows(b, contexts[:steps])
+        q, q_index = self.draft.native_rows(b, contexts[:steps])
+        p_totals = _totals(self.target, b, contexts[:steps], p, p_index)
+        q_totals = _totals(self.draft, b, contexts[:steps], q, q_index)
+        on_path = q[q_index, path]
+        if np.any(on_path <= 0):
+            d = int(np.flatnonzero(on_path <= 0)[0])
+            raise ValueError(
+                f"tokens[{b}, {nodes[d]}]: token {path[d]} has draft probability 0 where "
+                "drafted (or is outside the top-k draft)"
+            )
+        accepted, token = block_token(
+            p, q, p_index, q_index, p_totals, q_totals, path, float(u[0]), float(u[1])
+        )
+        if token < 0:
+            token = self._draw_target(b, int(contexts[steps]), float(u[1]))
+        return nodes[:accepted], int(token)
+
+    def _draw_target(self, b: int, context: int, u: float) -> int:
+        row = self.target.native(b, context)
+        return int(draw_scaled(row, self.target.total(b, context, row), u))
+
     def _candidates(self, row: IntArray, state: list[int]) -> IntArray:
         cands = np.concatenate([self.kids[s + 1] for s in state])
         return cands[row[cands] >= 0]
@@ -416,11 +592,12 @@ class _Task:
         """Block verification's stop law on row b's chain, or on GBV's selected path: (that
         path's nodes, stop law, root target law); no stop law when the row has no drafts."""
         return _path_stops(
-            b, self.tokens[b], self.parents, self.target, self.draft, self.step, self.ranking
+            b, self.tokens[b], self.path_grid, self.target, self.draft, self.step, self.ranking
         )
 
 
 _NO_NODES = np.zeros(0, dtype=np.int64)
+_WALK_DRAFTS = {"sps": 1, "rrs": 1 << 30, "rrs_without_replacement": 1 << 30}  # drafts verified
 
 
 def _spread(
@@ -450,6 +627,14 @@ class _Step:
     def restrict(self, q: FloatArray, drafted: IntArray) -> FloatArray:
         return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
 
+    def rejection(self, n: int) -> bool:
+        """Whether a node with ``n`` drafts runs a rejection rule on the rows as given (no
+        top-k restriction to apply)."""
+        return self.top_k is None and (
+            self.method in ("sps", "rrs", "rrs_without_replacement")
+            or (self.method == "spechub" and n == 1)
+        )
+
     def law(self, p: FloatArray, q: FloatArray, omega: IntArray) -> FloatArray:
         """pi(. | omega) over the vocabulary (q already restricted and checked)."""
         return node_law(p, q, omega, method=self.method, scheme=self.scheme, tau=self.tau)
@@ -465,15 +650,20 @@ class _Step:
             return _rejection_token(
                 p, q, omega[:1] if self.method in ("sps", "spechub") else omega, self.scheme, u
             )
-        if self.method == "kseq":
-            par = kseq_parameters(p, q, n)
-            return _sequential_token(omega, par.accept[omega], par.residual, u)
+        if self.method == "kseq":  # kseq_parameters' accept and residual, read where needed
+            rho = kseq_rho(p, q, n)
+            beta, miss = kseq_beta(p, q, rho)
+            c = any_accepted(beta, miss, n) / beta if beta > 0 else float(n)
+            for j, x in enumerate(omega):
+                if u[j] < min(1.0, p[x] / rho / q[x]):
+                    return int(x)
+            return int(kseq_residual_token(p, q, rho, c, float(u[n])))
         if self.method == "spechub":
             ver = hub_verification(p, q, int(np.argmax(q)))
             candidates, accept, final = hub_candidates(ver, omega[None])
             return _sequential_token(candidates[0], accept[0], final, u)
-        if self.method == "global_resolution" and self.scheme == "iid":
-            return _global_resolution_token(p, q, omega, self.tau, u[:2])
+        if self.method == "global_resolution":
+            return _global_resolution_token(p, q, omega, self.scheme, self.tau, u[:2])
         return draw(self.law(p, q, omega), float(u[0]))
 
 
@@ -559,12 +749,20 @@ def _plan_law(
 
 
 def _global_resolution_token(
-    p: FloatArray, q: FloatArray, omega: IntArray, tau: float, u: FloatArray
+    p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, tau: float, u: FloatArray
 ) -> int:
+    """Global resolution's token at a node by the compiled per-row paths of
+    :func:`otlp.verify_drafts` (i.i.d.: the fused kernel; without replacement: the fused
+    scheme row), on the node's checked, renormalised (and top-k restricted) laws."""
     from otlp.global_resolution import check_unit_size
     from otlp.verification.single_step import global_resolution_rows
+    from otlp.verification.single_step_schemes import scheme_row_token
 
     check_unit_size(int(np.count_nonzero(q)), omega.shape[0])
+    if scheme == "without_replacement":
+        return scheme_row_token(
+            p, q[None, :], omega, scheme, tau=tau, uniforms=u, max_iter=MAX_ITER, atol=1e-9
+        )
     result = global_resolution_rows(
         p[None, :],
         q[None, :],
@@ -590,9 +788,17 @@ def _checked_draft(
     b: int, context: int, draft: ContextLaws, step: _Step, omega: IntArray
 ) -> FloatArray:
     q = step.restrict(draft.row(b, context), omega)
-    impossible = q[omega] <= 0
-    if impossible.any():
-        token = int(omega[np.flatnonzero(impossible)[0]])
+    _check_drafts(b, context, step, omega, q[omega] > 0, int(np.argmax(q)))
+    return q
+
+
+def _check_drafts(
+    b: int, context: int, step: _Step, omega: IntArray, possible: NDArray[np.bool_], hub: int | None
+) -> None:
+    """The drafts ``omega`` at a context: of positive draft probability (``possible``),
+    distinct without replacement, at most a SpecHub pair holding the hub (``hub``: argmax q)."""
+    if not possible.all():
+        token = int(omega[np.flatnonzero(~possible)[0]])
         raise ValueError(
             f"tokens[{b}]: token {token} was drafted at context {context} where its draft "
             "probability is 0 (or outside the top-k draft)"
@@ -603,12 +809,25 @@ def _checked_draft(
         raise ValueError(
             f"parents: SpecHub verifies at most two children per node, got {omega.shape[0]}"
         )
-    if step.method == "spechub" and omega.shape[0] == 2 and int(np.argmax(q)) not in omega:
+    if step.method == "spechub" and omega.shape[0] == 2 and hub not in omega:
         raise ValueError(
             f"tokens[{b}]: the SpecHub pair {omega.tolist()} at context {context} lacks the hub "
             "argmax q"
         )
-    return q
+
+
+class _Scratch:
+    """Work buffers of one call's rejection kernels, allocated once per vocabulary size."""
+
+    def __init__(self) -> None:
+        self._work: FloatArray | None = None
+        self._removed: NDArray[np.bool_] | None = None
+
+    def buffers(self, vocab: int) -> tuple[FloatArray, NDArray[np.bool_]]:
+        if self._work is None or self._removed is None or self._removed.shape[0] != vocab:
+            self._work = np.empty((2, vocab))
+            self._removed = np.zeros(vocab, dtype=bool)
+        return self._work, self._removed
 
 
 # ----- path methods -------------------------------------------------------------------------
@@ -621,10 +840,26 @@ def _path_shape(parents: IntArray, method: str) -> tuple[int, int]:
     return shape
 
 
+def _totals(
+    laws: ContextLaws, b: int, contexts: IntArray, rows: NDArray[np.floating], index: IntArray
+) -> FloatArray:
+    """The checked sums of the laws at ``contexts`` (``rows[index[i]]`` is context i's)."""
+    return np.array([laws.total(b, int(c), rows[i]) for c, i in zip(contexts, index, strict=True)])
+
+
+def _chain_of(row: IntArray) -> tuple[IntArray, IntArray, IntArray] | None:
+    """A row's drafted chain for ``block``: its nodes, contexts (the root's and each node's)
+    and tokens; None when the row has no drafts (absent nodes are a suffix of the chain)."""
+    steps = int((row >= 0).sum())
+    if steps == 0:
+        return None
+    return np.arange(steps), np.arange(steps + 1), row[:steps]
+
+
 def _path_stops(
     b: int,
     row: IntArray,
-    parents: IntArray,
+    path_grid: tuple[int, int],
     target: ContextLaws,
     draft: ContextLaws,
     step: _Step,
@@ -638,7 +873,7 @@ def _path_stops(
     the same keys, so both agree bit for bit. Only the selected path's laws are read in full
     (and checked).
     """
-    paths, length = _path_shape(parents, step.method)
+    paths, length = path_grid
     grid = row.reshape(paths, length)
     lengths = (grid >= 0).sum(axis=1)
     kept = np.flatnonzero(lengths > 0)

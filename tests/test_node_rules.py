@@ -1,0 +1,226 @@
+"""The compiled node kernels (solvers.node_rules) against the float64 procedures they replace.
+
+verify_tree runs sps, rrs, rrs without replacement and SpecHub's one-child nodes on the
+caller's rows as given (float32 or float64, never copied); the same uniforms must give the
+same token as the float64 procedure on the renormalised rows
+(otlp.verification.tree._rejection_token, whose law tests/test_decoding_verify.py pins by
+enumeration), and a bad row must be refused with check_distributions' message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from otlp.verification import tree as tree_module
+from otlp.verification.laws import ContextLaws
+from solvers.node_rules import block_token, draw_scaled, rejection_token, row_total
+
+
+def _pair(rng: np.random.Generator, vocab: int, sparse: bool) -> tuple[np.ndarray, np.ndarray]:
+    p = rng.dirichlet(np.full(vocab, 0.3))
+    q = rng.dirichlet(np.full(vocab, 0.3))
+    if sparse:  # tokens of zero target or draft mass, and a nearly one-hot draft
+        p[rng.integers(vocab, size=vocab // 3)] = 0.0
+        q[rng.integers(vocab, size=vocab // 3)] = 0.0
+        q[int(np.argmax(q))] += 50.0
+    return p / p.sum(), q / q.sum()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
+def test_rejection_kernel_equals_the_float64_procedure(dtype, scheme):
+    rng = np.random.default_rng(5)
+    mismatches = 0
+    trials = 0
+    for trial in range(300):
+        vocab = int(rng.integers(2, 12))
+        p, q = _pair(rng, vocab, sparse=trial % 2 == 1)
+        p_in, q_in = p.astype(dtype), q.astype(dtype)
+        support = np.flatnonzero(q_in > 0)
+        n = int(rng.integers(1, min(4, support.shape[0]) + 1))
+        replace = scheme == "iid"
+        omega = rng.choice(support, size=n, replace=replace).astype(np.int64)
+        u = rng.random(n + 1)
+        work = np.empty((2, vocab))
+        removed = np.zeros(vocab, dtype=bool)
+        p_total, _ = row_total(p_in)
+        q_total, _ = row_total(q_in)
+        got = rejection_token(
+            p_in, q_in, p_total, q_total, omega, scheme != "iid", u, work, removed
+        )
+        p64 = p_in.astype(np.float64)
+        q64 = q_in.astype(np.float64)
+        want = tree_module._rejection_token(p64 / p64.sum(), q64 / q64.sum(), omega, scheme, u)
+        assert not removed.any()
+        trials += 1
+        mismatches += got != want
+    assert mismatches == 0, f"{mismatches} of {trials} tokens differ"
+
+
+def test_draw_scaled_is_the_inverse_cdf_draw():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        law = rng.random(7) * (rng.random(7) < 0.6)
+        if not law.any():
+            continue
+        u = float(rng.random())
+        assert draw_scaled(law.astype(np.float32), float(law.astype(np.float32).sum()), u) == (
+            tree_module.draw(law.astype(np.float32).astype(np.float64), u)
+        )
+    assert draw_scaled(np.array([0.0, 0.5, 0.5, 0.0]), 1.0, 1.0 - 1e-17) == 2  # never a zero
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (np.nan, r"p\[1, 2\]: has a negative, NaN or infinite entry"),
+        (-0.25, r"p\[1, 2\]: has a negative, NaN or infinite entry"),
+        (np.inf, r"p\[1, 2\]: has a negative, NaN or infinite entry"),
+        (0.75, r"p\[1, 2\]: does not sum to 1 within atol 0.0001"),
+    ],
+)
+def test_a_bad_row_is_refused_naming_it(bad, match):
+    values = np.full((2, 3, 4), 0.25, dtype=np.float32)
+    values[1, 2, 3] = bad
+    laws = ContextLaws("p", values, (2, 3), None)
+    assert laws.total(0, 0) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=match):
+        laws.total(1, 2)
+
+
+def test_rows_are_read_as_given_not_copied():
+    values = np.full((1, 2, 8), 1 / 8, dtype=np.float32)
+    laws = ContextLaws("q", values, (1, 2), None)
+    assert np.shares_memory(laws.native(0, 1), values)
+    assert laws.row(0, 1).dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_block_kernel_equals_the_stop_law_draws(dtype):
+    """block_token's (tau, correction) equals drawing tau from single_path.block's stop law
+    and the correction from its law with the same two uniforms."""
+    from otlp.multistep import single_path
+
+    rng = np.random.default_rng(9)
+    mismatches = 0
+    for trial in range(300):
+        vocab, steps = int(rng.integers(2, 9)), int(rng.integers(1, 5))
+        pairs = [_pair(rng, vocab, sparse=trial % 2 == 1) for _ in range(steps + 1)]
+        p = np.stack([a for a, _ in pairs]).astype(dtype)
+        q = np.stack([b for _, b in pairs]).astype(dtype)
+        path = np.array([rng.choice(np.flatnonzero(q[i] > 0)) for i in range(steps)])
+        u = rng.random(2)
+        rows = np.arange(steps)
+        p_tot = p.astype(np.float64).sum(axis=1)
+        q_tot = q.astype(np.float64).sum(axis=1)
+        tau, token = block_token(p, q, rows, rows, p_tot, q_tot, path, u[0], u[1])
+        target = p.astype(np.float64) / p_tot[:, None]
+        draft = q.astype(np.float64)[:steps] / q_tot[:steps, None]
+        stops = single_path.block(target[None], draft[None], path[None])
+        want_tau = tree_module.draw(stops.stop[0], u[0])
+        if want_tau == steps:
+            mismatches += tau != steps or token != -1
+        else:
+            mismatches += (tau, token) != (
+                want_tau,
+                tree_module.draw(stops.correction[0, tau], u[1]),
+            )
+    assert mismatches == 0
+
+
+def test_block_reads_the_bonus_row_only_when_the_chain_is_accepted():
+    """A chain rejected at its first token never reads the rows after it: NaN there (an
+    engine's unused, never-computed row) is not an error."""
+    from otlp.decoding import verify_chain
+
+    p = np.full((1, 3, 4), np.nan, dtype=np.float32)
+    q = np.full((1, 3, 4), np.nan, dtype=np.float32)
+    p[0, 0] = [1.0, 0.0, 0.0, 0.0]  # the target never emits the drafted token 1
+    q[0, 0] = [0.0, 1.0, 0.0, 0.0]
+    p[0, 1] = q[0, 1] = 0.25  # read for the excess of prefix 1; prefix 2's bonus row unread
+    result = verify_chain(np.array([[1, 2]]), p, q, method="block", rng=[0])
+    assert result.num_accepted.tolist() == [0]
+    assert result.bonus_token.tolist() == [0]
+
+
+def _tree_case(rng: np.random.Generator, scheme: str, vocab: int = 5):
+    from otlp.decoding import k_ary_tree, sample_children
+    from otlp.verification import shapes
+
+    parents = k_ary_tree([3, 2])
+    rows = 6
+    p = rng.dirichlet(np.full(vocab, 0.5), size=(rows, parents.shape[0] + 1))
+    q = rng.dirichlet(np.full(vocab, 0.5), size=(rows, parents.shape[0] + 1))
+    tokens = np.full((rows, parents.shape[0]), -1, dtype=np.int64)
+    for context, kids in enumerate(shapes.children(parents)):
+        if kids.shape[0]:
+            tokens[:, kids] = sample_children(q[:, context], kids.shape[0], scheme, rng)
+    tokens[0, 3:] = -1  # absent nodes (a suffix: their descendants are absent too)
+    tokens[1, :] = -1  # a row without drafts
+    return parents, tokens, p, q
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme"),
+    [("sps", "iid"), ("rrs", "iid"), ("rrs_without_replacement", "without_replacement")],
+)
+def test_compiled_walk_equals_the_row_by_row_walk(method, scheme):
+    """The whole-batch compiled walk (C-contiguous float rows) and the row-by-row walk (the
+    same values, strided, so not walkable) give the same outcome from the same seeds."""
+    from otlp.decoding import verify_tree
+
+    rng = np.random.default_rng(3)
+    for seed in range(20):
+        parents, tokens, p, q = _tree_case(rng, scheme)
+        p32 = p.astype(np.float32)
+        strided = np.repeat(p32, 2, axis=2)[:, :, ::2]
+        assert not strided.flags.c_contiguous
+        fast = verify_tree(tokens, parents, p32, q, method=method, rng=seed)
+        slow = verify_tree(tokens, parents, strided, q, method=method, rng=seed)
+        assert np.array_equal(fast.path_nodes, slow.path_nodes)
+        assert np.array_equal(fast.bonus_token, slow.bonus_token)
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_compiled_walk_refuses_bad_rows_as_the_row_walk(strided):
+    from otlp.decoding import verify_tree
+
+    parents, tokens, p, q = _tree_case(np.random.default_rng(4), "iid")
+    p = p.copy()
+    p[2, 0, 1] = -0.5
+    if strided:
+        p = np.repeat(p, 2, axis=2)[:, :, ::2]
+    with pytest.raises(ValueError, match=r"^p\[2, 0\]: has a negative, NaN or infinite entry$"):
+        verify_tree(tokens, parents, p, q, method="rrs", rng=0)
+    q = q.copy()
+    q[3, 0] *= 1.5
+    with pytest.raises(ValueError, match=r"^q\[3, 0\]: does not sum to 1 within atol 1e-06"):
+        verify_tree(tokens, parents, p[:, :, :] * 0 + 0.2, q, method="sps", rng=0)
+    zero = np.where(tokens >= 0, tokens % 4, -1)
+    q2 = np.full_like(q, 0.25)
+    q2[:, :, 4] = 0.0
+    zero[4, 0] = 4
+    with pytest.raises(ValueError, match=r"^tokens\[4\]: token 4 was drafted at context 0"):
+        verify_tree(zero, parents, np.full_like(q, 0.2), q2, method="rrs", rng=0)
+
+
+def test_kseq_node_token_equals_the_parameters_procedure():
+    """K-SEQ at a node reads acceptances at the drafts and the residual only after n
+    rejections (solvers.node_rules.kseq_residual_token); the same uniforms give the token of
+    the procedure on kseq_parameters' full vectors."""
+    from otlp.rules.kseq import kseq_parameters
+
+    rng = np.random.default_rng(12)
+    step = tree_module._Step("kseq", "iid", None, 1e-3)
+    mismatches = 0
+    for trial in range(300):
+        vocab = int(rng.integers(2, 10))
+        p, q = _pair(rng, vocab, sparse=trial % 2 == 1)
+        n = int(rng.integers(1, 5))
+        omega = rng.choice(np.flatnonzero(q > 0), size=n).astype(np.int64)
+        u = rng.random(n + 2)
+        par = kseq_parameters(p, q, n)
+        want = tree_module._sequential_token(omega, par.accept[omega], par.residual, u)
+        mismatches += step.token(p, q, omega, u) != want
+    assert mismatches == 0
