@@ -97,6 +97,7 @@ def target_distribution(
     target: Model | PrefixTable, length: int, *, context: Sequence[int] = ()
 ) -> FloatArray:
     """M_b over all length-``length`` sequences (lexicographic)."""
+    length = positive_int("length", length)
     return tabulate(target, length, context=context, name="target").joint(length)
 
 
@@ -104,6 +105,11 @@ def skewed_table(
     target: PrefixTable, draft: PrefixTable, gamma: int, paths: int, ranking: str = "ratio"
 ) -> PrefixTable:
     """GBV's skewed draft q~ as a table on all prefixes of length < L ([GBV] Eqs. 28–29)."""
+    for name, table in (("target", target), ("draft", draft)):
+        if not isinstance(table, PrefixTable):
+            raise ValueError(f"{name}: expected a PrefixTable (see tabulate), got {table!r}")
+    gamma = positive_int("gamma", gamma)
+    paths = positive_int("paths", paths)
     vocab = target.vocab_size
     tokens = _all_paths(vocab, gamma)
     conditionals, _ = skewed_conditionals(
