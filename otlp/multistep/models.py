@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.args import as_generator, positive_int, probability_vector, real_number
+from otlp.args import as_generator, positive_int, real_number
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -79,12 +79,14 @@ class NGramModel(AutoregressiveModel):
 
 def markov_model(initial: ArrayLike, transition: ArrayLike) -> NGramModel:
     """A first-order Markov chain: ``initial`` law of the first token, ``transition[a, b]``."""
-    init = probability_vector("initial", initial)
+    init = _float_array("initial", initial)
     trans = _float_array("transition", transition)
+    if init.ndim != 1 or init.size == 0:
+        raise ValueError(f"initial: expected a non-empty 1-D law, got shape {init.shape}")
     if trans.shape != (init.shape[0], init.shape[0]):
         raise ValueError(f"transition: expected shape {(init.shape[0],) * 2}, got {trans.shape}")
-    for a, row in enumerate(trans):
-        probability_vector(f"transition[{a}]", row)
+    _check_rows("initial", init[None, :])
+    _check_rows("transition", trans)
     return NGramModel(np.vstack([trans, init]))
 
 
