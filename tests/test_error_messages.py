@@ -261,9 +261,6 @@ PENDING_MODULES = {"otlp.verification": VERIFICATION_PENDING}
 PENDING = {
     "otlp.decoding.decode": "decode loop: argument checks left to branches decode-models/"
     "decode-timing, which change otlp.decoding.engine",
-    "otlp.multistep.antichain_violations": "multistep LP helpers: arguments not checked yet",
-    "otlp.multistep.budget_violation": "multistep LP helpers: arguments not checked yet",
-    "otlp.multistep.enumerate_antichains": "multistep LP helpers: arguments not checked yet",
 }
 
 

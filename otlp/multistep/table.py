@@ -118,3 +118,10 @@ def _law(name: str, prefixes: IntArray, rows: object, vocab: int | None) -> Floa
     arr = arr / arr.sum(axis=1, keepdims=True)
     arr.setflags(write=False)
     return arr
+
+
+def check_table(name: str, table: object) -> PrefixTable:
+    """``table`` if it is a :class:`PrefixTable`, else a ``ValueError`` naming ``name``."""
+    if not isinstance(table, PrefixTable):
+        raise ValueError(f"{name}: expected a PrefixTable (see tabulate), got {table!r}")
+    return table
