@@ -38,6 +38,8 @@ RECORDS = {
     "otlp.VerificationReport",
     "otlp.VerificationWarning",
     "otlp.decoding.DecodeResult",
+    "otlp.decoding.Fidelity",
+    "otlp.decoding.ModelPair",
     "otlp.decoding.TreeModel",
     "otlp.decoding.TreeSession",
     "otlp.decoding.TreeVerification",
@@ -60,6 +62,13 @@ RECORDS = {
     "otlp.validate.CheckResult",
     "otlp.validate.Outcome",
     "otlp.validate.Report",
+}
+
+# Callables whose baseline needs torch models on disk: their bad arguments are tested with tiny
+# random models in tests/test_decoding_own_models.py, not walked here.
+NOT_WALKED = {
+    "otlp.decoding.fidelity": "needs two loaded torch models",
+    "otlp.decoding.load_model_pair": "needs model folders or GGUF files on disk",
 }
 
 # The verification package (otlp/verification/) is being fixed on another branch: its
@@ -281,7 +290,7 @@ PUBLIC = _public()
 
 
 def test_every_public_callable_has_a_baseline_or_is_a_record() -> None:
-    missing = sorted(set(PUBLIC) - set(BASELINES) - RECORDS)
+    missing = sorted(set(PUBLIC) - set(BASELINES) - RECORDS - set(NOT_WALKED))
     assert not missing, f"give these a baseline in BASELINES (or list them in RECORDS): {missing}"
     assert not set(BASELINES) - set(PUBLIC), "a baseline for a name that is no longer public"
 
