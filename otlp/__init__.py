@@ -4,8 +4,9 @@ Build problems from (p, q, n, k), solve them with interchangeable backends, turn
 into verification rules a decoder can sample from, and verify every answer.
 
 The subpackages named in the README's table (``otlp.decoding``, ``otlp.multistep``,
-``otlp.rules``, ``otlp.sketch``, ``otlp.validate``) are attributes of ``otlp`` loaded on first
-access (PEP 562, as scipy loads its subpackages), so ``import otlp`` stays as fast as before.
+``otlp.rules``, ``otlp.sketch``, ``otlp.validate``, ``otlp.verification``) are attributes of
+``otlp`` loaded on first access (PEP 562, as scipy loads its subpackages), so ``import otlp``
+stays as fast as before.
 """
 
 import importlib
@@ -24,9 +25,9 @@ from otlp.verification import DraftVerification, verify_drafts
 from otlp.verify import Tolerances, VerificationReport, verify
 
 if TYPE_CHECKING:
-    from otlp import decoding, multistep, rules, sketch, validate
+    from otlp import decoding, multistep, rules, sketch, validate, verification
 
-SUBPACKAGES = ("decoding", "multistep", "rules", "sketch", "validate")
+SUBPACKAGES = ("decoding", "multistep", "rules", "sketch", "validate", "verification")
 
 __all__ = [
     "SCHEMES",
@@ -51,6 +52,7 @@ __all__ = [
     "sketch",
     "solve",
     "validate",
+    "verification",
     "verify",
     "verify_drafts",
 ]

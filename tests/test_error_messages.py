@@ -276,14 +276,18 @@ PENDING = {
 def _public() -> dict[str, Any]:
     import importlib
 
-    found = {}
+    found: dict[str, Any] = {}
     for module_name in MODULES:
         module = importlib.import_module(module_name)
         for name in module.__all__:
             obj = getattr(module, name)
-            if callable(obj) and not inspect.ismodule(obj):
-                found[f"{module_name}.{name}"] = obj
+            if callable(obj) and not inspect.ismodule(obj) and not _listed(obj, found):
+                found[f"{module_name}.{name}"] = obj  # under its first public name only
     return found
+
+
+def _listed(obj: Any, found: dict[str, Any]) -> bool:
+    return any(obj is other for other in found.values())
 
 
 PUBLIC = _public()
