@@ -63,6 +63,16 @@ def positive_int(name: str, value: object, *, minimum: int = 1, maximum: int | N
     return value
 
 
+def integers(name: str, values: object, *, minimum: int = 0) -> tuple[int, ...]:
+    """Return ``values`` (a sequence of integers: token ids of a context, draft lengths) as a
+    tuple of ints of at least ``minimum``, or raise ``ValueError`` naming it."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise ValueError(f"{name}: expected a sequence of integers, got {values!r}")
+    return tuple(
+        positive_int(f"{name}[{i}]", value, minimum=minimum) for i, value in enumerate(values)
+    )
+
+
 def real_number(
     name: str,
     value: object,

@@ -16,7 +16,7 @@ import sys
 import threading
 
 from otlp import __version__
-from otlp.commands.common import HelpFormatter
+from otlp.commands.common import HelpFormatter, Parser
 
 # In the order a new user meets them: one instance, all rules, multi-step, the benchmark
 # harness, the fuzz campaign, the instance suites.
@@ -35,7 +35,7 @@ log = logging.getLogger("otlp")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="otlp",
         description="Optimal-transport LPs for multi-draft speculative sampling: build, solve, "
         "verify, benchmark.",

@@ -34,6 +34,19 @@ from otlp.args import as_generator, canonical_name, positive_int
 from otlp.limits import check_size
 
 FloatArray = NDArray[np.float64]
+
+__all__ = [
+    "JL",
+    "METHODS",
+    "QJL",
+    "QJL_CONSTANTS",
+    "CountSketch",
+    "PrioritySampling",
+    "QJLKey",
+    "SampleSketch",
+    "ThresholdSampling",
+    "estimate_inner_products",
+]
 QJL_CONSTANTS = {"corrected": math.sqrt(math.pi / 2), "printed": math.sqrt(math.pi)}
 
 

@@ -67,7 +67,14 @@ def draft_mass_in(inst: Instance, mask: NDArray[np.bool_]) -> float:
 
 def psi(inst: Instance, mask: NDArray[np.bool_]) -> float:
     """psi(H) = p(H) - P(drafts in H) for H given as a draft-vocabulary mask."""
-    return float(inst.p_local[mask].sum()) - draft_mass_in(inst, mask)
+    require_instance(inst)
+    chosen = np.asarray(mask)
+    if chosen.dtype != np.bool_ or chosen.shape != (inst.k,):
+        raise ValueError(
+            f"mask: expected a boolean mask of shape ({inst.k},) over the draft vocabulary, got "
+            f"dtype {chosen.dtype} and shape {chosen.shape}"
+        )
+    return float(inst.p_local[chosen].sum()) - draft_mass_in(inst, chosen)
 
 
 def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:

@@ -58,7 +58,7 @@ def test_fused_slice_agrees_with_the_object_api(
     )
     p, q = (np.asarray(a, dtype=np.float64) for a in pair)
     inst = otlp.Instance(p, q, n, top_k=None if top_k is None else min(top_k, vocab))
-    plan = otlp.solve(inst, "global_resolution", tau=1e-3, check=False)
+    plan = otlp.solve(inst, "global_resolution", tau=1e-3, time_budget=None, check=False)
     rng = np.random.default_rng(seed)
     for omega in inst.sample_drafts(rng, 4):
         fused, system, _, variables, iterations, deviation, budget, _ = _fused_slice(

@@ -51,7 +51,9 @@ def test_fused_slice_agrees_with_the_object_api(
 ) -> None:
     n = 2 if scheme == "independent" else n
     p, rows, _, inst = _case(scheme, seed, n, vocab, top_k, zipf)
-    plan = otlp.solve(inst, "global_resolution", tau=1e-3, max_iter=50, check=False)
+    plan = otlp.solve(
+        inst, "global_resolution", tau=1e-3, max_iter=50, time_budget=None, check=False
+    )
     for omega in inst.sample_drafts(np.random.default_rng(seed), 4):
         report, fused, tokens = row_slice(p, rows, omega, scheme, inst.top_k or 0, 1e-3, 50, 1e-6)
         expected, token_report = plan.token_report(omega)
@@ -117,7 +119,14 @@ def test_sampled_tokens_follow_the_exact_law(scheme: str, method: str, n: int) -
         omega = inst.tokens[rule.draft_joint(inst).sample(np.random.default_rng(1), 1)[0]]
     rows = 6000
     result = otlp.verify_drafts(
-        p, draft, np.tile(omega, (rows, 1)), method=method, top_k=6, rng=7, scheme=scheme
+        p,
+        draft,
+        np.tile(omega, (rows, 1)),
+        method=method,
+        top_k=6,
+        rng=7,
+        scheme=scheme,
+        time_budget=None,
     )
     if method == "maxflow_cs":
         law = otlp.solve(inst, "maxflow-cs").slice(omega)
@@ -157,7 +166,9 @@ def test_batched_rows_and_fallback_rows() -> None:
             for b in range(4)
         ]
     )
-    result = otlp.verify_drafts(p, q, drafts, top_k=20, rng=3, scheme="independent")
+    result = otlp.verify_drafts(
+        p, q, drafts, top_k=20, rng=3, scheme="independent", time_budget=None
+    )
     assert result.tokens.shape == (4,) and result.fallbacks == 0
     assert all(r.deviation <= r.budget for r in result.reports)
     forced = otlp.verify_drafts(p, q, drafts, top_k=20, rng=3, scheme="independent", max_iter=0)

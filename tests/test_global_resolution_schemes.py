@@ -186,7 +186,7 @@ def test_llm_like_instances_succeed_without_fallback(
     p, q = zipf_llm_pair(2000, seed=3)
     draft = [q, zipf_llm_pair(2000, similarity=0.5, seed=4)[1]] if scheme == "independent" else q
     inst = otlp.Instance(p, draft, n, scheme, top_k=top_k)
-    plan = otlp.solve(inst, "global_resolution", tau=tau, strict=True)
+    plan = otlp.solve(inst, "global_resolution", tau=tau, strict=True, time_budget=None)
     assert not any(report.fallback for report in plan.engine.reports.values())
     _check_plan(plan, tau)
 

@@ -100,7 +100,7 @@ def test_validate_run_takes_one_name_as_a_string() -> None:
         ({"seed": "a"}, "seed: expected an integer"),
         ({"seed": -2}, "seed: must be at least 0"),
         ({"name": 3}, "name: expected a check name"),
-        ({"name": "nosuch"}, "checks: unknown check 'nosuch'"),
+        ({"name": "nosuch"}, "name: unknown check 'nosuch'"),
     ],
 )
 def test_validate_replay_arguments(kwargs: dict, match: str) -> None:

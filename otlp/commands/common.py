@@ -4,6 +4,7 @@ output paths under ``otlp-results/``, JSON output, progress bars on stderr."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import numbers
@@ -14,7 +15,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from rich.console import Console
@@ -34,6 +35,47 @@ from otlp.instance import SCHEMES, Instance
 
 GENERATED_TOP_K = 20
 RESULTS_ROOT = Path("otlp-results")  # git-ignored; every command's default output folder
+
+
+# ----- parsing -------------------------------------------------------------------------------
+class Parser(argparse.ArgumentParser):
+    """argparse with the command line's error contract: every usage error (a value of the wrong
+    type, an unknown choice, an unknown flag, a missing argument) is one line on stderr naming
+    the flag, exit status 2, without argparse's usage block (``--help`` shows it).
+
+    Subcommand parsers inherit the class (``add_subparsers`` builds them with it), so the
+    contract holds for every command of ``otlp`` once the top-level parser uses it.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """``argument --paths: invalid int value: 'abc'`` -> ``--paths: invalid int value:
+        'abc'``, after ``PROG: error:``."""
+        prefix = "argument "
+        if message.startswith(prefix) and ": " in message:
+            message = message.removeprefix(prefix)
+        if "arguments are required: COMMAND" in message:
+            message += f" (`{self.prog} --help` lists the commands)"
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Every parser refuses what it does not know itself, so the error names the command
+        (a subcommand's unknown flags are no longer handed up to the top-level parser) and the
+        nearest known flag."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(self._unknown(extras[0]))
+        return parsed, extras
+
+    def _unknown(self, given: str) -> str:
+        if not given.startswith("-"):
+            return f"{given}: unexpected argument (`{self.prog} --help` lists the arguments)"
+        flag = given.split("=", 1)[0]
+        known = [option for action in self._actions for option in action.option_strings]
+        close = difflib.get_close_matches(flag, known, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return f"{flag}: unknown flag ({hint}`{self.prog} --help` lists the flags)"
 
 
 # ----- help ----------------------------------------------------------------------------------
@@ -211,12 +253,19 @@ def add_instance_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--seed", type=int, default=0, help="generator seed")
     source.add_argument("--temperature", type=float, default=1.0, help="generator temperature")
     source.add_argument("--similarity", type=float, default=0.7, help="zipf / spechub-toy")
-    source.add_argument("--n", type=int, default=None, help="number of drafts (default 2)")
+    source.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help="number of drafts (default: the file's, or 2; 'independent': q's rows; without "
+        "replacement: at most the tokens of positive draft probability)",
+    )
     source.add_argument(
         "--top-k",
         type=int,
         default=None,
-        help=f"draft top-k (default: the file's, or {GENERATED_TOP_K} for generated instances)",
+        help=f"draft top-k (default: the file's, or {GENERATED_TOP_K} for generated instances, at "
+        "most --vocab)",
     )
     source.add_argument(
         "--scheme",
@@ -247,10 +296,16 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
                 similarity=args.similarity,
                 seed=args.seed,
             )
-    n = args.n if args.n is not None else stored.get("n", 2)
     scheme = args.scheme or stored.get("scheme", "iid")
-    default_top_k = stored.get("top_k") if args.instance is not None else GENERATED_TOP_K
+    if scheme == "independent" and args.instance is None:
+        raise ValueError(
+            "--scheme: independent drafts need one q row per draft, which the generators do not "
+            "make; pass an --instance file whose q has n rows"
+        )
+    default_top_k = stored.get("top_k") if args.instance is not None else generated_top_k(p)
     top_k = args.top_k if args.top_k is not None else default_top_k
+    n = args.n if args.n is not None else stored.get("n")
+    n = default_n(q, scheme, top_k) if n is None else n
     try:
         return Instance(p, q, n, scheme, top_k, renormalize=args.renormalize)
     except ValueError as exc:
@@ -260,6 +315,27 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
             source = flags[flag] if args.instance is None else f"{flags[flag]} / {args.instance}"
             raise ValueError(f"{source}: {str(exc).split(':', 1)[1].strip()}") from None
         raise
+
+
+def generated_top_k(p: Any) -> int:
+    """The top-k of a generated instance when none is given: :data:`GENERATED_TOP_K`, or the
+    whole vocabulary when it is smaller."""
+    return min(GENERATED_TOP_K, len(p))
+
+
+def default_n(q: Any, scheme: str, top_k: int | None) -> int:
+    """The number of drafts when none is given: 2, except that independent drafts have one q
+    row each and drafts without replacement (or greedy) cannot outnumber the draft tokens."""
+    try:
+        rows = np.atleast_2d(np.asarray(q, dtype=np.float64))
+    except (TypeError, ValueError):
+        return 2  # not a matrix of numbers: the instance refuses q, naming it
+    if scheme == "independent":
+        return len(rows)
+    if scheme in ("without_replacement", "greedy"):
+        positive = int(np.count_nonzero(rows[0] > 0))
+        return max(1, min(2, positive, top_k or positive))
+    return 2
 
 
 def read_instance_file(path: Path) -> dict[str, Any]:

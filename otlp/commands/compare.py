@@ -22,7 +22,6 @@ from rich.table import Table
 from instances.suites import load, suite_names
 from otlp.args import canonical_name
 from otlp.commands.common import (
-    GENERATED_TOP_K,
     CommaList,
     add_command,
     add_instance_arguments,
@@ -30,6 +29,7 @@ from otlp.commands.common import (
     add_progress_argument,
     check_names,
     console,
+    generated_top_k,
     instance_from_args,
     name_item,
     output_path,
@@ -55,27 +55,33 @@ BOUND_LABELS = {
 }
 
 
-def cases_from_args(args: argparse.Namespace, ns: list[int]) -> list[Case]:
-    """The instances to compare: every suite item at every n, or the one instance."""
+def cases_from_args(args: argparse.Namespace) -> list[Case]:
+    """The instances to compare: every suite item at every n, or the one instance (at --ns, or
+    at --n or the instance's default number of drafts)."""
+    ns = list(dict.fromkeys(args.ns)) if args.ns else None
     if args.suite:
+        ns = ns or [args.n if args.n is not None else 2]
         scheme = args.scheme or "iid"
-        top_k = args.top_k if args.top_k is not None else GENERATED_TOP_K
         known = list(suite_names())
         unknown = [name for name in args.suite if name not in known]
         if unknown:
             raise ValueError(
                 f"--suite: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
             )
+        cases = []
         try:
-            return [
-                Case(suite, item.name, Instance(item.p, item.q, n, scheme, top_k))
-                for suite in dict.fromkeys(args.suite)
-                for item in load(suite)
-                for n in ns
-            ]
+            for suite in dict.fromkeys(args.suite):
+                for item in load(suite):
+                    top_k = args.top_k if args.top_k is not None else generated_top_k(item.p)
+                    cases += [
+                        Case(suite, item.name, Instance(item.p, item.q, n, scheme, top_k))
+                        for n in ns
+                    ]
         except ValueError as exc:
             raise ValueError(f"--suite/--ns/--top-k/--scheme: {exc}") from None
+        return cases
     inst = instance_from_args(args)
+    ns = ns or [inst.n]
     if inst.scheme == "independent" and ns != [inst.n]:
         raise ValueError("--ns: scheme 'independent' fixes n by its draft rows; use --n")
     label = str(args.instance or args.generator)
@@ -144,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
         if path is not None:
             output_path(flag, path, folder=False, mkdir=args.mkdir)
-    ns = list(dict.fromkeys(args.ns)) if args.ns else [args.n or 2]
-    cases = cases_from_args(args, ns)
+    cases = cases_from_args(args)
     records, interrupted = _evaluate_all(cases, rules, progress_enabled(args))
     if not records:
         raise KeyboardInterrupt

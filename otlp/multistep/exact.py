@@ -27,7 +27,7 @@ from otlp.multistep.gbv import skewed_conditionals
 from otlp.multistep.law import OutputLaw, single_path_law
 from otlp.multistep.models import Model, prefix_digits
 from otlp.multistep.spectr import traversal_law
-from otlp.multistep.table import PrefixTable, tabulate
+from otlp.multistep.table import PrefixTable, check_table, tabulate
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
 
 FloatArray = NDArray[np.float64]
@@ -97,6 +97,7 @@ def target_distribution(
     target: Model | PrefixTable, length: int, *, context: Sequence[int] = ()
 ) -> FloatArray:
     """M_b over all length-``length`` sequences (lexicographic)."""
+    length = positive_int("length", length)
     return tabulate(target, length, context=context, name="target").joint(length)
 
 
@@ -104,6 +105,9 @@ def skewed_table(
     target: PrefixTable, draft: PrefixTable, gamma: int, paths: int, ranking: str = "ratio"
 ) -> PrefixTable:
     """GBV's skewed draft q~ as a table on all prefixes of length < L ([GBV] Eqs. 28–29)."""
+    target, draft = check_table("target", target), check_table("draft", draft)
+    gamma = positive_int("gamma", gamma)
+    paths = positive_int("paths", paths)
     vocab = target.vocab_size
     tokens = _all_paths(vocab, gamma)
     conditionals, _ = skewed_conditionals(

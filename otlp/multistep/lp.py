@@ -27,7 +27,7 @@ antichains over lambda are enumerated exactly by bisection on their lines.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from otlp.args import positive_int
 from otlp.limits import check_size
 from otlp.multistep.models import Model
-from otlp.multistep.table import PrefixTable, tabulate
+from otlp.multistep.table import PrefixTable, check_table, tabulate
 from solvers.base import LinearProgram
 from solvers.registry import get_backend
 
@@ -189,9 +189,16 @@ def budget_violation(
     budgets: tuple[FloatArray, ...], target: PrefixTable, draft: PrefixTable, paths: int
 ) -> float:
     """Largest violation of the K-path LP constraints by node budgets (0 if feasible)."""
+    target, draft = check_table("target", target), check_table("draft", draft)
+    paths = positive_int("paths", paths)
+    if isinstance(budgets, str) or not isinstance(budgets, Sequence) or not budgets:
+        raise ValueError(f"budgets: expected one array of node budgets per level, got {budgets!r}")
     gamma = len(budgets)
     space = NodeSpace(target.vocab_size, gamma)
-    beta = space.flatten(list(budgets))
+    beta = _node_values(
+        "budgets", np.concatenate([np.ravel(_floats("budgets", b)) for b in budgets]), space
+    )
+    budgets = space.split(beta)
     parents = np.concatenate(
         [np.ones(target.vocab_size)] + [np.repeat(b, target.vocab_size) for b in budgets[:-1]]
     )
@@ -216,6 +223,10 @@ def antichain_violations(
     Exact: if any antichain violates the inequality, the most violated one in this list
     does (see the module docstring). Also checks Lemma 4.5 with ``weights`` = q~.
     """
+    _check_space(space)
+    weights = _node_values("weights", weights, space)
+    draft_mass = _node_values("draft_mass", draft_mass, space)
+    paths = positive_int("paths", paths)
     if paths == 1:
         lo = hi = 1.0
     else:
@@ -279,6 +290,7 @@ def best_antichain(values: FloatArray, space: NodeSpace) -> BoolArray:
 
 def enumerate_antichains(space: NodeSpace) -> BoolArray:
     """Every nonempty antichain of prefixes of length 1..L, as rows of a boolean mask."""
+    _check_space(space)
     vocab = space.vocab_size
     # Antichains of the subtree at each node of level d: its singleton, or a product of
     # antichains of its children's subtrees (level d + 1); built bottom-up as masks.
@@ -388,3 +400,27 @@ def psi(slope: float, paths: int) -> float:
         return max(0.0, 1.0 - slope)
     mass = 1.0 - min(max(slope / paths, 0.0), 1.0) ** (1.0 / (paths - 1))
     return float(phi(mass, paths) - slope * mass)
+
+
+def _check_space(space: object) -> None:
+    if not isinstance(space, NodeSpace):
+        raise ValueError(f"space: expected a NodeSpace, got {space!r}")
+    positive_int("space.vocab_size", space.vocab_size)
+    positive_int("space.gamma", space.gamma)
+
+
+def _floats(name: str, values: object) -> FloatArray:
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected real numbers ({exc})") from None
+
+
+def _node_values(name: str, values: object, space: NodeSpace) -> FloatArray:
+    """One finite value per prefix of ``space`` (level order), or a ``ValueError`` naming it."""
+    arr = _floats(name, values)
+    if arr.shape != (space.size,):
+        raise ValueError(f"{name}: expected shape ({space.size},) for {space}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite entries")
+    return arr

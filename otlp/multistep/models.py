@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.args import positive_int
+from otlp.args import as_generator, positive_int, real_number
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -52,9 +52,9 @@ class NGramModel(AutoregressiveModel):
     """
 
     def __init__(self, table: ArrayLike) -> None:
-        arr = np.array(table, dtype=np.float64)
-        if arr.ndim < 1:
-            raise ValueError("table: expected at least one axis (the next token)")
+        arr = _float_array("table", table)
+        if arr.ndim < 1 or arr.shape[-1] == 0:
+            raise ValueError("table: expected at least one non-empty axis (the next token)")
         vocab = arr.shape[-1]
         if any(size != vocab + 1 for size in arr.shape[:-1]):
             raise ValueError(f"table: context axes must have size V + 1 = {vocab + 1}")
@@ -79,11 +79,23 @@ class NGramModel(AutoregressiveModel):
 
 def markov_model(initial: ArrayLike, transition: ArrayLike) -> NGramModel:
     """A first-order Markov chain: ``initial`` law of the first token, ``transition[a, b]``."""
-    init = np.asarray(initial, dtype=np.float64)
-    trans = np.asarray(transition, dtype=np.float64)
-    if trans.ndim != 2 or trans.shape != (init.shape[0], init.shape[0]):
+    init = _float_array("initial", initial)
+    trans = _float_array("transition", transition)
+    if init.ndim != 1 or init.size == 0:
+        raise ValueError(f"initial: expected a non-empty 1-D law, got shape {init.shape}")
+    if trans.shape != (init.shape[0], init.shape[0]):
         raise ValueError(f"transition: expected shape {(init.shape[0],) * 2}, got {trans.shape}")
+    _check_rows("initial", init[None, :])
+    _check_rows("transition", trans)
     return NGramModel(np.vstack([trans, init]))
+
+
+def _float_array(name: str, values: ArrayLike) -> NDArray[np.float64]:
+    """``values`` as a float64 array, or a ``ValueError`` naming ``name``."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected an array of probabilities ({exc})") from None
 
 
 class TabularModel(AutoregressiveModel):
@@ -94,9 +106,15 @@ class TabularModel(AutoregressiveModel):
     """
 
     def __init__(self, conditionals: Sequence[ArrayLike]) -> None:
+        try:
+            conditionals = list(conditionals)
+        except TypeError:
+            raise ValueError(
+                f"conditionals: expected a sequence of arrays, got {conditionals!r}"
+            ) from None
         if len(conditionals) == 0:
             raise ValueError("conditionals: need at least the law of the first token")
-        tables = [np.array(c, dtype=np.float64) for c in conditionals]
+        tables = [_float_array(f"conditionals[{d}]", c) for d, c in enumerate(conditionals)]
         vocab = tables[0].shape[-1]
         for d, table in enumerate(tables):
             if table.shape != (vocab**d, vocab):
@@ -164,13 +182,12 @@ def model_pair(
     ``depth`` is the tree depth (``kind="tree"``) and ``context`` the n-gram context length.
     """
     vocab = positive_int("vocab", vocab)
-    if not 0.0 <= distance <= 1.0:
-        raise ValueError(f"distance: must lie in [0, 1], got {distance}")
-    if not concentration > 0:
-        raise ValueError(f"concentration: must be positive, got {concentration}")
-    if not 0.0 <= sparsity < 1.0:
+    distance = real_number("distance", distance, minimum=0.0, maximum=1.0)
+    concentration = real_number("concentration", concentration, minimum=0.0, exclusive_minimum=True)
+    sparsity = real_number("sparsity", sparsity, minimum=0.0)
+    if sparsity >= 1.0:
         raise ValueError(f"sparsity: must lie in [0, 1), got {sparsity}")
-    rng = np.random.default_rng(seed)
+    rng = as_generator(positive_int("seed", seed, minimum=0), "seed")
     if kind == "tree":
         depth = positive_int("depth", depth)
         shapes = [(vocab**d, vocab) for d in range(depth)]

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.args import positive_int
+from otlp.args import as_generator, integers, positive_int
 from otlp.multistep import single_path
 from otlp.multistep.exact import check_method
 from otlp.multistep.gbv import path_rank_keys, skewed_conditionals, tree_order
@@ -94,10 +94,13 @@ def simulate(
     ``context`` (i.i.d. calls, comparable with :func:`expected_accepted`), otherwise the
     outputs accumulate as in real decoding."""
     check_method(gamma, method, paths)
+    for name, model in (("target", target), ("draft", draft)):
+        if not callable(model):
+            raise ValueError(f"{name}: expected a model (prefix -> probabilities), got {model!r}")
     calls = positive_int("calls", calls)
     verifier = get_verifier(rule, **rule_options) if method == "spectr" else None
-    rng = np.random.default_rng(seed)
-    start = tuple(int(t) for t in context)
+    rng = as_generator(positive_int("seed", seed, minimum=0), "seed")
+    start = integers("context", context)
     sequence = list(start)
     accepted = np.empty(calls, dtype=np.int64)
     for call in range(calls):

@@ -3,10 +3,11 @@ optimum of [GBV] (Theorem 3.3 for K = 1, Theorem 4.3 for K > 1) beside it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from otlp.args import integers
 from otlp.multistep.exact import METHODS, SINGLE_PATH, output_law
 from otlp.multistep.lp import multi_path_lp
 from otlp.multistep.models import Model
@@ -57,6 +58,14 @@ def efficiency_sweep(
     calls, each from the empty context, or one decoding run with ``decode``. ``on_cell(label,
     K, L)`` is called after each method's (K, L) cell (progress display).
     """
+    gammas = _non_empty("gammas", integers("gammas", gammas, minimum=1))
+    paths = _non_empty("paths", integers("paths", paths, minimum=1))
+    if (
+        isinstance(methods, str)
+        or not isinstance(methods, Iterable)
+        or not all(isinstance(m, str) for m in methods)
+    ):
+        raise ValueError(f"methods: expected a sequence of method names, got {methods!r}")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"methods: unknown {', '.join(unknown)}; known: {', '.join(METHODS)}")
@@ -104,3 +113,9 @@ def efficiency_sweep(
                 result = multi_path_lp(tgt, dft, gamma, k)
                 rows.append(EfficiencyRow(LP_LABEL, k, gamma, result.block_efficiency, "lp"))
     return rows
+
+
+def _non_empty(name: str, values: tuple[int, ...]) -> tuple[int, ...]:
+    if not values:
+        raise ValueError(f"{name}: expected at least one value")
+    return values

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.args import integers, positive_int
 from otlp.limits import check_size, power
 from otlp.multistep.models import AutoregressiveModel, Model, prefix_digits, prefix_index
 
@@ -75,6 +76,8 @@ def tabulate(
     or any callable prefix -> probability vector (called once per prefix). Each returned law
     is checked; a bad one is a ``ValueError`` naming ``name``.
     """
+    depth = positive_int("depth", depth)
+    context = integers("context", context)
     if isinstance(model, PrefixTable):
         if model.depth < depth:
             raise ValueError(f"{name}: table has depth {model.depth} < {depth}")
@@ -115,3 +118,10 @@ def _law(name: str, prefixes: IntArray, rows: object, vocab: int | None) -> Floa
     arr = arr / arr.sum(axis=1, keepdims=True)
     arr.setflags(write=False)
     return arr
+
+
+def check_table(name: str, table: object) -> PrefixTable:
+    """``table`` if it is a :class:`PrefixTable`, else a ``ValueError`` naming ``name``."""
+    if not isinstance(table, PrefixTable):
+        raise ValueError(f"{name}: expected a PrefixTable (see tabulate), got {table!r}")
+    return table

@@ -106,13 +106,13 @@ class PlanVerifier:
         return f"PlanVerifier({self.method!r})"
 
 
-def get_verifier(name: str | SingleStepVerifier = "ot", **options: Any) -> SingleStepVerifier:
+def get_verifier(rule: str | SingleStepVerifier = "ot", **options: Any) -> SingleStepVerifier:
     """A single-step verifier: a rule name of :func:`otlp.rules.names` ("ot" is the max-flow
     optimal transport), else a method of :func:`otlp.method_names`; ``options`` go to the
     rule or to :class:`PlanVerifier`. A callable is returned unchanged."""
-    if callable(name):
-        return name
-    name = canonical_name(name, "rule")
+    if callable(rule):
+        return rule
+    name = canonical_name(rule, "rule")
     if name in rules.names():
         return RuleVerifier(rules.get(name, **options))
     if name in method_names():

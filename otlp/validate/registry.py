@@ -175,6 +175,7 @@ def checks() -> dict[str, Check]:
 
 
 def get(name: str) -> Check:
+    """The registered check called ``name`` (``ValueError`` naming ``name`` if none is)."""
     if name not in _CHECKS:
-        raise ValueError(f"checks: unknown check {name!r}; see otlp.validate.checks()")
+        raise ValueError(f"name: unknown check {name!r}; see otlp.validate.checks()")
     return _CHECKS[name]

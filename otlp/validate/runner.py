@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from otlp.args import positive_int
-from otlp.validate.registry import Case, Check, Outcome, checks, get
+from otlp.validate import registry
+from otlp.validate.registry import Case, Check, Outcome, get
 
 QUICK_COUNT = 6
 FULL_COUNT = 200
@@ -167,26 +168,26 @@ def _suite_items(name: str) -> list[Any]:
     return list(instances.load(name))
 
 
-def select(names: Iterable[str] | str | None = None) -> list[Check]:
+def select(checks: Iterable[str] | str | None = None) -> list[Check]:
     """Checks by name, or by prefix (``gr.`` selects every [GR] check); None: all.
 
     One string is one name (``"gr.thm3_1"``, not its characters); anything else must be an
     iterable of strings (``ValueError`` naming ``checks`` otherwise).
     """
-    registry = checks()
-    if names is None:
-        return list(registry.values())
-    if isinstance(names, str):
-        names = [names]
-    if not isinstance(names, Iterable):
-        raise ValueError(f"checks: expected a check name or a list of them, got {names!r}")
+    known = registry.checks()
+    if checks is None:
+        return list(known.values())
+    if isinstance(checks, str):
+        checks = [checks]
+    if not isinstance(checks, Iterable):
+        raise ValueError(f"checks: expected a check name or a list of them, got {checks!r}")
     chosen: list[Check] = []
-    for name in names:
+    for name in checks:
         if not isinstance(name, str):
             raise ValueError(f"checks: expected check names (strings), got {name!r}")
-        hits = [c for key, c in registry.items() if key == name or key.startswith(name)]
+        hits = [c for key, c in known.items() if key == name or key.startswith(name)]
         if not hits:
-            raise ValueError(f"checks: no check matches {name!r}; known: {', '.join(registry)}")
+            raise ValueError(f"checks: no check matches {name!r}; known: {', '.join(known)}")
         chosen += [c for c in hits if c not in chosen]
     if not chosen:
         raise ValueError("checks: an empty selection; pass None to run every check")
