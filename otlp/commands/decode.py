@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from rich.table import Table
 
 from otlp.commands.common import (
     CommaList,
@@ -23,24 +20,26 @@ from otlp.commands.common import (
     output_path,
     positive_int_item,
     print_json,
-    progress,
     progress_enabled,
     stderr_note,
 )
+from otlp.commands.decode_report import RunLog, cut_at_stop, table
 from otlp.decoding.compare import (
-    DEFAULT_PROMPTS,
     Config,
     Grid,
     ModelFactory,
-    Row,
+    Run,
     cost_markdown,
     markdown,
     read_grid,
     run_configs,
+    schedule,
     valid,
 )
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
 from otlp.decoding.models.base import TreeModel
+from otlp.decoding.models.lookup import lookup_spec
+from otlp.decoding.prompts import PROMPT_SETS
 from otlp.decoding.verify import METHODS
 from otlp.plotting.style import add_format_argument
 
@@ -57,9 +56,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "python -m instances.realmodel.fetch) or a toy model pair, drafting K paths of L "
         "tokens from a self-speculative draft (exitN: the first N of 30 layers; skipN / "
         "skip:i,j: layers skipped) and verifying with one lossless method. --compare runs "
-        "several methods, and autoregressive sampling from the same target (ar), on the "
-        "same prompts and seeds; --config runs the [decode] grid of a TOML file and writes "
-        "its table and plots to --out.",
+        "several methods. Autoregressive sampling from the same target (ar) always runs "
+        "too: every speed-up is measured against it, ar and the methods alternating in "
+        "--rounds rounds on the same prompts and seeds, each run decoding exactly "
+        "--max-new-tokens tokens per prompt (stop tokens are not honoured in these timing "
+        "runs; printed texts end at the first). --config runs the [decode] grid of a TOML "
+        "file and writes its table and plots to --out.",
         example="otlp decode --prompt 'Tell me a joke.' --method gbv --paths 4 --depth 4",
     )
     parser.add_argument(
@@ -67,17 +69,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=None,
         metavar="TEXT",
-        help="a prompt (repeatable; default: four built-in prompts); --model toy: token ids "
+        help="a prompt (repeatable; default: the --prompts set); --model toy: token ids "
         "'1,2,3' or empty",
+    )
+    parser.add_argument(
+        "--prompts",
+        choices=tuple(PROMPT_SETS),
+        default="free",
+        help="built-in prompt set when no --prompt is given: free (open-ended text), grounded "
+        "(answers that copy from the input: extraction, corrections, code edits) or both",
     )
     parser.add_argument("--model", choices=MODELS, default="smollm2", help="target model")
     parser.add_argument(
         "--draft",
         default=DEFAULT_DRAFT,
-        help="SmolLM2 draft: exitN, skipN (1, 2, 4, 7), skip:i,j,... or lookupN (prompt "
-        "lookup on n-grams up to N)",
+        help="SmolLM2 draft: exitN, skipN (1, 2, 4, 7), skip:i,j,..., lookupN (prompt "
+        "lookup on n-grams up to N) or lookupNwW (W candidate continuations: W paths)",
     )
-    parser.add_argument("--method", type=name_item, default="gbv", help="verification method")
+    parser.add_argument(
+        "--method",
+        type=name_item,
+        default="gbv",
+        help="verification method (ar is added: the speed-up is measured against it)",
+    )
     parser.add_argument("--paths", type=int, default=4, help="draft paths K")
     parser.add_argument("--depth", type=int, default=4, help="draft tokens per path L")
     parser.add_argument(
@@ -101,6 +115,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="methods to run side by side (ar is always added)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="interleaved timing rounds (ar and every method once per round; the speed-up "
+        "is the median over rounds, with its min-max)",
+    )
     parser.add_argument("--config", type=Path, default=None, help="a TOML file with [decode]")
     parser.add_argument("--out", type=Path, default=None, help="folder for --config outputs")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -120,7 +141,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for flag in ("paths", "depth", "max_new_tokens", "vocab", "threads"):
+    for flag in ("paths", "depth", "max_new_tokens", "vocab", "threads", "rounds"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')}: expected a positive integer")
     if args.out is not None and args.config is None:
@@ -154,53 +175,60 @@ def run(args: argparse.Namespace) -> int:
         if not valid(config.method, config.paths, config.branching):
             raise ValueError(f"--method: {config.method} does not verify a {config.shape} tree")
     outputs: dict[str, DecodeResult] = {}
-    with progress(
-        "decoding", len(configs) + 1, len(configs) + 1, "runs", enabled=progress_enabled(args)
-    ) as bar:
+    log = RunLog(schedule(configs, args.rounds), enabled=progress_enabled(args))
 
-        def done(config: Config, result: DecodeResult) -> None:
-            outputs[config.method] = result
-            bar.advance(description=config.method)
+    def done(run: Run) -> None:
+        if run.round == 0:
+            outputs[run.config.method] = run.result
+        log(run)
 
-        rows = run_configs(
-            factory,
-            prompts,
-            configs,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
-            stop_tokens=stops,
-            done=done,
-        )
+    rows = run_configs(
+        factory,
+        prompts,
+        configs,
+        max_new_tokens=args.max_new_tokens,
+        rounds=args.rounds,
+        seed=args.seed,
+        done=done,
+    )
+    shown = {
+        method: [cut_at_stop(tokens, stops) for tokens in result.tokens]
+        for method, result in outputs.items()
+    }
     if args.json:
         print_json(
             {
                 "rows": [r.as_dict() for r in rows],
-                "texts": {m: [texts(t) for t in res.tokens] for m, res in outputs.items()},
+                "texts": {m: [texts(t) for t in tokens] for m, tokens in shown.items()},
             }
         )
         return 0
     out = console()
     if not args.compare:
-        result = outputs[configs[0].method]
-        for i, tokens in enumerate(result.tokens):
-            out.print(f"[bold]prompt {i + 1}[/bold]: {_prompt_label(args, i)}")
+        method = configs[0].method
+        for i, tokens in enumerate(shown[method]):
+            label = _prompt_label(args, i).replace("\n", " ")
+            out.print(f"[bold]{method}, prompt {i + 1}[/bold]: {label}", markup=True)
             out.print(texts(tokens), markup=False, highlight=False)
             out.print()
     if args.markdown:
         print(markdown(rows) + "\n" + cost_markdown(rows), end="")
     else:
-        out.print(_table(rows))
+        out.print(table(rows))
     return 0
 
 
 def _prompt_label(args: argparse.Namespace, i: int) -> str:
-    prompts = args.prompt or list(DEFAULT_PROMPTS)
+    prompts = args.prompt or list(PROMPT_SETS[args.prompts])
     return prompts[i] if i < len(prompts) else ""
 
 
 def _setup(args: argparse.Namespace, model: str, grid: Grid | None) -> tuple[Any, ...]:
     """(model factory, prompt token ids, token-ids-to-text, stop tokens)."""
-    texts = list(grid.prompts) if grid is not None else (args.prompt or list(DEFAULT_PROMPTS))
+    if grid is not None:
+        texts = list(grid.prompts)
+    else:
+        texts = args.prompt or list(PROMPT_SETS[args.prompts])
     if model == "toy":
         return _toy(args, texts)
     from otlp.decoding.models import smollm2
@@ -217,7 +245,7 @@ def _setup(args: argparse.Namespace, model: str, grid: Grid | None) -> tuple[Any
     cache: dict[tuple[float, str], tuple[TreeModel, TreeModel]] = {}
     drafts = grid.drafts if grid is not None else (args.draft,)
     for name in drafts:
-        if not re.fullmatch(r"lookup\d*", name):
+        if lookup_spec(name) is None:
             smollm2.draft_layers(name)  # bad names fail before any decoding
 
     def factory(temperature: float, draft: str) -> tuple[TreeModel, TreeModel]:
@@ -237,7 +265,8 @@ def _toy(args: argparse.Namespace, texts: Sequence[str]) -> tuple[Any, ...]:
     target, draft = model_pair("markov", args.vocab, seed=args.seed, distance=args.distance)
     prompts = []
     for text in texts:
-        ids = [] if text in DEFAULT_PROMPTS else [s for s in text.split(",") if s.strip()]
+        builtin = text in PROMPT_SETS["both"]
+        ids = [] if builtin else [s for s in text.split(",") if s.strip()]
         try:
             tokens = [int(s) for s in ids]
         except ValueError:
@@ -261,22 +290,16 @@ def _run_grid(
     args: argparse.Namespace, grid: Grid, factory: ModelFactory, prompts: list[list[int]]
 ) -> int:
     configs = grid.configs()
-    stops: tuple[int, ...] = ()
-    if grid.model == "smollm2":
-        from otlp.decoding.models import smollm2
-
-        stops = (smollm2.eos_token_id(),)
-    runs = len(configs) + len(grid.temperatures) * len(grid.drafts)
-    with progress("decode grid", runs, runs, "runs", enabled=progress_enabled(args)) as bar:
-        rows = run_configs(
-            factory,
-            prompts,
-            configs,
-            max_new_tokens=grid.max_new_tokens,
-            seed=grid.seed,
-            stop_tokens=stops,
-            done=lambda config, _: bar.advance(description=f"{config.method} {config.shape}"),
-        )
+    log = RunLog(schedule(configs, grid.rounds), enabled=progress_enabled(args))
+    rows = run_configs(
+        factory,
+        prompts,
+        configs,
+        max_new_tokens=grid.max_new_tokens,
+        rounds=grid.rounds,
+        seed=grid.seed,
+        done=log,
+    )
     text = markdown(rows) + "\n" + cost_markdown(rows)
     if args.out is not None:
         (args.out / "decode.md").write_text(text)
@@ -291,44 +314,5 @@ def _run_grid(
     elif args.markdown or args.out is not None:
         print(text, end="")
     else:
-        console().print(_table(rows))
+        console().print(table(rows))
     return 0
-
-
-def _table(rows: Sequence[Row]) -> Table:
-    table = Table(title="speculative decoding (same prompts and seeds)")
-    for name in (
-        "method",
-        "draft",
-        "T",
-        "K×L",
-        "block eff.",
-        "± se",
-        "tokens",
-        "calls",
-        "tokens/s",
-        "speed-up",
-        "verify %",
-        "draft s",
-        "target s",
-        "verify s",
-    ):
-        table.add_column(name, justify="left" if name in {"method", "draft"} else "right")
-    for r in rows:
-        table.add_row(
-            r.method,
-            r.draft or "-",
-            f"{r.temperature:g}",
-            r.shape,
-            f"{r.block_efficiency:.3f}",
-            f"{r.block_efficiency_se:.3f}",
-            str(r.tokens),
-            str(r.target_calls),
-            f"{r.tokens_per_s:.1f}",
-            f"{r.speedup:.2f}",
-            f"{100 * r.verify_share:.1f}",
-            f"{r.draft_s:.2f}",
-            f"{r.target_s:.2f}",
-            f"{r.verify_s:.3f}",
-        )
-    return table
