@@ -4,10 +4,13 @@
 A :class:`Config` is one decoding setting (method, K paths × L tokens or a static tree, draft
 scheme, temperature, draft model). :func:`run_configs` decodes the prompts in ``rounds``
 rounds; in each round, per temperature and draft, autoregressive sampling from the same target
-and cache (``ar``) and every config run back to back on the same prompts and seed (round r
-uses ``seed + r``), in alternating order (``ar`` first in even rounds, last in odd ones), and
-every run decodes exactly ``max_new_tokens`` tokens per prompt (stop tokens are not honoured
-in timing runs, so every run decodes the same number of tokens). A config's speed-up in a
+and cache (``ar``) and every config run back to back on the same prompts and seeds (prompt i
+of round r has the i-th seed drawn from ``SeedSequence((seed, r))`` in every run), in
+alternating order (``ar`` first in even rounds, last in odd ones). Every run decodes the
+prompts one at a time (batch 1: the latency regime speculative decoding is for; on a CPU a
+batch makes the tree forward cost more relative to a one-token step) and exactly
+``max_new_tokens`` tokens per prompt (stop tokens are not honoured in timing runs, so every
+run decodes the same number of tokens). A config's speed-up in a
 round is the ``ar`` run's wall time over its own in that round, under the same load; a
 :class:`Row` reports the median over rounds with the min–max, the 1-minute load average
 (``os.getloadavg``) at the start of each run, block efficiency ± standard error over every
@@ -191,13 +194,11 @@ class Run:
 
 def schedule(configs: Sequence[Config], rounds: int) -> list[tuple[int, Config]]:
     """The runs of :func:`run_configs` in order, as (round, config): per round and per
-    (temperature, draft), ``ar`` and the group's configs back to back, ``ar`` first in even
+    temperature, ``ar`` and the temperature's configs back to back, ``ar`` first in even
     rounds and last in odd ones (so drift within a round does not always favour one side)."""
-    groups: dict[tuple[float, str], list[Config]] = {}
+    groups: dict[float, list[Config]] = {}
     for config in configs:
-        key = (config.temperature, config.draft)
-        ar = Config(AUTOREGRESSIVE, temperature=config.temperature, draft=config.draft)
-        members = groups.setdefault(key, [ar])
+        members = groups.setdefault(config.temperature, [baseline(config)])
         if config.method != AUTOREGRESSIVE and config not in members:
             members.append(config)
     order: list[tuple[int, Config]] = []
@@ -205,6 +206,11 @@ def schedule(configs: Sequence[Config], rounds: int) -> list[tuple[int, Config]]
         for members in groups.values():
             order.extend((r, c) for c in (members if r % 2 == 0 else members[::-1]))
     return order
+
+
+def baseline(config: Config) -> Config:
+    """The ``ar`` config every config of this temperature is timed against."""
+    return Config(AUTOREGRESSIVE, temperature=config.temperature)
 
 
 def run_configs(
@@ -217,33 +223,39 @@ def run_configs(
     seed: int = 0,
     done: Callable[[Run], None] | None = None,
 ) -> list[Row]:
-    """Decode ``prompts`` with every config and the ``ar`` baseline of its temperature and
-    draft, interleaved over ``rounds`` rounds (:func:`schedule`; see the module docstring),
-    and summarise: one row per ``ar`` baseline and config. ``done`` is called after each run."""
+    """Decode ``prompts`` with every config and the ``ar`` baseline of its temperature,
+    interleaved over ``rounds`` rounds (:func:`schedule`; see the module docstring), and
+    summarise: one row per ``ar`` baseline and config. ``models(T, draft)`` gives the target
+    and draft (``ar`` runs the target of the first draft named at its temperature); ``done``
+    is called after each run."""
     from otlp.args import positive_int
 
     rounds = positive_int("rounds", rounds)
+    configs = list(configs)
+    drafts = {c.temperature: c.draft for c in reversed(configs)}
     runs: dict[Config, list[Run]] = {}
-    for r, config in schedule(list(configs), rounds):
-        target, draft = models(config.temperature, config.draft)
+    for r, config in schedule(configs, rounds):
+        target, draft = models(config.temperature, config.draft or drafts[config.temperature])
         load = os.getloadavg()[0]
-        result = decode(
-            target,
-            draft,
-            prompts,
-            config.speculation(),
-            max_new_tokens=max_new_tokens,
-            seed=seed + r,
+        seeds = np.random.SeedSequence((seed, r)).generate_state(len(prompts))
+        result = _merged(
+            [
+                decode(
+                    target,
+                    draft,
+                    [prompt],
+                    config.speculation(),
+                    max_new_tokens=max_new_tokens,
+                    seed=[int(row_seed)],
+                )
+                for prompt, row_seed in zip(prompts, seeds, strict=True)
+            ]
         )
         run = Run(config, r, load, result)
         runs.setdefault(config, []).append(run)
         if done is not None:
             done(run)
-    rows = []
-    for config, own in runs.items():
-        ar = Config(AUTOREGRESSIVE, temperature=config.temperature, draft=config.draft)
-        rows.append(summarise(config, own, runs[ar]))
-    return rows
+    return [summarise(config, own, runs[baseline(config)]) for config, own in runs.items()]
 
 
 def _merged(results: Sequence[DecodeResult]) -> DecodeResult:

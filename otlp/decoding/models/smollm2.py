@@ -116,8 +116,8 @@ def draft(spec: str, temperature: float = 1.0) -> TreeModel:
     if (parsed := lookup_spec(spec)) is not None:
         ngram, width = parsed
         vocab = int(load()[1].config.vocab_size)
-        lookup = PromptLookup(vocab, ngram=ngram, width=width)
-        return PrefixLM(lookup, temperature=temperature, name=spec)
+        # Not tempered: the lookup law is no model's belief, and T = 0 would keep one candidate.
+        return PrefixLM(PromptLookup(vocab, ngram=ngram, width=width), name=spec)
     layers = draft_layers(spec)
     return HFTreeLM(load()[1], layers=layers, temperature=temperature, name=spec)
 
