@@ -14,17 +14,15 @@ from otlp.decoding.compare import (
     Config,
     Row,
     Run,
-    load_text,
     se_text,
     shares_text,
-    speedup_text,
 )
 
 TABLE_LEGEND = (
-    "BE: block efficiency, tokens per target call ± s.e.; tok/s: tokens per second; "
-    "×ar: wall-clock speed-up over ar in the same round, median over the rounds (min–max); "
-    "load: 1-min load average at the start of the runs; d/t/v %: share of the time drafting "
-    "/ in the target / verifying."
+    "BE: block efficiency, tokens per target call ± s.e.; ×ar: wall-clock speed-up over ar "
+    "in the same round, median over the rounds, and its min–max; load: mean 1-min load "
+    "average at the start of the runs; d/t/v %: share of the time drafting / in the target / "
+    "verifying. Tokens per second and every time: --json or --markdown."
 )
 
 
@@ -89,7 +87,7 @@ def table(rows: Sequence[Row]) -> Table:
         name: values.pop()
         for name, values in (
             ("T", {f"{r.temperature:g}" for r in rows}),
-            ("draft", {r.draft or "-" for r in rows}),
+            ("draft", {r.draft or "-" for r in rows if r.method != "ar"} or {"-"}),
         )
         if len(values) == 1
     }
@@ -99,28 +97,35 @@ def table(rows: Sequence[Row]) -> Table:
         title += f", {rounds.pop()} interleaved round(s)"
     title += "".join(f", {name} = {value}" for name, value in shared.items() if value != "-")
     out = Table(
-        title=title, caption=TABLE_LEGEND, caption_justify="left", box=SIMPLE_HEAD, pad_edge=False
+        title=title,
+        caption=TABLE_LEGEND,
+        caption_justify="left",
+        box=SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
     )
-    columns = ["method", "draft", "T", "K×L", "BE", "tok/s", "×ar", "load", "d/t/v %"]
+    widths = {"method": 12, "draft": 9, "K×L": 5}  # folded or wrapped beyond these
+    columns = ["method", "draft", "T", "K×L", "BE", "×ar", "min–max", "load", "d/t/v %"]
     columns = [c for c in columns if c not in shared]
     for name in columns:
-        left = name in {"method", "draft"}
         out.add_column(
             name,
-            justify="left" if left else "right",
+            justify="left" if name in {"method", "draft"} else "right",
             overflow="fold",
-            max_width=12 if name == "method" else None,
+            max_width=widths.get(name),
+            no_wrap=name not in widths,
         )
     for r in rows:
+        spread = r.rounds > 1 and r.method != "ar"
         cells = {
             "method": r.method,
             "draft": r.draft or "-",
             "T": f"{r.temperature:g}",
             "K×L": r.shape,
             "BE": f"{r.block_efficiency:.2f}±{se_text(r.block_efficiency_se)}",
-            "tok/s": f"{r.tokens_per_s:.1f}",
-            "×ar": speedup_text(r),
-            "load": load_text(r),
+            "×ar": f"{r.speedup:.2f}" if r.method != "ar" else "1",
+            "min–max": f"{r.speedup_low:.2f}–{r.speedup_high:.2f}" if spread else "-",
+            "load": f"{sum(r.round_loads) / len(r.round_loads):.1f}",
             "d/t/v %": shares_text(r),
         }
         out.add_row(*(cells[c] for c in columns))
