@@ -30,7 +30,6 @@ from otlp.decoding.prompts import PROMPT_SETS
 # for GBV), and the best layer-skipping draft.
 CONFIGS = (
     Config("sps", 1, 4, draft="lookup3"),
-    Config("block", 1, 4, draft="lookup3"),
     Config("rrs_without_replacement", 2, 4, draft="lookup3w2"),
     Config("rrs_without_replacement", 4, 4, draft="lookup3w4"),
     Config("gbv", 2, 4, draft="lookup3w2"),
@@ -41,7 +40,7 @@ CONFIGS = (
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", choices=tuple(PROMPT_SETS), default="grounded")
-    parser.add_argument("--count", type=int, default=4, help="the first COUNT prompts of the set")
+    parser.add_argument("--count", type=int, default=2, help="the first COUNT prompts of the set")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--temperature", type=float, default=1.0)
