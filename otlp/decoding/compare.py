@@ -7,8 +7,8 @@ rounds; in each round, per temperature and draft, autoregressive sampling from t
 and cache (``ar``) and every config run back to back on the same prompts and seeds (prompt i
 of round r has the i-th seed drawn from ``SeedSequence((seed, r))`` in every run), in
 alternating order (``ar`` first in even rounds, last in odd ones). Every run decodes the
-prompts one at a time (batch 1: the latency regime speculative decoding is for; on a CPU a
-batch makes the tree forward cost more relative to a one-token step) and exactly
+prompts one at a time (batch 1: the latency regime speculative decoding is for, and what
+``HFTreeLM`` does with a batch anyway: it forwards the rows one after the other) and exactly
 ``max_new_tokens`` tokens per prompt (stop tokens are not honoured in timing runs, so every
 run decodes the same number of tokens). A config's speed-up in a
 round is the ``ar`` run's wall time over its own in that round, under the same load; a
