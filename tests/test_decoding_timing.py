@@ -186,3 +186,11 @@ def test_grounded_prompt_set_is_selectable(capsys: pytest.CaptureFixture, tmp_pa
     with pytest.raises(ValueError, match="prompts"):
         read_grid(config)
     assert len(GROUNDED_PROMPTS) == 8 and not set(GROUNDED_PROMPTS) & set(FREE_PROMPTS)
+
+
+def test_cost_model_block_efficiency_needed_for_a_speedup():
+    rows = run_configs(toy_factory, [[0]], [Config("sps", 1, 3)], max_new_tokens=12)
+    row = next(r for r in rows if r.method == "sps")
+    assert row.needed_block_efficiency(row.model_speedup) == pytest.approx(row.block_efficiency)
+    assert row.needed_block_efficiency(2.6) == pytest.approx(2 * row.needed_block_efficiency(1.3))
+    assert f"{row.needed_block_efficiency():.2f} (4)" in compare.cost_markdown(rows)

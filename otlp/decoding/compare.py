@@ -37,6 +37,9 @@ ModelFactory = Callable[[float, str], tuple[TreeModel, TreeModel]]
 
 DEFAULT_PROMPTS = FREE_PROMPTS
 
+# The speed-up the cost model asks about (issue 25's goal on this CPU).
+TARGET_SPEEDUP = 1.3
+
 
 @dataclass(frozen=True)
 class Config:
@@ -142,6 +145,12 @@ class Row:
         spare = self.block_efficiency * self.ar_token_s - self.target_step_s - self.verify_step_s
         return spare / (self.depth * self.ar_token_s)
 
+    def needed_block_efficiency(self, speedup: float = TARGET_SPEEDUP) -> float:
+        """The block efficiency at which :attr:`model_speedup` would be ``speedup`` with this
+        run's per-step costs (above ``depth + 1``: no acceptance rate gets there)."""
+        step = self.target_step_s + self.draft_step_s + self.verify_step_s
+        return speedup * step / self.ar_token_s
+
     def as_dict(self) -> dict[str, Any]:
         derived = (
             "draft_share",
@@ -151,6 +160,7 @@ class Row:
             "model_speedup",
             "draft_ratio",
             "breakeven_draft_ratio",
+            "needed_block_efficiency",
         )
         return {**asdict(self), **{name: getattr(self, name) for name in derived}}
 
@@ -430,18 +440,21 @@ def shares_text(row: Row) -> str:
 
 
 def cost_markdown(rows: Sequence[Row]) -> str:
-    """The cost model per config: per-step means in ms, the modelled speed-up and the draft
-    cost (per forward, relative to an ar token) that would make it 1."""
+    """The cost model per config: per-step means in ms, the modelled speed-up, the draft cost
+    (per forward, relative to an ar token) that would make it 1, and the block efficiency that
+    would make it :data:`TARGET_SPEEDUP` (at most L + 1 is reachable)."""
     head = (
         "| method | draft | T | K×L | block eff. | t(ar token) ms | t(tree) ms | t(L drafts) ms "
-        "| t(verify) ms | model speed-up | draft cost / ar token | break-even draft cost |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        f"| t(verify) ms | model speed-up | draft cost / ar token | break-even draft cost "
+        f"| block eff. for {TARGET_SPEEDUP:g}× (max L + 1) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
         f"| {r.method} | {r.draft or '-'} | {r.temperature:g} | {r.shape} "
         f"| {r.block_efficiency:.2f} | {1e3 * r.ar_token_s:.1f} | {1e3 * r.target_step_s:.1f} "
         f"| {1e3 * r.draft_step_s:.1f} | {1e3 * r.verify_step_s:.2f} | {r.model_speedup:.2f} "
-        f"| {r.draft_ratio:.2f} | {r.breakeven_draft_ratio:.2f} |"
+        f"| {r.draft_ratio:.2f} | {r.breakeven_draft_ratio:.2f} "
+        f"| {r.needed_block_efficiency():.2f} ({r.depth + 1}) |"
         for r in rows
         if r.method != AUTOREGRESSIVE
     ]
