@@ -9,6 +9,7 @@ cost-model terms (per-step means over all rounds). The model loads once per proc
 
     python benchmarks/bench_decode_speed.py --prompts grounded --rounds 3
     python benchmarks/bench_decode_speed.py --prompts free --rounds 3
+    python benchmarks/bench_decode_speed.py --prompts grounded --rounds 3 --configs shapes
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ CONFIGS = (
     Config("gbv", 2, 4, draft="lookup3w2"),
     Config("spechub", 2, 1, draft="skip4"),
 )
+# Shorter and narrower lookup trees: a tree forward here costs about one ar token more per
+# few nodes, so fewer nodes may pay where wide trees cannot.
+SHAPES = (
+    Config("sps", 1, 2, draft="lookup3"),
+    Config("sps", 1, 3, draft="lookup3"),
+    Config("sps", 1, 6, draft="lookup3"),
+    Config("rrs_without_replacement", 2, 2, draft="lookup3w2"),
+    Config("rrs_without_replacement", 2, 3, draft="lookup3w2"),
+    Config("rrs_without_replacement", 3, 2, draft="lookup3w3"),
+)
 
 
 def main() -> None:
@@ -44,6 +55,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--configs", choices=("main", "shapes"), default="main")
     parser.add_argument("--drafts", default="", help="only configs with these drafts (a,b)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -63,7 +75,7 @@ def main() -> None:
     wanted = set(args.drafts.split(",")) if args.drafts else None
     configs = [
         Config(**{**c.__dict__, "temperature": args.temperature})
-        for c in CONFIGS
+        for c in (CONFIGS if args.configs == "main" else SHAPES)
         if wanted is None or c.draft in wanted
     ]
     rows = run_configs(
