@@ -160,9 +160,12 @@ class Row:
             "model_speedup",
             "draft_ratio",
             "breakeven_draft_ratio",
-            "needed_block_efficiency",
         )
-        return {**asdict(self), **{name: getattr(self, name) for name in derived}}
+        return {
+            **asdict(self),
+            **{name: getattr(self, name) for name in derived},
+            "needed_block_efficiency": self.needed_block_efficiency(),
+        }
 
 
 # Methods whose K = 1 case is another method's: every single-step rule is speculative
