@@ -29,22 +29,23 @@ def toy_factory(temperature: float, draft: str) -> tuple[PrefixLM, PrefixLM]:
     return PrefixLM(target, temperature=temperature), PrefixLM(drafting, temperature=temperature)
 
 
-def test_schedule_alternates_ar_and_the_methods_in_rounds():
+def test_schedule_pairs_every_method_with_its_own_ar_run_in_alternating_order():
     sps, gbv = Config("sps", 1, 2), Config("gbv", 2, 2)
     hot = Config("sps", 1, 2, temperature=0.5)
-    order = schedule([sps, gbv, hot], 2)
     cold_ar = Config("ar", temperature=0.5)
-    assert order == [
-        (0, AR),
-        (0, sps),
-        (0, gbv),
-        (0, cold_ar),
-        (0, hot),
-        (1, gbv),
-        (1, sps),
-        (1, AR),
-        (1, hot),
-        (1, cold_ar),
+    assert schedule([sps, gbv, AR, hot, sps], 2) == [
+        (0, AR, sps),
+        (0, sps, None),
+        (0, AR, gbv),
+        (0, gbv, None),
+        (0, cold_ar, hot),
+        (0, hot, None),
+        (1, sps, None),
+        (1, AR, sps),
+        (1, gbv, None),
+        (1, AR, gbv),
+        (1, hot, None),
+        (1, cold_ar, hot),
     ]
 
 
@@ -56,19 +57,27 @@ def test_runs_decode_equal_lengths_with_the_same_seeds(monkeypatch: pytest.Monke
     rows = run_configs(
         toy_factory, [[0], [1, 2], []], configs, max_new_tokens=9, rounds=3, done=runs.append
     )
-    assert [(run.round, run.config) for run in runs] == schedule(configs, 3)
+    assert [(run.round, run.config, run.pair) for run in runs] == schedule(configs, 3)
     for run in runs:
         assert [len(t) for t in run.result.tokens] == [9, 9, 9]  # equal lengths, every run
     by_method = {row.method: row for row in rows}
     assert set(by_method) == {"ar", "sps", "gbv"}
     for row in rows:
         own = [run for run in runs if run.config.method == row.method]
-        ar = {run.round: run.result.wall_s for run in runs if run.config.method == "ar"}
-        assert row.rounds == 3 and row.tokens == 3 * 3 * 9
         assert row.round_loads == tuple(run.load for run in own)  # the load beside each run
-        assert row.round_speedups == tuple(ar[run.round] / run.result.wall_s for run in own)
         assert row.speedup_low <= row.speedup <= row.speedup_high
-    assert [run.load for run in runs] == [float(i) for i in range(1, 10)]
+        if row.method == "ar":
+            assert row.rounds == 6 and row.tokens == 6 * 3 * 9 and row.speedup == 1.0
+            continue
+        # each round's speed-up: the adjacent ar run's wall time over the method's
+        ar = {
+            run.round: run.result.wall_s
+            for run in runs
+            if run.config.method == "ar" and run.pair is not None and run.pair.method == row.method
+        }
+        assert row.rounds == 3 and row.tokens == 3 * 3 * 9
+        assert row.round_speedups == tuple(ar[run.round] / run.result.wall_s for run in own)
+    assert [run.load for run in runs] == [float(i) for i in range(1, 13)]
     # ar and a method of one round see the same seeds: at T = 0 ... and at T = 1 the same
     # round's ar run is reproduced whatever runs beside it.
     alone: list[Run] = []
@@ -101,8 +110,8 @@ def test_run_log_prints_a_line_per_run_with_an_estimate(capsys: pytest.CaptureFi
     order = schedule([sps], 2)  # ar, sps, sps, ar
     ticks = iter([0.0, 10.0, 40.0, 70.0, 80.0])
     log = RunLog(order, enabled=True, clock=lambda: next(ticks))
-    for r, config in order:
-        log(Run(config, r, 1.5, None))  # type: ignore[arg-type]
+    for r, config, pair in order:
+        log(Run(config, r, 1.5, None, pair))  # type: ignore[arg-type]
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 4
     assert lines[0].startswith("decode: run 1/4 ar, round 1/2: 10.0 s (load 1.5)")
@@ -118,7 +127,7 @@ def test_progress_lines_on_a_non_terminal_stderr(capsys: pytest.CaptureFixture):
     assert main([*argv, "--max-new-tokens", "5", "--rounds", "2", "--prompt", "1"]) == 0
     err = capsys.readouterr().err.splitlines()
     lines = [line for line in err if line.startswith("decode: run ")]
-    assert len(lines) == 6 and all("elapsed" in line and "left" in line for line in lines)
+    assert len(lines) == 8 and all("elapsed" in line and "left" in line for line in lines)
     assert main([*argv, "--max-new-tokens", "5", "--prompt", "1", "--no-progress"]) == 0
     assert "decode: run" not in capsys.readouterr().err
 

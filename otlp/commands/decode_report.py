@@ -34,13 +34,13 @@ class RunLog:
 
     def __init__(
         self,
-        order: Sequence[tuple[int, Config]],
+        order: Sequence[tuple[int, Config, Config | None]],
         *,
         enabled: bool,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.order = list(order)
-        self.rounds = 1 + max((r for r, _ in self.order), default=0)
+        self.rounds = 1 + max((r for r, _, _ in self.order), default=0)
         self.enabled = enabled
         self.clock = clock
         self.started = clock()
@@ -69,7 +69,7 @@ class RunLog:
         every = [s for times in self.seconds.values() for s in times]
         overall = sum(every) / len(every) if every else 0.0
         total = 0.0
-        for _, config in self.order[done:]:
+        for _, config, _ in self.order[done:]:
             own = self.seconds.get(config)
             total += sum(own) / len(own) if own else overall
         return total

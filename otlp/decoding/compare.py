@@ -3,19 +3,18 @@
 
 A :class:`Config` is one decoding setting (method, K paths × L tokens or a static tree, draft
 scheme, temperature, draft model). :func:`run_configs` decodes the prompts in ``rounds``
-rounds; in each round, per temperature and draft, autoregressive sampling from the same target
-and cache (``ar``) and every config run back to back on the same prompts and seeds (prompt i
-of round r has the i-th seed drawn from ``SeedSequence((seed, r))`` in every run), in
-alternating order (``ar`` first in even rounds, last in odd ones). Every run decodes the
-prompts one at a time (batch 1: the latency regime speculative decoding is for, and what
-``HFTreeLM`` does with a batch anyway: it forwards the rows one after the other) and exactly
-``max_new_tokens`` tokens per prompt (stop tokens are not honoured in timing runs, so every
-run decodes the same number of tokens). A config's speed-up in a
-round is the ``ar`` run's wall time over its own in that round, under the same load; a
-:class:`Row` reports the median over rounds with the min–max, the 1-minute load average
-(``os.getloadavg``) at the start of each run, block efficiency ± standard error over every
-(step, row) pair of all rounds ([GBV] §2), tokens per second and the shares of time spent
-drafting, in the target and verifying.
+rounds; in each round every config runs right next to its own run of autoregressive sampling
+from the same target and cache (``ar``), on the same prompts and seeds (prompt i of round r
+has the i-th seed drawn from ``SeedSequence((seed, r))`` in every run), ``ar`` first in even
+rounds and second in odd ones. Every run decodes the prompts one at a time (batch 1: the
+latency regime speculative decoding is for, and what ``HFTreeLM`` does with a batch anyway: it
+forwards the rows one after the other) and exactly ``max_new_tokens`` tokens per prompt (stop
+tokens are not honoured in timing runs, so every run decodes the same number of tokens). A
+config's speed-up in a round is its paired ``ar`` run's wall time over its own, two adjacent
+runs under the same load; a :class:`Row` reports the median over rounds with the min–max, the
+1-minute load average (``os.getloadavg``) at the start of each run, block efficiency ±
+standard error over every (step, row) pair of all rounds ([GBV] §2), tokens per second and the
+shares of time spent drafting, in the target and verifying.
 """
 
 from __future__ import annotations
@@ -196,28 +195,27 @@ def valid(method: str, paths: int, branching: Sequence[int] = ()) -> bool:
 
 @dataclass(frozen=True)
 class Run:
-    """One timed decode: the config, its round (0-based), the 1-minute load average at its
-    start and the result."""
+    """One timed decode: the config, its round (0-based), the config an ``ar`` run is paired
+    with (None for the others), the 1-minute load average at its start and the result."""
 
     config: Config
     round: int
     load: float
     result: DecodeResult
+    pair: Config | None = None
 
 
-def schedule(configs: Sequence[Config], rounds: int) -> list[tuple[int, Config]]:
-    """The runs of :func:`run_configs` in order, as (round, config): per round and per
-    temperature, ``ar`` and the temperature's configs back to back, ``ar`` first in even
-    rounds and last in odd ones (so drift within a round does not always favour one side)."""
-    groups: dict[float, list[Config]] = {}
-    for config in configs:
-        members = groups.setdefault(config.temperature, [baseline(config)])
-        if config.method != AUTOREGRESSIVE and config not in members:
-            members.append(config)
-    order: list[tuple[int, Config]] = []
+def schedule(configs: Sequence[Config], rounds: int) -> list[tuple[int, Config, Config | None]]:
+    """The runs of :func:`run_configs` in order, as (round, config, paired config): in every
+    round each config runs right next to its own ``ar`` run at its temperature, ``ar`` first
+    in even rounds and second in odd ones, so that each speed-up compares two adjacent runs
+    and drift within a pair does not always favour one side."""
+    unique = list(dict.fromkeys(c for c in configs if c.method != AUTOREGRESSIVE))
+    order: list[tuple[int, Config, Config | None]] = []
     for r in range(rounds):
-        for members in groups.values():
-            order.extend((r, c) for c in (members if r % 2 == 0 else members[::-1]))
+        for config in unique:
+            pair = [(r, baseline(config), config), (r, config, None)]
+            order.extend(pair if r % 2 == 0 else pair[::-1])
     return order
 
 
@@ -236,19 +234,18 @@ def run_configs(
     seed: int = 0,
     done: Callable[[Run], None] | None = None,
 ) -> list[Row]:
-    """Decode ``prompts`` with every config and the ``ar`` baseline of its temperature,
-    interleaved over ``rounds`` rounds (:func:`schedule`; see the module docstring), and
-    summarise: one row per ``ar`` baseline and config. ``models(T, draft)`` gives the target
-    and draft (``ar`` runs the target of the first draft named at its temperature); ``done``
-    is called after each run."""
+    """Decode ``prompts`` with every config, each next to its own ``ar`` run, over ``rounds``
+    rounds (:func:`schedule`; see the module docstring), and summarise: one row per ``ar``
+    baseline (temperature) and config. ``models(T, draft)`` gives the target and draft (an
+    ``ar`` run uses the target of its paired config); ``done`` is called after each run."""
     from otlp.args import positive_int
 
     rounds = positive_int("rounds", rounds)
     configs = list(configs)
-    drafts = {c.temperature: c.draft for c in reversed(configs)}
     runs: dict[Config, list[Run]] = {}
-    for r, config in schedule(configs, rounds):
-        target, draft = models(config.temperature, config.draft or drafts[config.temperature])
+    for r, config, pair in schedule(configs, rounds):
+        drafted = pair if pair is not None else config
+        target, draft = models(config.temperature, drafted.draft)
         load = os.getloadavg()[0]
         seeds = np.random.SeedSequence((seed, r)).generate_state(len(prompts))
         result = _merged(
@@ -264,7 +261,7 @@ def run_configs(
                 for prompt, row_seed in zip(prompts, seeds, strict=True)
             ]
         )
-        run = Run(config, r, load, result)
+        run = Run(config, r, load, result, pair)
         runs.setdefault(config, []).append(run)
         if done is not None:
             done(run)
@@ -281,11 +278,15 @@ def _merged(results: Sequence[DecodeResult]) -> DecodeResult:
 
 
 def summarise(config: Config, runs: Sequence[Run], baseline: Sequence[Run]) -> Row:
-    """A config's row from its runs and the ``ar`` runs of the same rounds."""
+    """A config's row from its runs and the ``ar`` runs of its temperature (its speed-ups:
+    over the ``ar`` run paired with it in each round; the ``ar`` row aggregates every one)."""
     result = _merged([run.result for run in runs])
     ar = _merged([run.result for run in baseline])
-    ar_wall = {run.round: run.result.wall_s for run in baseline}
-    speedups = tuple(ar_wall[run.round] / run.result.wall_s for run in runs)
+    if config.method == AUTOREGRESSIVE:
+        speedups = tuple(1.0 for _ in runs)
+    else:
+        paired = {run.round: run.result.wall_s for run in baseline if run.pair == config}
+        speedups = tuple(paired[run.round] / run.result.wall_s for run in runs)
     calls = max(result.target_calls, 1)
     return Row(
         method=config.method,
