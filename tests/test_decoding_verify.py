@@ -65,9 +65,10 @@ def drafting_probability(q, parents, tokens, scheme, top_k=None):
     return mass
 
 
-def emitted_law(target, draft, parents, method, scheme, absent=(), **options):
+def emitted_law(target, draft, parents, method, scheme, absent=(), verify_draft=None, **options):
     """The method's exact output law over length-(D + 1) sequences (continued by the target);
-    the nodes in ``absent`` (with their descendants) are -1 in every drafted tree."""
+    the nodes in ``absent`` (with their descendants) are -1 in every drafted tree. Trees are
+    drafted from ``draft`` and verified with the laws of ``verify_draft`` (default: the same)."""
     depth = int(decoding.depth(parents).max())
     total = np.zeros(V ** (depth + 1))
     present = np.setdiff1d(np.arange(parents.shape[0]), absent)
@@ -78,6 +79,8 @@ def emitted_law(target, draft, parents, method, scheme, absent=(), **options):
         mass = drafting_probability(q, parents, tokens, scheme, options.get("top_k"))
         if mass == 0.0:
             continue
+        if verify_draft is not None:
+            q = tree_laws(target, verify_draft, parents, tokens)[1]
         law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, **options)
         for emitted, prob in law.items():
             extend(total, target, emitted, mass * prob, depth + 1)

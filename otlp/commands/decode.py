@@ -10,8 +10,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from otlp.args import real_number
 from otlp.commands.common import (
     CommaList,
@@ -25,20 +23,20 @@ from otlp.commands.common import (
     output_path,
     positive_int_item,
     print_json,
-    progress,
     progress_enabled,
     stderr_note,
 )
+from otlp.commands.decode_report import RunLog, cut_at_stop, table
 from otlp.decoding.compare import (
-    DEFAULT_PROMPTS,
     Config,
     Grid,
     ModelFactory,
-    Row,
+    Run,
     cost_markdown,
     markdown,
     read_grid,
     run_configs,
+    schedule,
 )
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
 from otlp.decoding.models import smollm2
@@ -48,6 +46,7 @@ from otlp.decoding.models.pair import SMOLLM2, ModelPair, load_model_pair, resol
 from otlp.decoding.models.precision import PRECISIONS, Fidelity
 from otlp.decoding.models.selfdraft import check_draft, check_draft_name
 from otlp.decoding.models.smollm2 import N_LAYERS
+from otlp.decoding.prompts import PROMPT_SETS
 from otlp.plotting.style import add_format_argument
 from otlp.verification.drafting import SCHEMES, check_scheme
 from otlp.verification.tree import METHODS
@@ -67,9 +66,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "pair, drafting K paths of L tokens — from a draft model sharing the target's tokenizer "
         "(--draft-model PATH) or a self-speculative draft (--draft: exitN, the first N layers; "
         "skipN / skip:i,j, layers skipped; lookupN, prompt lookup) — and verifying with one "
-        "lossless method. --compare runs several methods, and autoregressive sampling from the "
-        "same target (ar), on the same prompts and seeds; --config runs the [decode] grid of a "
-        "TOML file and writes its table and plots to --out. --precision int8 or bfloat16 runs "
+        "lossless method. --compare runs several methods. Autoregressive sampling from the same "
+        "target (ar) always runs too: every speed-up is measured against it, ar and the methods "
+        "alternating in --rounds rounds on the same prompts and seeds, each run decoding exactly "
+        "--max-new-tokens tokens per prompt (stop tokens are not honoured in these timing runs; "
+        "printed texts end at the first). --config runs the [decode] grid of a TOML file and "
+        "writes its table and plots to --out. --precision int8 or bfloat16 runs "
         "both models on the CPU fast path: decoding stays lossless with respect to the models "
         "actually run, and their distance to float32 (mean KL and TV of next-token laws over a "
         "prompt suite) is printed beside the timings.",
@@ -81,8 +83,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=None,
         metavar="TEXT",
-        help="a prompt (repeatable; default: four built-in prompts); --model toy: token ids "
+        help="a prompt (repeatable; default: the --prompts set); --model toy: token ids "
         "'1,2,3' or empty",
+    )
+    parser.add_argument(
+        "--prompts",
+        choices=tuple(PROMPT_SETS),
+        default="free",
+        help="built-in prompt set when no --prompt is given: free (open-ended text), grounded "
+        "(answers that copy from the input: extraction, corrections, code edits) or both",
     )
     parser.add_argument(
         "--model",
@@ -105,8 +114,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=flag_type(check_draft_name, "draft"),
         default=None,
         help="self-speculative draft of --model: exitN, skipN (SmolLM2: 1, 2, 4, 7), "
-        "skip:i,j,... or lookupN (prompt lookup on n-grams up to N) (default: skip4 for "
-        "SmolLM2, lookup for other models)",
+        "skip:i,j,..., lookupN (prompt lookup on n-grams up to N) or lookupNwW (W candidate "
+        "continuations: W paths) (default: skip4 for SmolLM2, lookup for other models)",
     )
     parser.add_argument(
         "--precision",
@@ -120,7 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--method",
         type=flag_type(_method, "method"),
         default="gbv",
-        help="verification method",
+        help="verification method (ar is added: the speed-up is measured against it)",
     )
     parser.add_argument("--paths", type=positive, default=4, help="draft paths K")
     parser.add_argument("--depth", type=positive, default=4, help="draft tokens per path L")
@@ -159,6 +168,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="LIST",
         help="methods to run side by side (ar is always added)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=positive,
+        default=1,
+        help="interleaved timing rounds (ar and every method once per round; the speed-up "
+        "is the median over rounds, with its min-max)",
     )
     parser.add_argument("--config", type=Path, default=None, help="a TOML file with [decode]")
     parser.add_argument("--out", type=Path, default=None, help="folder for --config outputs")
@@ -268,7 +284,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         output_path("--out", args.out, folder=True, mkdir=args.mkdir)
     selection = select_models(args, grid)
-    texts_in = list(grid.prompts) if grid is not None else (args.prompt or list(DEFAULT_PROMPTS))
+    if grid is not None:
+        texts_in = list(grid.prompts)
+    else:
+        texts_in = args.prompt or list(PROMPT_SETS[args.prompts])
     configs = [] if grid is not None else _configs(args, selection)
     if selection.model == "toy":
         factory, prompts, texts, stops = _toy(args, texts_in)
@@ -280,30 +299,33 @@ def run(args: argparse.Namespace) -> int:
         fidelity = _measure_fidelity(pair)
     if grid is not None:
         grid = replace(grid, drafts=selection.drafts)
-        return _run_grid(args, grid, factory, prompts, stops, fidelity)
+        return _run_grid(args, grid, factory, prompts, fidelity)
     outputs: dict[str, DecodeResult] = {}
-    with progress(
-        "decoding", len(configs) + 1, len(configs) + 1, "runs", enabled=progress_enabled(args)
-    ) as bar:
+    log = RunLog(schedule(configs, args.rounds), enabled=progress_enabled(args))
 
-        def done(config: Config, result: DecodeResult) -> None:
-            outputs[config.method] = result
-            bar.advance(description=config.method)
+    def done(run: Run) -> None:
+        if run.round == 0:
+            outputs[run.config.method] = run.result
+        log(run)
 
-        rows = run_configs(
-            factory,
-            prompts,
-            configs,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
-            stop_tokens=stops,
-            done=done,
-        )
+    rows = run_configs(
+        factory,
+        prompts,
+        configs,
+        max_new_tokens=args.max_new_tokens,
+        rounds=args.rounds,
+        seed=args.seed,
+        done=done,
+    )
+    shown = {
+        method: [cut_at_stop(tokens, stops) for tokens in result.tokens]
+        for method, result in outputs.items()
+    }
     if args.json:
         print_json(
             {
                 "rows": [r.as_dict() for r in rows],
-                "texts": {m: [texts(t) for t in res.tokens] for m, res in outputs.items()},
+                "texts": {m: [texts(t) for t in tokens] for m, tokens in shown.items()},
                 "precision": selection.precision,
                 "fidelity": {role: f.as_dict() for role, f in fidelity.items()},
             }
@@ -311,15 +333,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = console()
     if not args.compare:
-        result = outputs[configs[0].method]
-        for i, tokens in enumerate(result.tokens):
-            out.print(f"[bold]prompt {i + 1}[/bold]: {_prompt_label(args, i)}")
+        method = configs[0].method
+        for i, tokens in enumerate(shown[method]):
+            label = _prompt_label(args, i).replace("\n", " ")
+            out.print(f"[bold]{method}, prompt {i + 1}[/bold]: {label}", markup=True)
             out.print(texts(tokens), markup=False, highlight=False)
             out.print()
     if args.markdown:
         print(markdown(rows) + "\n" + cost_markdown(rows) + _fidelity_text(fidelity), end="")
     else:
-        out.print(_table(rows))
+        out.print(table(rows))
         if fidelity:
             out.print(_fidelity_text(fidelity), end="", markup=False, highlight=False)
     return 0
@@ -350,7 +373,7 @@ def _configs(args: argparse.Namespace, selection: Selection) -> list[Config]:
 
 
 def _prompt_label(args: argparse.Namespace, i: int) -> str:
-    prompts = args.prompt or list(DEFAULT_PROMPTS)
+    prompts = args.prompt or list(PROMPT_SETS[args.prompts])
     return prompts[i] if i < len(prompts) else ""
 
 
@@ -407,7 +430,8 @@ def _toy(args: argparse.Namespace, texts: Sequence[str]) -> tuple[Any, ...]:
     target, draft = model_pair("markov", args.vocab, seed=args.seed, distance=args.distance)
     prompts = []
     for text in texts:
-        ids = [] if text in DEFAULT_PROMPTS else [s for s in text.split(",") if s.strip()]
+        builtin = text in PROMPT_SETS["both"]
+        ids = [] if builtin else [s for s in text.split(",") if s.strip()]
         try:
             tokens = [int(s) for s in ids]
         except ValueError:
@@ -432,21 +456,19 @@ def _run_grid(
     grid: Grid,
     factory: ModelFactory,
     prompts: list[list[int]],
-    stops: tuple[int, ...],
     fidelity: dict[str, Fidelity],
 ) -> int:
     configs = grid.configs()
-    runs = len(configs) + len(grid.temperatures) * len(grid.drafts)
-    with progress("decode grid", runs, runs, "runs", enabled=progress_enabled(args)) as bar:
-        rows = run_configs(
-            factory,
-            prompts,
-            configs,
-            max_new_tokens=grid.max_new_tokens,
-            seed=grid.seed,
-            stop_tokens=stops,
-            done=lambda config, _: bar.advance(description=f"{config.method} {config.shape}"),
-        )
+    log = RunLog(schedule(configs, grid.rounds), enabled=progress_enabled(args))
+    rows = run_configs(
+        factory,
+        prompts,
+        configs,
+        max_new_tokens=grid.max_new_tokens,
+        rounds=grid.rounds,
+        seed=grid.seed,
+        done=log,
+    )
     text = markdown(rows) + "\n" + cost_markdown(rows) + _fidelity_text(fidelity)
     if args.out is not None:
         (args.out / "decode.md").write_text(text)
@@ -464,44 +486,5 @@ def _run_grid(
     elif args.markdown or args.out is not None:
         print(text, end="")
     else:
-        console().print(_table(rows))
+        console().print(table(rows))
     return 0
-
-
-def _table(rows: Sequence[Row]) -> Table:
-    table = Table(title="speculative decoding (same prompts and seeds)")
-    for name in (
-        "method",
-        "draft",
-        "T",
-        "K×L",
-        "block eff.",
-        "± se",
-        "tokens",
-        "calls",
-        "tokens/s",
-        "speed-up",
-        "verify %",
-        "draft s",
-        "target s",
-        "verify s",
-    ):
-        table.add_column(name, justify="left" if name in {"method", "draft"} else "right")
-    for r in rows:
-        table.add_row(
-            r.method,
-            r.draft or "-",
-            f"{r.temperature:g}",
-            r.shape,
-            f"{r.block_efficiency:.3f}",
-            f"{r.block_efficiency_se:.3f}",
-            str(r.tokens),
-            str(r.target_calls),
-            f"{r.tokens_per_s:.1f}",
-            f"{r.speedup:.2f}",
-            f"{100 * r.verify_share:.1f}",
-            f"{r.draft_s:.2f}",
-            f"{r.target_s:.2f}",
-            f"{r.verify_s:.3f}",
-        )
-    return table

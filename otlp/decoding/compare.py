@@ -1,15 +1,25 @@
-"""Methods side by side on the same prompts and seeds: the rows of ``otlp decode``'s tables.
+"""Methods side by side on the same prompts and seeds, timed by interleaving: the rows of
+``otlp decode``'s tables.
 
 A :class:`Config` is one decoding setting (method, K paths × L tokens or a static tree, draft
-scheme, temperature, draft model); :func:`run_configs` decodes every prompt with each and, per
-temperature and draft, once autoregressively from the same target and cache (the ``ar``
-baseline), and returns one :class:`Row` per config: block efficiency ± standard error
-(tokens per target call, [GBV] §2), tokens per second, the wall-clock speed-up over the
-baseline, and the share of time spent drafting, in the target and verifying.
+scheme, temperature, draft model). :func:`run_configs` decodes the prompts in ``rounds``
+rounds; in each round every config runs right next to its own run of autoregressive sampling
+from the same target and cache (``ar``), on the same prompts and seeds (prompt i of round r
+has the i-th seed drawn from ``SeedSequence((seed, r))`` in every run), ``ar`` first in even
+rounds and second in odd ones. Every run decodes the prompts one at a time (batch 1: the
+latency regime speculative decoding is for, and what ``HFTreeLM`` does with a batch anyway: it
+forwards the rows one after the other) and exactly ``max_new_tokens`` tokens per prompt (stop
+tokens are not honoured in timing runs, so every run decodes the same number of tokens). A
+config's speed-up in a round is its paired ``ar`` run's wall time over its own, two adjacent
+runs under the same load; a :class:`Row` reports the median over rounds with the min–max, the
+1-minute load average (``os.getloadavg``) at the start of each run, block efficiency ±
+standard error over every (step, row) pair of all rounds ([GBV] §2), tokens per second and the
+shares of time spent drafting, in the target and verifying.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -20,16 +30,14 @@ import numpy as np
 
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult, Speculation, decode
 from otlp.decoding.models.base import TreeModel
+from otlp.decoding.prompts import FREE_PROMPTS, PROMPT_SETS
 
 ModelFactory = Callable[[float, str], tuple[TreeModel, TreeModel]]
 
-# Prompts that make SmolLM2-135M-Instruct answer at some length (stories, explanations, lists).
-DEFAULT_PROMPTS = (
-    "Write a short story about a robot who learns to paint.",
-    "Explain how a bicycle works to a ten-year-old.",
-    "List five tips for staying productive when working from home, with a sentence on each.",
-    "Describe the water cycle step by step.",
-)
+DEFAULT_PROMPTS = FREE_PROMPTS
+
+# The speed-up the cost model asks about (issue 25's goal on this CPU).
+TARGET_SPEEDUP = 1.3
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,8 @@ class Config:
 
 @dataclass(frozen=True)
 class Row:
-    """A config's measured figures (times in seconds, summed over prompts)."""
+    """A config's measured figures over its rounds (times in seconds, summed over prompts and
+    rounds; ``round_*``: one entry per round, in round order)."""
 
     method: str
     paths: int
@@ -95,12 +104,18 @@ class Row:
     scheme: str | None
     shape: str
     prompts: int
+    rounds: int
     tokens: int
     target_calls: int
     block_efficiency: float
     block_efficiency_se: float
     tokens_per_s: float
     speedup: float
+    speedup_low: float
+    speedup_high: float
+    round_speedups: tuple[float, ...]
+    round_loads: tuple[float, ...]
+    round_wall_s: tuple[float, ...]
     verify_share: float
     draft_s: float
     target_s: float
@@ -110,6 +125,22 @@ class Row:
     target_step_s: float
     draft_step_s: float
     verify_step_s: float
+
+    @property
+    def draft_share(self) -> float:
+        return self.draft_s / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def target_share(self) -> float:
+        return self.target_s / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def load_low(self) -> float:
+        return min(self.round_loads)
+
+    @property
+    def load_high(self) -> float:
+        return max(self.round_loads)
 
     @property
     def model_speedup(self) -> float:
@@ -130,9 +161,27 @@ class Row:
         spare = self.block_efficiency * self.ar_token_s - self.target_step_s - self.verify_step_s
         return spare / (self.depth * self.ar_token_s)
 
+    def needed_block_efficiency(self, speedup: float = TARGET_SPEEDUP) -> float:
+        """The block efficiency at which :attr:`model_speedup` would be ``speedup`` with this
+        run's per-step costs (above ``depth + 1``: no acceptance rate gets there)."""
+        step = self.target_step_s + self.draft_step_s + self.verify_step_s
+        return speedup * step / self.ar_token_s
+
     def as_dict(self) -> dict[str, Any]:
-        derived = ("model_speedup", "draft_ratio", "breakeven_draft_ratio")
-        return {**asdict(self), **{name: getattr(self, name) for name in derived}}
+        derived = (
+            "draft_share",
+            "target_share",
+            "load_low",
+            "load_high",
+            "model_speedup",
+            "draft_ratio",
+            "breakeven_draft_ratio",
+        )
+        return {
+            **asdict(self),
+            **{name: getattr(self, name) for name in derived},
+            "needed_block_efficiency": self.needed_block_efficiency(),
+        }
 
 
 # Methods whose K = 1 case is another method's: every single-step rule is speculative
@@ -161,60 +210,100 @@ def valid(method: str, paths: int, branching: Sequence[int] = ()) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Run:
+    """One timed decode: the config, its round (0-based), the config an ``ar`` run is paired
+    with (None for the others), the 1-minute load average at its start and the result."""
+
+    config: Config
+    round: int
+    load: float
+    result: DecodeResult
+    pair: Config | None = None
+
+
+def schedule(configs: Sequence[Config], rounds: int) -> list[tuple[int, Config, Config | None]]:
+    """The runs of :func:`run_configs` in order, as (round, config, paired config): in every
+    round each config runs right next to its own ``ar`` run at its temperature, ``ar`` first
+    in even rounds and second in odd ones, so that each speed-up compares two adjacent runs
+    and drift within a pair does not always favour one side."""
+    unique = list(dict.fromkeys(c for c in configs if c.method != AUTOREGRESSIVE))
+    order: list[tuple[int, Config, Config | None]] = []
+    for r in range(rounds):
+        for config in unique:
+            pair = [(r, baseline(config), config), (r, config, None)]
+            order.extend(pair if r % 2 == 0 else pair[::-1])
+    return order
+
+
+def baseline(config: Config) -> Config:
+    """The ``ar`` config every config of this temperature is timed against."""
+    return Config(AUTOREGRESSIVE, temperature=config.temperature)
+
+
 def run_configs(
     models: ModelFactory,
     prompts: Sequence[Sequence[int]],
     configs: Iterable[Config],
     *,
     max_new_tokens: int,
+    rounds: int = 1,
     seed: int = 0,
-    stop_tokens: Sequence[int] = (),
-    done: Callable[[Config, DecodeResult], None] | None = None,
+    done: Callable[[Run], None] | None = None,
 ) -> list[Row]:
-    """Decode ``prompts`` with every config (plus the ``ar`` baseline per temperature and
-    draft, run first) and summarise; ``done`` is called after each decode."""
+    """Decode ``prompts`` with every config, each next to its own ``ar`` run, over ``rounds``
+    rounds (:func:`schedule`; see the module docstring), and summarise: one row per ``ar``
+    baseline (temperature) and config. ``models(T, draft)`` gives the target and draft (an
+    ``ar`` run uses the target of its paired config); ``done`` is called after each run."""
+    from otlp.args import positive_int
+
+    rounds = positive_int("rounds", rounds)
     configs = list(configs)
-    baselines: dict[tuple[float, str], DecodeResult] = {}
-    rows = []
-    for config in configs:
-        key = (config.temperature, config.draft)
-        target, draft = models(config.temperature, config.draft)
-        if key not in baselines:
-            ar = Config(AUTOREGRESSIVE, temperature=config.temperature, draft=config.draft)
-            baselines[key] = _decode(target, draft, prompts, ar, max_new_tokens, seed, stop_tokens)
-            rows.append(summarise(ar, baselines[key], baselines[key]))
-            if done is not None:
-                done(ar, baselines[key])
-        if config.method == AUTOREGRESSIVE:
-            continue
-        result = _decode(target, draft, prompts, config, max_new_tokens, seed, stop_tokens)
-        rows.append(summarise(config, result, baselines[key]))
+    runs: dict[Config, list[Run]] = {}
+    for r, config, pair in schedule(configs, rounds):
+        drafted = pair if pair is not None else config
+        target, draft = models(config.temperature, drafted.draft)
+        load = os.getloadavg()[0]
+        seeds = np.random.SeedSequence((seed, r)).generate_state(len(prompts))
+        result = _merged(
+            [
+                decode(
+                    target,
+                    draft,
+                    [prompt],
+                    config.speculation(),
+                    max_new_tokens=max_new_tokens,
+                    seed=[int(row_seed)],
+                )
+                for prompt, row_seed in zip(prompts, seeds, strict=True)
+            ]
+        )
+        run = Run(config, r, load, result, pair)
+        runs.setdefault(config, []).append(run)
         if done is not None:
-            done(config, result)
-    return rows
+            done(run)
+    return [summarise(config, own, runs[baseline(config)]) for config, own in runs.items()]
 
 
-def _decode(
-    target: TreeModel,
-    draft: TreeModel,
-    prompts: Sequence[Sequence[int]],
-    config: Config,
-    max_new_tokens: int,
-    seed: int,
-    stop_tokens: Sequence[int],
-) -> DecodeResult:
-    return decode(
-        target,
-        draft,
-        prompts,
-        config.speculation(),
-        max_new_tokens=max_new_tokens,
-        stop_tokens=stop_tokens,
-        seed=seed,
+def _merged(results: Sequence[DecodeResult]) -> DecodeResult:
+    """The results of several runs as one: every row's tokens, every step, the summed time."""
+    return DecodeResult(
+        tokens=[t for res in results for t in res.tokens],
+        steps=[s for res in results for s in res.steps],
+        wall_s=sum(res.wall_s for res in results),
     )
 
 
-def summarise(config: Config, result: DecodeResult, baseline: DecodeResult) -> Row:
+def summarise(config: Config, runs: Sequence[Run], baseline: Sequence[Run]) -> Row:
+    """A config's row from its runs and the ``ar`` runs of its temperature (its speed-ups:
+    over the ``ar`` run paired with it in each round; the ``ar`` row aggregates every one)."""
+    result = _merged([run.result for run in runs])
+    ar = _merged([run.result for run in baseline])
+    if config.method == AUTOREGRESSIVE:
+        speedups = tuple(1.0 for _ in runs)
+    else:
+        paired = {run.round: run.result.wall_s for run in baseline if run.pair == config}
+        speedups = tuple(paired[run.round] / run.result.wall_s for run in runs)
     calls = max(result.target_calls, 1)
     return Row(
         method=config.method,
@@ -224,19 +313,25 @@ def summarise(config: Config, result: DecodeResult, baseline: DecodeResult) -> R
         draft=config.draft,
         scheme=config.scheme,
         shape=config.shape,
-        prompts=len(result.tokens),
+        prompts=len(runs[0].result.tokens),
+        rounds=len(runs),
         tokens=result.generated,
         target_calls=result.target_calls,
         block_efficiency=result.block_efficiency,
         block_efficiency_se=result.block_efficiency_se,
         tokens_per_s=result.tokens_per_s,
-        speedup=result.tokens_per_s / baseline.tokens_per_s,
+        speedup=float(np.median(speedups)),
+        speedup_low=min(speedups),
+        speedup_high=max(speedups),
+        round_speedups=speedups,
+        round_loads=tuple(run.load for run in runs),
+        round_wall_s=tuple(run.result.wall_s for run in runs),
         verify_share=result.verify_share,
         draft_s=result.draft_s,
         target_s=result.target_s,
         verify_s=result.verify_s,
         wall_s=result.wall_s,
-        ar_token_s=baseline.wall_s / baseline.generated,
+        ar_token_s=ar.wall_s / ar.generated,
         target_step_s=result.target_s / calls,
         draft_step_s=result.draft_s / calls,
         verify_step_s=result.verify_s / calls,
@@ -259,12 +354,15 @@ _KEYS = {
     "top_k",
     "draft_model",
     "precision",
+    "rounds",
 }
 
 
 @dataclass(frozen=True)
 class Grid:
-    """A decode benchmark: methods × K × L × temperatures × drafts on a few prompts."""
+    """A decode benchmark: methods × K × L × temperatures × drafts on a few prompts (a list, or
+    the name of a built-in set: :data:`otlp.decoding.prompts.PROMPT_SETS`), timed over
+    ``rounds`` interleaved rounds (:func:`run_configs`)."""
 
     methods: tuple[str, ...]
     paths: tuple[int, ...] = (1, 2, 4)
@@ -279,6 +377,7 @@ class Grid:
     scheme: str | None = None
     draft_model: str | None = None
     precision: str = "float32"
+    rounds: int = 1
 
     def configs(self) -> list[Config]:
         """Every valid config of the grid; K = 1 only for ``sps`` and ``block`` (the others
@@ -347,9 +446,16 @@ def _grid_entry(key: str, value: Any) -> Any:
         "top_k": lambda v: positive_int(name, v),
         "scheme": check_scheme,
         "precision": check_precision,
+        "rounds": lambda v: positive_int(name, v),
     }
     check = checks.get(key, _nonempty_string)
     try:
+        if key == "prompts" and isinstance(value, str):
+            if value not in PROMPT_SETS:
+                raise ValueError(
+                    f"expected a list or one of {', '.join(PROMPT_SETS)}, got {value!r}"
+                )
+            return PROMPT_SETS[value]
         if key in _LIST_KEYS:
             if not isinstance(value, list) or not value:
                 raise ValueError("must be a non-empty list")
@@ -374,38 +480,63 @@ def _nonempty_string(value: Any) -> str:
 def markdown(rows: Sequence[Row]) -> str:
     """The table of ``rows`` in Markdown, one line per config."""
     head = (
-        "| method | draft | T | K×L | block efficiency | tokens/s | speed-up vs ar "
-        "| verify share | draft / target / verify s |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
+        "| method | draft | T | K×L | block efficiency | tokens/s | speed-up vs ar, median "
+        "(min–max) | rounds | load | draft / target / verify share |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
         f"| {r.method} | {r.draft or '-'} | {r.temperature:g} | {r.shape} "
-        f"| {r.block_efficiency:.2f} ± {_se(r.block_efficiency_se)} | {r.tokens_per_s:.1f} "
-        f"| {r.speedup:.2f} | {100 * r.verify_share:.1f}% "
-        f"| {r.draft_s:.1f} / {r.target_s:.1f} / {r.verify_s:.2f} |"
+        f"| {r.block_efficiency:.2f} ± {se_text(r.block_efficiency_se)} | {r.tokens_per_s:.1f} "
+        f"| {speedup_text(r)} | {r.rounds} | {load_text(r)} | {shares_text(r)} |"
         for r in rows
     ]
     return head + "\n".join(lines) + "\n"
 
 
+def speedup_text(row: Row) -> str:
+    """``median (min–max)``, or the median alone for ``ar`` and single rounds."""
+    if row.method == AUTOREGRESSIVE:
+        return "1"
+    if row.rounds == 1:
+        return f"{row.speedup:.2f}"
+    return f"{row.speedup:.2f} ({row.speedup_low:.2f}–{row.speedup_high:.2f})"
+
+
+def load_text(row: Row) -> str:
+    """The 1-minute load average at the start of the row's runs: ``low–high``."""
+    if row.load_low == row.load_high:
+        return f"{row.load_low:.1f}"
+    return f"{row.load_low:.1f}–{row.load_high:.1f}"
+
+
+def shares_text(row: Row) -> str:
+    """Percent of wall time drafting / in the target / verifying."""
+    shares = (row.draft_share, row.target_share, row.verify_share)
+    return "/".join(f"{100 * share:.0f}" for share in shares)
+
+
 def cost_markdown(rows: Sequence[Row]) -> str:
-    """The cost model per config: per-step means in ms, the modelled speed-up and the draft
-    cost (per forward, relative to an ar token) that would make it 1."""
+    """The cost model per config: per-step means in ms, the modelled speed-up, the draft cost
+    (per forward, relative to an ar token) that would make it 1, and the block efficiency that
+    would make it :data:`TARGET_SPEEDUP` (at most L + 1 is reachable)."""
     head = (
         "| method | draft | T | K×L | block eff. | t(ar token) ms | t(tree) ms | t(L drafts) ms "
-        "| t(verify) ms | model speed-up | draft cost / ar token | break-even draft cost |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        f"| t(verify) ms | model speed-up | draft cost / ar token | break-even draft cost "
+        f"| block eff. for {TARGET_SPEEDUP:g}× (max L + 1) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
         f"| {r.method} | {r.draft or '-'} | {r.temperature:g} | {r.shape} "
         f"| {r.block_efficiency:.2f} | {1e3 * r.ar_token_s:.1f} | {1e3 * r.target_step_s:.1f} "
         f"| {1e3 * r.draft_step_s:.1f} | {1e3 * r.verify_step_s:.2f} | {r.model_speedup:.2f} "
-        f"| {r.draft_ratio:.2f} | {r.breakeven_draft_ratio:.2f} |"
+        f"| {r.draft_ratio:.2f} | {r.breakeven_draft_ratio:.2f} "
+        f"| {r.needed_block_efficiency():.2f} ({r.depth + 1}) |"
         for r in rows
         if r.method != AUTOREGRESSIVE
     ]
     return head + "\n".join(lines) + "\n"
 
 
-def _se(value: float) -> str:
+def se_text(value: float) -> str:
+    """A standard error to two decimals (0.00 when undefined: one step)."""
     return "0.00" if not np.isfinite(value) else f"{value:.2f}"

@@ -22,7 +22,7 @@ from typing import Any
 from otlp.decoding.models import local, selfdraft
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.models.hf import HFTreeLM
-from otlp.decoding.models.lookup import PromptLookup
+from otlp.decoding.models.lookup import PromptLookup, lookup_spec
 from otlp.decoding.models.precision import (
     Fidelity,
     check_precision,
@@ -97,10 +97,11 @@ class ModelPair:
     def _draft(self, spec: str, temperature: float) -> TreeModel:
         if self.draft_model is not None:
             return HFTreeLM(self.draft_model, temperature=temperature, name=spec)
-        ngram = selfdraft.lookup_ngram(spec)
-        if ngram is not None:
-            lookup = PromptLookup(self.vocab_size, ngram=ngram)
-            return PrefixLM(lookup, temperature=temperature, name=spec)
+        if (parsed := lookup_spec(spec)) is not None:
+            ngram, width = parsed
+            # Not tempered: the lookup law is no model's belief, and T = 0 would keep one
+            # candidate.
+            return PrefixLM(PromptLookup(self.vocab_size, ngram=ngram, width=width), name=spec)
         layers = selfdraft.draft_layers(spec, self.layers, self.presets)
         return HFTreeLM(self.target_model, layers=layers, temperature=temperature, name=spec)
 

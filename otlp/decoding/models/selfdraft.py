@@ -8,7 +8,8 @@ by early exit; LayerSkip and Draft & Verify skip layers), or prompt lookup (no f
 * ``skip:i,j,...`` — every layer but those (0-based);
 * ``skipN`` — a named skip set measured for one model (SmolLM2's ``skip1``, ``skip2``,
   ``skip4``, ``skip7``: :data:`instances.realmodel.generate.DRAFTS`);
-* ``lookup`` / ``lookupN`` — prompt lookup on n-grams up to N (default 3).
+* ``lookup`` / ``lookupN`` / ``lookupNwW`` — prompt lookup on n-grams up to N (default 3)
+  with W candidate continuations (default 1; :func:`~otlp.decoding.models.lookup.lookup_spec`).
 
 :func:`check_draft_name` checks the syntax alone (no model needed: a command line checks it
 before loading anything); :func:`draft_layers` resolves a name against a model's layer count
@@ -20,26 +21,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-DRAFT_NAMES = "exitN, skipN, skip:i,j,... or lookupN"
-_SYNTAX = re.compile(r"exit\d+|skip\d+|skip:\d+(?:,\d+)*|lookup\d*")
-DEFAULT_NGRAM = 3
+from otlp.decoding.models.lookup import lookup_spec
+
+DRAFT_NAMES = "exitN, skipN, skip:i,j,..., lookupN or lookupNwW"
+_SYNTAX = re.compile(r"exit\d+|skip\d+|skip:\d+(?:,\d+)*|lookup\d*(?:w\d+)?")
 
 
 def check_draft_name(spec: object) -> str:
     """``spec`` if it is a draft name of a valid form, else a ``ValueError`` naming ``draft``."""
     if not isinstance(spec, str) or not _SYNTAX.fullmatch(spec):
         raise ValueError(f"draft: expected {DRAFT_NAMES}, got {spec!r}")
-    if (ngram := lookup_ngram(spec)) is not None and ngram < 1:
-        raise ValueError(f"draft: {spec!r} needs n-grams of length at least 1")
+    lookup_spec(spec)  # N >= 1 and W >= 1 for prompt lookup
     return spec
-
-
-def lookup_ngram(spec: str) -> int | None:
-    """The n-gram length of a prompt-lookup draft name (``lookup``: 3), None for layer drafts."""
-    match = re.fullmatch(r"lookup(\d*)", spec)
-    if match is None:
-        return None
-    return int(match.group(1) or DEFAULT_NGRAM)
 
 
 def draft_layers(
@@ -60,7 +53,7 @@ def draft_layers(
         skip = {int(i) for i in match.group(1).split(",")}
         if max(skip) >= n_layers:
             raise ValueError(f"draft: {spec!r} names a layer beyond {n_layers - 1}")
-    elif lookup_ngram(spec) is not None:
+    elif lookup_spec(spec) is not None:
         raise ValueError(f"draft: {spec!r} is prompt lookup, it runs no layers")
     else:
         known = (
@@ -79,6 +72,6 @@ def check_draft(
     spec: str, n_layers: int, presets: Mapping[str, Sequence[int]] | None = None
 ) -> str:
     """``spec`` if it is a valid draft of a model with ``n_layers`` layers and ``presets``."""
-    if lookup_ngram(check_draft_name(spec)) is None:
+    if lookup_spec(check_draft_name(spec)) is None:
         draft_layers(spec, n_layers, presets)
     return spec

@@ -12,7 +12,8 @@ Drafts (:func:`draft_layers`) name the decoder layers a draft runs, out of 30:
   (:data:`instances.realmodel.generate.DRAFTS`: the layers whose removal hurt acceptance
   least, in that order);
 * ``skip:3,17,25`` — any explicit set of skipped layers;
-* ``lookup`` / ``lookupN`` (:func:`draft`) — prompt lookup on n-grams, no layers at all.
+* ``lookup`` / ``lookupN`` / ``lookupNwW`` (:func:`draft`) — prompt lookup on n-grams up to N,
+  on W paths (:mod:`otlp.decoding.models.lookup`), no layers at all.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from otlp.decoding.models import selfdraft
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.models.hf import HFTreeLM
-from otlp.decoding.models.lookup import PromptLookup
+from otlp.decoding.models.lookup import PromptLookup, lookup_spec
 from otlp.decoding.models.prefix import PrefixLM
 
 N_LAYERS = 30
@@ -96,10 +97,13 @@ def target(temperature: float = 1.0) -> HFTreeLM:
 
 def draft(spec: str, temperature: float = 1.0) -> TreeModel:
     """A self-speculative draft of SmolLM2 (:func:`draft_layers`), sharing its weights, or
-    ``lookup`` / ``lookupN``: prompt lookup on n-grams up to N (default 3), no forward pass."""
-    if (ngram := selfdraft.lookup_ngram(spec)) is not None:
+    ``lookupN`` / ``lookupNwW``: prompt lookup on n-grams up to N (default 3) with W candidate
+    continuations (default 1), no forward pass (:func:`otlp.decoding.models.lookup.lookup_spec`)."""
+    if (parsed := lookup_spec(spec)) is not None:
+        ngram, width = parsed
         vocab = int(load()[1].config.vocab_size)
-        return PrefixLM(PromptLookup(vocab, ngram=ngram), temperature=temperature, name=spec)
+        # Not tempered: the lookup law is no model's belief, and T = 0 would keep one candidate.
+        return PrefixLM(PromptLookup(vocab, ngram=ngram, width=width), name=spec)
     layers = draft_layers(spec)
     return HFTreeLM(load()[1], layers=layers, temperature=temperature, name=spec)
 
