@@ -36,25 +36,26 @@ def _floats(values: Any) -> Any:
     return np.asarray(values, dtype=np.float64).tolist()
 
 
-def _ordered_tuples(laws: list[FloatArray], distinct: bool) -> Iterator[tuple[tuple[int, ...], float]]:
-    """Every drafted tuple with its probability: draw i from ``laws[i]`` (i.i.d. or
-    independent), or sequentially without replacement from ``laws[0]`` if ``distinct``."""
+def _ordered_tuples(
+    laws: list[FloatArray], distinct: bool
+) -> Iterator[tuple[tuple[int, ...], float]]:
+    """Every drafted tuple of positive probability, with it: draw i from ``laws[i]`` (i.i.d.
+    or independent), or sequentially without replacement from ``laws[0]`` if ``distinct``
+    (the mass left is summed over the tokens left, never taken as 1 - the drawn mass)."""
     supports = [np.flatnonzero(law > 0) for law in laws]
     for omega in itertools.product(*supports):
-        if not distinct:
-            yield tuple(int(x) for x in omega), float(np.prod([laws[i][x] for i, x in enumerate(omega)]))
+        if distinct and len(set(omega)) < len(omega):
             continue
-        if len(set(omega)) < len(omega):
-            continue
-        law, prob, left = laws[0], 1.0, 1.0
-        for x in omega:
-            prob *= law[x] / left
-            left -= law[x]
-            if left <= 0 and x != omega[-1]:
-                prob = 0.0
-                break
+        prob = 1.0
+        for i, x in enumerate(omega):
+            if distinct:
+                left = np.ones(laws[0].shape[0], dtype=bool)
+                left[list(omega[:i])] = False
+                prob *= laws[0][x] / laws[0][left].sum()
+            else:
+                prob *= laws[i][x]
         if prob > 0:
-            yield tuple(int(x) for x in omega), prob
+            yield tuple(int(x) for x in omega), float(prob)
 
 
 def _draw(laws: list[FloatArray], distinct: bool, rng: np.random.Generator, count: int) -> IntArray:
@@ -107,7 +108,9 @@ class PositionCase:
         import otlp
 
         q = list(self.q) if self.scheme == "independent" else self.q
-        return float(otlp.optimal_acceptance(otlp.Instance(self.p, q, self.n, self.scheme)).alpha_star)
+        return float(
+            otlp.optimal_acceptance(otlp.Instance(self.p, q, self.n, self.scheme)).alpha_star
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -218,7 +221,7 @@ class TreeCase:
         """One drafted tree: the tokens per node."""
         kids = self.children()
         tokens = np.full(self.parents.shape[0], -1, dtype=np.int64)
-        prefixes: list[tuple[int, ...]] = [()] + [()] * self.parents.shape[0]
+        prefixes: list[tuple[int, ...]] = [() for _ in range(self.parents.shape[0] + 1)]
         for context, nodes in enumerate(kids):
             if nodes.shape[0] == 0:
                 continue

@@ -121,4 +121,3 @@ def _tree_case(
         target.append(np.array([a for a, _ in pairs]))
         draft.append(np.array([b for _, b in pairs]))
     return TreeCase(tuple(target), tuple(draft), parents, scheme, label)
-

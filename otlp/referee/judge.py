@@ -180,10 +180,14 @@ def _check(
     protocol: str, scheme: str, epsilon: float, false_alarm: float, miss: float, mode: str
 ) -> None:
     if protocol not in observe.PROTOCOLS:
-        raise ValueError(f"protocol: expected one of {', '.join(observe.PROTOCOLS)}, got {protocol!r}")
+        raise ValueError(
+            f"protocol: expected one of {', '.join(observe.PROTOCOLS)}, got {protocol!r}"
+        )
     schemes = POSITION_SCHEMES if protocol == "position" else TREE_SCHEMES
     if scheme not in schemes:
-        raise ValueError(f"scheme: expected one of {', '.join(schemes)} for {protocol}, got {scheme!r}")
+        raise ValueError(
+            f"scheme: expected one of {', '.join(schemes)} for {protocol}, got {scheme!r}"
+        )
     if not 0.0005 <= epsilon <= 0.5:
         raise ValueError(f"epsilon: expected a TV distance in [0.0005, 0.5], got {epsilon}")
     if not 0 < false_alarm < 0.5:
@@ -197,7 +201,14 @@ def _check(
 class _Judge:
     """One referee run's settings and counters."""
 
-    def __init__(self, sampler: observe.Sampler, verdict: Verdict, rng: np.random.Generator, screen: int, confirm: int) -> None:
+    def __init__(
+        self,
+        sampler: observe.Sampler,
+        verdict: Verdict,
+        rng: np.random.Generator,
+        screen: int,
+        confirm: int,
+    ) -> None:
         self.sampler, self.verdict, self.rng = sampler, verdict, rng
         self.screen, self.confirm = screen, confirm
         self.findings: list[Finding] = []
@@ -217,7 +228,7 @@ class _Judge:
         bins = binned.shape[0]
         try:
             obs = observe.sample(self.sampler, case, samples, self.rng, bin_of)
-        except Exception as exc:  # noqa: BLE001 - any crash of the sampler is a finding
+        except Exception as exc:  # any crash of the sampler is a finding
             return _error(case, exc)
         self.verdict.samples += samples
         tv = stats.tv_statistic(obs.law, binned)
@@ -239,7 +250,7 @@ class _Judge:
             upto = math.ceil(plan.samples / 2**look)
             try:
                 obs = observe.sample(self.sampler, case, upto - done, self.rng, bin_of)
-            except Exception as exc:  # noqa: BLE001 - any crash of the sampler is a finding
+            except Exception as exc:  # any crash of the sampler is a finding
                 return _error(case, exc)
             self.verdict.samples += upto - done
             total += obs.law * (upto - done)
@@ -267,8 +278,8 @@ def _failed(finding: Finding, false_alarm: float) -> bool:
 def referee(
     sampler: observe.Sampler,
     *,
-    protocol: str = "position",
-    scheme: str = "iid",
+    protocol: str | None = None,
+    scheme: str | None = None,
     epsilon: float = 0.01,
     false_alarm: float = 1e-6,
     miss: float = 1e-3,
@@ -292,6 +303,7 @@ def referee(
     protocol, scheme:
         ``position`` (schemes ``iid``, ``without_replacement``, ``independent``) or ``tree``
         (``iid``, ``without_replacement`` siblings): how the referee drafts for the sampler.
+        None: the sampler's own ``protocol`` / ``scheme`` attribute, else position and iid.
     epsilon, false_alarm, miss:
         The statistical mode detects a total-variation distance >= ``epsilon`` on a confirmed
         case with probability >= 1 - ``miss``; a lossless sampler is flagged with probability
@@ -315,9 +327,11 @@ def referee(
         How the sampler is named in the verdict and the reproducer (``module:function`` lets
         :func:`replay` find it again).
     """
+    protocol = protocol or str(getattr(sampler, "protocol", "position"))
+    scheme = scheme or str(getattr(sampler, "scheme", "iid"))
     _check(protocol, scheme, epsilon, false_alarm, miss, mode)
     start = time.perf_counter()
-    label = name or getattr(sampler, "__qualname__", repr(sampler))
+    label = name or _name_of(sampler)
     verdict = Verdict(label, protocol, scheme, epsilon, false_alarm, miss)
     if isinstance(cases, int):
         cases = _generated(protocol, scheme, cases, seed, shapes, max_n)
@@ -333,6 +347,14 @@ def referee(
     if verdict.failure is not None and reproducer is not None:
         verdict.reproducer = str(write_reproducer(verdict, reproducer))
     return verdict
+
+
+def _name_of(sampler: object) -> str:
+    for attr in ("name", "__qualname__"):
+        value = getattr(sampler, attr, None)
+        if isinstance(value, str):
+            return value
+    return repr(sampler)
 
 
 def _generated(
@@ -398,6 +420,7 @@ def _search(judge: _Judge, cases: list[Case], mode: str) -> Finding | None:
 def _shrunk(judge: _Judge, failure: Finding) -> Finding:
     false_alarm = judge.verdict.false_alarm
     if failure.kind == "exact" or (failure.kind == "error" and failure.samples == 0):
+
         def test(case: Case) -> Finding:
             try:
                 return judge.exact(case)
@@ -405,10 +428,13 @@ def _shrunk(judge: _Judge, failure: Finding) -> Finding:
                 return judge.draw(case, judge.screen)
             except observe.InvalidOutput as exc:
                 return Finding(case, "error", math.nan, None, message=str(exc))
+
         tries = 400
     else:
+
         def test(case: Case) -> Finding:
             return judge.confirmed(case, false_alarm)
+
         tries = STATISTICAL_SHRINK_TRIES
     results: dict[int, Finding] = {}
 
@@ -439,7 +465,9 @@ def _gap(judge: _Judge) -> None:
                 continue
         else:
             best = tree_reference(case)
-        verdict.gap.append(GapRow(case.label, float(finding.acceptance), best, finding.kind == "exact"))
+        verdict.gap.append(
+            GapRow(case.label, float(finding.acceptance), best, finding.kind == "exact")
+        )
 
 
 def tree_reference(case: Any) -> float:
@@ -502,8 +530,11 @@ def load_sampler(spec: str) -> tuple[observe.Sampler, dict[str, str]]:
     return sampler, declared
 
 
-def replay(path: str | Path, sampler: observe.Sampler | None = None) -> Verdict:
-    """Re-run a reproducer file's case (with its sampler, or ``sampler``); no shrinking."""
+def replay(
+    path: str | Path, sampler: observe.Sampler | None = None, name: str | None = None
+) -> Verdict:
+    """Re-run a reproducer file's case (with its sampler, or ``sampler`` called ``name``);
+    no shrinking."""
     try:
         data = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
@@ -513,6 +544,7 @@ def replay(path: str | Path, sampler: observe.Sampler | None = None) -> Verdict:
     case = case_from_json(data["finding"]["case"])
     if sampler is None:
         sampler, _ = load_sampler(data["sampler"])
+        name = data["sampler"]
     return referee(
         sampler,
         protocol=data["protocol"],
@@ -523,7 +555,7 @@ def replay(path: str | Path, sampler: observe.Sampler | None = None) -> Verdict:
         cases=[case],
         confirm=1,
         shrink_failures=False,
-        name=data["sampler"],
+        name=name,
     )
 
 

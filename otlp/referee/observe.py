@@ -18,9 +18,11 @@ path that is not a tree path) is an :class:`InvalidOutput`, reported like a devi
 
 from __future__ import annotations
 
+import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -60,10 +62,10 @@ def _token(value: object, vocab: int) -> int:
     return token
 
 
-def emitted(case: TreeCase, tokens: np.ndarray, output: object) -> tuple[int, ...]:
+def emitted(case: TreeCase, tokens: np.ndarray, output: Any) -> tuple[int, ...]:
     """The emitted sequence of a tree sampler's ``(nodes, bonus)``, checked against the tree."""
     try:
-        nodes, bonus = output  # type: ignore[misc]
+        nodes, bonus = output
         path = [operator.index(v) for v in nodes]
     except (TypeError, ValueError):
         raise InvalidOutput(f"returned {output!r}, not (nodes, bonus)") from None
@@ -79,6 +81,12 @@ def _position_call(sampler: Sampler, case: PositionCase, drafts: np.ndarray, rng
     return sampler(case.p.copy(), case.q.copy(), drafts.copy(), rng)
 
 
+def _tree_call(
+    sampler: Sampler, case: TreeCase, tokens: np.ndarray, p: FloatArray, q: FloatArray, rng: Any
+) -> object:
+    return sampler(tokens.copy(), case.parents.copy(), p.copy(), q.copy(), rng)
+
+
 def exact(sampler: Sampler, case: Case) -> Observation:
     """The sampler's exact law on ``case`` by branching its generator over every drafted
     tuple or tree (:func:`otlp.referee.symbolic.exact_law`); raises
@@ -90,25 +98,31 @@ def exact(sampler: Sampler, case: Case) -> Observation:
     law = np.zeros(case.target.shape[0])
     acceptance = 0.0
     if isinstance(case, PositionCase):
-        for omega, mass in case.drafts():
+        for omega, mass in _checked(case.drafts()):
             drafts = np.array(omega, dtype=np.int64)
-            local = exact_law(lambda g: _position_call(sampler, case, drafts, g))
+            local = exact_law(partial(_position_call, sampler, case, drafts))
             for value, prob in local.items():
                 token = _token(value, case.vocab)
                 law[token] += mass * prob
                 acceptance += mass * prob * (token in omega)
         return Observation(law, acceptance, 0)
-    for tokens, mass in case.drafts():
+    for tokens, mass in _checked(case.drafts()):
         p, q = case.context_laws(tokens)
-        local = exact_law(
-            lambda g: sampler(tokens.copy(), case.parents.copy(), p.copy(), q.copy(), g),
-            key=_tree_output_key,
-        )
+        local = exact_law(partial(_tree_call, sampler, case, tokens, p, q), key=_tree_output_key)
         for output, prob in local.items():
             seq = emitted(case, tokens, output)
             law += mass * prob * case.completion(seq)
             acceptance += mass * prob * len(seq)
     return Observation(law, acceptance, 0)
+
+
+def _checked(drafts: Iterator[tuple[Any, float]]) -> list[tuple[Any, float]]:
+    """The drafts' enumeration, checked to carry the whole probability (to 1e-12)."""
+    items = list(drafts)
+    total = math.fsum(mass for _, mass in items)
+    if abs(total - 1.0) > 1e-12:
+        raise AssertionError(f"the drafts' probabilities sum to {total!r}")
+    return items
 
 
 def _tree_output_key(value: object) -> Any:
@@ -132,7 +146,7 @@ def sample(
             out = sampler(p.copy(), q.copy(), all_drafts[i].copy(), rng)
             tokens[i] = _token(out, case.vocab)
         accepted = np.count_nonzero(np.any(all_drafts == tokens[:, None], axis=1))
-        law = np.bincount(bin_of[tokens], minlength=bins) / samples
+        law = np.bincount(bin_of[tokens], minlength=bins).astype(np.float64) / samples
         return Observation(law, accepted / samples, samples)
     total = np.zeros(bins)
     length = 0
@@ -144,9 +158,10 @@ def sample(
         if key not in laws:
             laws[key] = case.context_laws(tokens)
         p, q = laws[key]
-        seq = emitted(case, tokens, sampler(tokens.copy(), case.parents.copy(), p.copy(), q.copy(), rng))
+        seq = emitted(case, tokens, _tree_call(sampler, case, tokens, p, q, rng))
         if seq not in completions:
-            completions[seq] = np.bincount(bin_of, weights=case.completion(seq), minlength=bins)
+            binned = np.bincount(bin_of, weights=case.completion(seq), minlength=bins)
+            completions[seq] = np.asarray(binned, dtype=np.float64)
         total += completions[seq]
         length += len(seq)
     return Observation(total / samples, length / samples, samples)

@@ -66,12 +66,12 @@ def _position_candidates(case: PositionCase) -> Iterator[PositionCase]:
     if case.vocab > 2:
         for token in range(case.vocab):
             keep = np.arange(case.vocab) != token
-            p, q = _normalised(case.p[keep]), _normalised(case.q[..., keep])
-            if p is None or q is None:
+            p_kept, q_kept = _normalised(case.p[keep]), _normalised(case.q[..., keep])
+            if p_kept is None or q_kept is None:
                 continue
-            if case.scheme == "without_replacement" and np.count_nonzero(q) < case.n:
+            if case.scheme == "without_replacement" and np.count_nonzero(q_kept) < case.n:
                 continue
-            yield PositionCase(p, q, case.n, case.scheme, case.label)
+            yield PositionCase(p_kept, q_kept, case.n, case.scheme, case.label)
     for digits in (1, 2, 3):
         for which in ("p", "q"):
             values = case.p if which == "p" else case.q
@@ -96,7 +96,11 @@ def _tree_candidates(case: TreeCase) -> Iterator[TreeCase]:
         smaller = TreeCase(case.target_tables, case.draft_tables, parents, case.scheme, case.label)
         levels = smaller.depth + 1
         yield TreeCase(
-            case.target_tables[:levels], case.draft_tables[:levels], parents, case.scheme, case.label
+            case.target_tables[:levels],
+            case.draft_tables[:levels],
+            parents,
+            case.scheme,
+            case.label,
         )
     if case.vocab > 2:
         for token in range(case.vocab):

@@ -88,11 +88,11 @@ def binning(target: FloatArray, max_bins: int = MAX_BINS) -> tuple[IntArray, Flo
     if own.shape[0] == target.shape[0]:
         bin_of = np.empty(target.shape[0], dtype=np.int64)
         bin_of[own] = np.arange(own.shape[0])
-        return bin_of, target[own].astype(np.float64)
+        return bin_of, np.asarray(target[own], dtype=np.float64)
     bin_of = np.full(target.shape[0], own.shape[0], dtype=np.int64)
     bin_of[own] = np.arange(own.shape[0])
     binned = np.bincount(bin_of, weights=target, minlength=own.shape[0] + 1)
-    return bin_of, binned
+    return bin_of, np.asarray(binned, dtype=np.float64)
 
 
 def tv_statistic(empirical: FloatArray, target: FloatArray) -> float:

@@ -79,9 +79,7 @@ class _Run:
         """The script of the next run in depth-first order; None when all were run."""
         for depth in range(len(self.choices) - 1, -1, -1):
             choice = self.choices[depth]
-            later = [
-                i for i in range(choice.taken + 1, len(choice.probs)) if choice.probs[i] > 0
-            ]
+            later = [i for i in range(choice.taken + 1, len(choice.probs)) if choice.probs[i] > 0]
             if later:
                 return [c.taken for c in self.choices[:depth]] + [later[0]]
         return None
@@ -186,8 +184,7 @@ class SymbolicUniform:
 def _size_count(size: object) -> int | None:
     if size is None:
         return None
-    shape = (size,) if isinstance(size, numbers.Integral) else tuple(size)  # type: ignore[arg-type]
-    return int(np.prod(shape, dtype=np.int64))
+    return int(np.empty(size, dtype=np.bool_).size)  # type: ignore[call-overload]
 
 
 class BranchingGenerator:
@@ -242,7 +239,7 @@ class BranchingGenerator:
         axis: int = 0,
         shuffle: bool = True,
     ) -> Any:
-        population = np.arange(int(a)) if isinstance(a, numbers.Integral) else np.asarray(a)  # type: ignore[call-overload]
+        population = np.arange(int(a)) if isinstance(a, numbers.Integral) else np.asarray(a)
         if population.ndim != 1 or population.shape[0] == 0 or axis != 0:
             raise NotEnumerable("Generator.choice on an empty or multidimensional population")
         weights = self._weights(population.shape[0], p)
@@ -281,7 +278,7 @@ class BranchingGenerator:
 def exact_law(
     sampler: Callable[[BranchingGenerator], object],
     *,
-    key: Callable[[object], Any] = operator.index,
+    key: Callable[[Any], Any] = operator.index,
     max_runs: int = MAX_RUNS,
 ) -> dict[Any, float]:
     """The exact law of ``key(sampler(rng))`` over the branching generator's runs.
@@ -315,7 +312,7 @@ def exact_law(
     return law
 
 
-def tree_key(value: object) -> tuple[tuple[int, ...], int]:
+def tree_key(value: Any) -> tuple[tuple[int, ...], int]:
     """A tree sampler's ``(nodes, bonus)`` output as a hashable ``(nodes tuple, bonus)``."""
-    nodes, bonus = value  # type: ignore[misc]
+    nodes, bonus = value
     return tuple(operator.index(v) for v in nodes), operator.index(bonus)
