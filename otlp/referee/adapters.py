@@ -33,12 +33,14 @@ _EXACT_POSITION = ("sps", "rrs", "kseq", "rrs_without_replacement", "maxflow_cs"
 
 @dataclass(frozen=True)
 class PositionAdapter:
-    """``sampler(p, q, drafts, rng) -> token`` by :func:`otlp.verify_drafts`."""
+    """``sampler(p, q, drafts, rng) -> tokens`` by :func:`otlp.verify_drafts`, batched: p, q
+    (B, V) (q (B, n, V) for independent drafters), drafts (B, n), tokens (B,)."""
 
     method: str
     scheme: str = "iid"
     options: dict[str, Any] = field(default_factory=dict)
     protocol: str = "position"
+    batched: bool = True
     solved: dict[tuple[bytes, bytes, int], Any] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -48,24 +50,20 @@ class PositionAdapter:
         """The name a verdict shows."""
         return f"otlp.verify_drafts[{self.method}, {self.scheme}]"
 
-    def __call__(self, p: np.ndarray, q: np.ndarray, drafts: np.ndarray, rng: Any) -> int:
+    def __call__(self, p: np.ndarray, q: np.ndarray, drafts: np.ndarray, rng: Any) -> np.ndarray:
         import otlp
 
         if isinstance(rng, np.random.Generator):
-            out = otlp.verify_drafts(
-                p,
-                q,
-                drafts[None, :],
-                method=self.method,
-                scheme=self.scheme,
-                rng=rng,
-                **self.options,
-            )
-            return int(out.tokens[0])
+            options = {"method": self.method, "scheme": self.scheme, "rng": rng, **self.options}
+            if np.all(p == p[0]) and np.all(q == q[0]):  # one (p, q): otlp solves it once
+                p, q = p[0], q[0]
+            return np.asarray(otlp.verify_drafts(p, q, drafts, **options).tokens)
         if self.method not in _EXACT_POSITION:
             raise NotEnumerable(f"{self.method} is not an exact rule")
-        law = np.clip(self.conditional(p, q, drafts), 0.0, None)
-        return int(rng.choice(p.shape[0], p=law / law.sum()))
+        if drafts.shape[0] != 1:
+            raise NotEnumerable("the exact mode follows one row at a time")
+        law = np.clip(self.conditional(p[0], q[0], drafts[0]), 0.0, None)
+        return np.array([rng.choice(p.shape[1], p=law / law.sum())], dtype=np.int64)
 
     def conditional(self, p: np.ndarray, q: np.ndarray, drafts: np.ndarray) -> np.ndarray:
         """The exact law of the output given ``drafts`` (what the decoder path samples)."""
@@ -85,6 +83,32 @@ class PositionAdapter:
         if plan is not None:
             return plan.slice(drafts)
         return otlp.rules.get(self.method).conditional(inst, drafts)
+
+
+@dataclass(frozen=True)
+class RuleAdapter(PositionAdapter):
+    """A batched position sampler drawing from otlp's exact conditional law of ``method``
+    given the drafts (the law :func:`otlp.verify_drafts` samples from), by inverse CDF with
+    one uniform per row: a fast lossless reference for the statistical mode."""
+
+    @property
+    def name(self) -> str:
+        """The name a verdict shows."""
+        return f"otlp.rules[{self.method}, {self.scheme}]"
+
+    def __call__(self, p: np.ndarray, q: np.ndarray, drafts: np.ndarray, rng: Any) -> np.ndarray:
+        if not isinstance(rng, np.random.Generator):
+            return super().__call__(p, q, drafts, rng)
+        out = np.empty(drafts.shape[0], dtype=np.int64)
+        uniforms = rng.random(drafts.shape[0])
+        rows, where = np.unique(drafts, axis=0, return_inverse=True)
+        for i, omega in enumerate(rows):
+            mine = np.flatnonzero(where.reshape(-1) == i)
+            row = int(mine[0])
+            law = np.clip(self.conditional(p[row], q[row], omega), 0.0, None)
+            cdf = np.cumsum(law / law.sum())
+            out[mine] = np.minimum(np.searchsorted(cdf, uniforms[mine], "right"), p.shape[1] - 1)
+        return out
 
 
 @dataclass(frozen=True)
@@ -143,6 +167,12 @@ def tree_path(tokens: np.ndarray, parents: np.ndarray, accepted: Sequence[int]) 
 def position(method: str, scheme: str = "iid", **options: Any) -> PositionAdapter:
     """:func:`otlp.verify_drafts` with ``method`` and ``scheme`` as a position sampler."""
     return PositionAdapter(method, scheme, options)
+
+
+def rule(method: str, scheme: str = "iid") -> RuleAdapter:
+    """otlp's exact conditional of ``method`` (:data:`_EXACT_POSITION`) as a fast batched
+    position sampler (:class:`RuleAdapter`; rows must share p and q)."""
+    return RuleAdapter(method, scheme)
 
 
 def tree(method: str, scheme: str = "iid", **options: Any) -> TreeAdapter:

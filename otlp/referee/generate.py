@@ -3,9 +3,9 @@
 Position cases take their (p, q) from ``otlp fuzz``'s instance classes
 (:data:`otlp.fuzz.cases.INSTANCE_CLASSES`: one-hot and near-one-hot p or q, ties, disjoint
 supports, p = q, subnormal and 1e-300 masses, peaked drafts, float32/float16 roundings),
-renormalised in float64, on V = 2..8 with n = 1..3 drafts; a case whose draft cannot produce
-n distinct tokens (without replacement) is redrawn. Real-vocabulary cases come from the
-SmolLM2-135M states of the shipped suite (``instances.load("smollm2")``, V = 1001).
+renormalised in float64, on V = 2..8 with n = 1..3 drafts (two independent drafters); a
+case whose draft cannot produce n distinct tokens (without replacement) is redrawn.
+Real-vocabulary cases come from the SmolLM2-135M states of the shipped suite (``instances.load("smollm2")``, V = 1001).
 
 Tree cases draw every context's (target, draft) law pair from one class, on V = 2..3 and the
 small shapes of :data:`TREE_SHAPES` (chains of 1 to 3 nodes, two paths of two, a root with
@@ -59,9 +59,9 @@ def position_cases(
         vocab = int(rng.integers(2, max_vocab + 1))
         n = int(rng.integers(1, max_n + 1))
         p, q = _law_pair(name, rng, vocab)
-        if scheme == "independent":
-            n = max(n, 2)
-            q = np.stack([q] + [_law_pair(name, rng, vocab)[1] for _ in range(n - 1)])
+        if scheme == "independent":  # two drafters, as otlp.verify_drafts takes them
+            n = 2
+            q = np.stack([q, _law_pair(name, rng, vocab)[1]])
         if scheme == "without_replacement" and np.count_nonzero(q) < n:
             continue
         out.append(PositionCase(p, q, n, scheme, f"{name} V={vocab} n={n}"))

@@ -5,6 +5,8 @@ Protocols (:data:`PROTOCOLS`):
 * ``position`` — ``sampler(p, q, drafts, rng) -> token``: ``p`` (V,), ``q`` (V,) or (n, V)
   for independent drafters, ``drafts`` int64 (n,) drawn by the referee, ``rng`` a
   ``numpy.random.Generator``. The outcome is the token.
+  A sampler with a true ``batched`` attribute takes a batch instead: ``p`` (B, V), ``q``
+  (B, V) or (B, n, V), ``drafts`` (B, n), and returns (B,) tokens (exact mode: B = 1).
 * ``tree`` — ``sampler(tokens, parents, p, q, rng) -> (nodes, bonus)``: one row of
   :func:`otlp.decoding.verify_tree`'s layout (tokens (N,), parents (N,), p and q (N + 1, V)
   at the contexts, index 0 the root and i + 1 node i); the accepted nodes must form a
@@ -34,6 +36,7 @@ from otlp.referee.symbolic import exact_law, tree_key
 FloatArray = NDArray[np.float64]
 PROTOCOLS = ("position", "tree")
 MAX_EXACT_DRAFTS = 4096  # drafted tuples or trees the exact mode enumerates per case
+BATCH = 1024  # rows per call of a batched position sampler
 Sampler = Callable[..., Any]
 
 
@@ -78,7 +81,37 @@ def emitted(case: TreeCase, tokens: np.ndarray, output: Any) -> tuple[int, ...]:
 
 
 def _position_call(sampler: Sampler, case: PositionCase, drafts: np.ndarray, rng: Any) -> object:
+    if getattr(sampler, "batched", False):  # one row of a batch
+        return sampler(case.p[None].copy(), case.q[None].copy(), drafts[None].copy(), rng)[0]
     return sampler(case.p.copy(), case.q.copy(), drafts.copy(), rng)
+
+
+def _position_draws(
+    sampler: Sampler, case: PositionCase, drafts: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """The sampler's tokens for each row of ``drafts``, checked (batches of
+    :data:`BATCH` rows for a ``batched`` sampler)."""
+    rows = drafts.shape[0]
+    tokens = np.empty(rows, dtype=np.int64)
+    if not getattr(sampler, "batched", False):
+        p, q = case.p, case.q
+        for i in range(rows):
+            tokens[i] = _token(sampler(p.copy(), q.copy(), drafts[i].copy(), rng), case.vocab)
+        return tokens
+    for start in range(0, rows, BATCH):
+        part = drafts[start : start + BATCH]
+        size = part.shape[0]
+        p = np.repeat(case.p[None], size, axis=0)
+        q = np.repeat(case.q[None], size, axis=0)
+        out = np.asarray(sampler(p, q, part.copy(), rng))
+        if out.shape != (size,) or not np.issubdtype(out.dtype, np.integer):
+            raise InvalidOutput(
+                f"a batched sampler returned {out.dtype} {out.shape}, not ({size},) int"
+            )
+        if np.any((out < 0) | (out >= case.vocab)):
+            raise InvalidOutput(f"returned a token outside 0..{case.vocab - 1}")
+        tokens[start : start + size] = out
+    return tokens
 
 
 def _tree_call(
@@ -139,12 +172,8 @@ def sample(
     with the same generator); for trees the mean of the completions' binned laws."""
     bins = int(bin_of.max()) + 1
     if isinstance(case, PositionCase):
-        tokens = np.empty(samples, dtype=np.int64)
         all_drafts = case.sample_drafts(rng, samples)
-        p, q = case.p, case.q
-        for i in range(samples):
-            out = sampler(p.copy(), q.copy(), all_drafts[i].copy(), rng)
-            tokens[i] = _token(out, case.vocab)
+        tokens = _position_draws(sampler, case, all_drafts, rng)
         accepted = np.count_nonzero(np.any(all_drafts == tokens[:, None], axis=1))
         law = np.bincount(bin_of[tokens], minlength=bins).astype(np.float64) / samples
         return Observation(law, accepted / samples, samples)
