@@ -100,7 +100,7 @@ class RuleAdapter(PositionAdapter):
         if not isinstance(rng, np.random.Generator):
             return super().__call__(p, q, drafts, rng)
         out = np.empty(drafts.shape[0], dtype=np.int64)
-        uniforms = rng.random(drafts.shape[0])
+        uniforms = np.asarray(rng.random(drafts.shape[0]), dtype=np.float64)
         rows, where = np.unique(drafts, axis=0, return_inverse=True)
         for i, omega in enumerate(rows):
             mine = np.flatnonzero(where.reshape(-1) == i)

@@ -5,7 +5,8 @@ Position cases take their (p, q) from ``otlp fuzz``'s instance classes
 supports, p = q, subnormal and 1e-300 masses, peaked drafts, float32/float16 roundings),
 renormalised in float64, on V = 2..8 with n = 1..3 drafts (two independent drafters); a
 case whose draft cannot produce n distinct tokens (without replacement) is redrawn.
-Real-vocabulary cases come from the SmolLM2-135M states of the shipped suite (``instances.load("smollm2")``, V = 1001).
+Real-vocabulary cases come from the SmolLM2-135M states of the shipped suite
+(``instances.load("smollm2")``, V = 1001).
 
 Tree cases draw every context's (target, draft) law pair from one class, on V = 2..3 and the
 small shapes of :data:`TREE_SHAPES` (chains of 1 to 3 nodes, two paths of two, a root with
