@@ -18,8 +18,9 @@ sampler with its exact probability, by depth-first replay:
 Each run of the sampler follows one script of branch choices; a run's probability is the
 product of its choices' probabilities. After a run, the next script is the deepest choice
 with an untried alternative, so the runs enumerate the branch tree once each (a sampler must
-be deterministic given its random draws). The probabilities of all runs sum to 1 up to
-rounding; :func:`exact_law` checks that.
+be deterministic given its random draws: the first :data:`REPLAYED` runs and every
+:data:`REPLAYED`-th are run twice and must agree). The probabilities of all runs sum to 1 up
+to rounding; :func:`exact_law` checks that.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 MAX_RUNS = 20_000  # runs per enumeration before it is declared not enumerable
 MAX_CHOICES = 10_000  # branch points in one run
 MASS_TOL = 1e-9  # the runs' total probability must be 1 to this
+REPLAYED = 8  # the first runs and every 8th are replayed to catch randomness of its own
 
 
 class NotEnumerable(Exception):
@@ -275,6 +277,21 @@ class BranchingGenerator:
         raise NotEnumerable(f"Generator.{name} is not followed by the exact mode")
 
 
+def _replay(
+    sampler: Callable[[BranchingGenerator], object], script: list[int], key: Callable[[Any], Any]
+) -> tuple[_Run, Any]:
+    run = _Run(script)
+    try:
+        out = key(sampler(BranchingGenerator(run)))
+    except NotEnumerable:
+        raise
+    except (TypeError, AttributeError) as exc:  # numpy or arithmetic on a symbolic draw
+        raise NotEnumerable(f"{type(exc).__name__}: {exc}") from exc
+    if len(run.choices) < len(script):
+        raise NotEnumerable("the sampler is not deterministic given its random draws")
+    return run, out
+
+
 def exact_law(
     sampler: Callable[[BranchingGenerator], object],
     *,
@@ -295,15 +312,12 @@ def exact_law(
         runs += 1
         if runs > max_runs:
             raise NotEnumerable(f"more than {max_runs} branches")
-        run = _Run(script)
-        try:
-            out = key(sampler(BranchingGenerator(run)))
-        except NotEnumerable:
-            raise
-        except (TypeError, AttributeError) as exc:  # numpy or arithmetic on a symbolic draw
-            raise NotEnumerable(f"{type(exc).__name__}: {exc}") from exc
-        if len(run.choices) < len(script):
-            raise NotEnumerable("the sampler is not deterministic given its random draws")
+        run, out = _replay(sampler, script, key)
+        if runs <= REPLAYED or runs % REPLAYED == 0:  # a sampler with randomness of its own
+            again, out_again = _replay(sampler, script, key)
+            taken = [c.taken for c in again.choices] != [c.taken for c in run.choices]
+            if taken or out_again != out:
+                raise NotEnumerable("the sampler is not deterministic given its random draws")
         law[out] = law.get(out, 0.0) + run.probability()
         script = run.next_script()
     total = sum(law.values())
