@@ -16,6 +16,7 @@ outright.
 
 from __future__ import annotations
 
+import doctest
 import inspect
 import itertools
 from collections.abc import Callable
@@ -25,6 +26,7 @@ import pytest
 from scipy import stats
 
 import otlp
+import otlp.referee.subjects
 import otlp.rules
 from otlp.decoding import children_probability, outcome_law
 from otlp.referee.subjects import PROTOCOLS, SUBJECTS, Subject
@@ -65,6 +67,11 @@ def test_each_subject_states_its_protocol_scheme_verdict_and_source(name: str) -
     params = list(inspect.signature(subject.sampler).parameters)
     expected = ["p", "q", "drafts", "rng"] if subject.protocol == "position" else None
     assert params[:4] == (expected or ["tokens", "parents", "p", "q", "rng"])[:4]
+
+
+def test_the_package_example_runs() -> None:
+    result = doctest.testmod(otlp.referee.subjects)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_the_registry_holds_the_field_s_algorithms() -> None:
