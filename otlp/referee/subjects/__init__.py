@@ -40,7 +40,12 @@ from otlp.referee.subjects.suspects import (
     top_n_id_sorted_residual,
     top_n_id_sorted_residual_tree,
 )
-from otlp.referee.subjects.target_only import target_only, target_only_tree
+from otlp.referee.subjects.target_only import (
+    sglang_target_only,
+    sglang_target_only_tree,
+    target_only,
+    target_only_tree,
+)
 
 PROTOCOLS = ("position", "tree")
 
@@ -73,6 +78,7 @@ _CHAIN = (
     "chain_speculative_sampling, transformers assisted generation"
 )
 _TARGET = "EAGLE (Li et al. 2024) §4.2; SGLang tree verification with sampling"
+_SGLANG = "SGLang tree_speculative_sampling_target_only (one coin per level, thresholds 1)"
 _BLOCK = "Block verification (Sun et al. 2025) Algorithm 2; [GBV] §2.1"
 _SUSPECT_A = "a stored TensorRT-LLM tree rejection sampling kernel (issue 26): no residual update"
 _SUSPECT_B = "llama.cpp examples/speculative residual from id-sorted top-N lists (issue 26)"
@@ -82,6 +88,26 @@ SUBJECTS: dict[str, Subject] = {
     for s in (
         Subject("target_only", target_only, "position", "iid", True, _TARGET),
         Subject("target_only_tree", target_only_tree, "tree", "iid", True, _TARGET),
+        Subject(
+            "sglang_target_only",
+            sglang_target_only,
+            "position",
+            "without_replacement",
+            True,
+            _SGLANG,
+        ),
+        Subject(
+            "sglang_target_only_tree",
+            sglang_target_only_tree,
+            "tree",
+            "without_replacement",
+            True,
+            _SGLANG,
+        ),
+        # the same sampler fed i.i.d. children: siblings may repeat a token
+        Subject(
+            "sglang_target_only_tree_iid", sglang_target_only_tree, "tree", "iid", False, _SGLANG
+        ),
         Subject("specinfer", specinfer, "position", "iid", True, _SPECINFER),
         Subject("specinfer_tree", specinfer_tree, "tree", "iid", True, _SPECINFER),
         Subject("sequoia", sequoia, "position", "without_replacement", True, _SEQUOIA),
