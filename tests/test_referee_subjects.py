@@ -30,7 +30,7 @@ import otlp.referee.subjects
 import otlp.rules
 from otlp.decoding import children_probability, outcome_law
 from otlp.referee.subjects import PROTOCOLS, SUBJECTS, Subject
-from otlp.referee.subjects.suspects import top_n_id_sorted_residual
+from otlp.referee.subjects.suspects import top_list, top_n_id_sorted_residual
 
 SIGNIFICANCE = 1e-4
 DRAWS = 12_000  # per position test
@@ -228,6 +228,14 @@ def test_sglang_target_only_counts_a_repeated_sibling_twice() -> None:
     assert {sampler(p, p, np.array([0, 0]), rng) for _ in range(200)} == {0}
 
 
+def test_candidate_lists_keep_the_most_likely_positive_tokens_ties_to_lower_ids() -> None:
+    law = np.array([0.2, 0.3, 0.0, 0.3, 0.2])
+    ids, probs = top_list(law, 3)
+    assert ids.tolist() == [0, 1, 3] and probs.tolist() == [0.2, 0.3, 0.3]
+    assert top_list(law, 10)[0].tolist() == [0, 1, 3, 4]  # no zero-probability candidate
+    assert top_list(law, 1)[0].tolist() == [1]
+
+
 def test_suspect_b_misaligned_lists_miss_p_by_tv_0_5() -> None:
     """p = (0.5, 0.3, 0.2), q = (0, 0.5, 0.5), n = 1: the draft list [1, 2] is subtracted from
     the target's first entries [0, 1]: residual (0, 0, 0.2) instead of (0.5, 0, 0). Accepts 1
@@ -375,7 +383,7 @@ def test_block_verification_keeps_its_exact_efficiency_above_the_token_wise_chai
     """The mean accepted length on drafted chains of 2 matches the exact block efficiency of
     otlp's block verification (``outcome_law``, every chain enumerated), which exceeds the
     token-wise rule's (block verification is optimal among valid chain verifiers, Sun et al.
-    2025, Theorem 2)."""
+    2025: optimal in the expected number of tokens per iteration)."""
     exact = {}
     for method in ("block", "sps"):
         total = 0.0

@@ -71,15 +71,17 @@ class Subject:
             raise ValueError(f"protocol: expected one of {PROTOCOLS}, got {self.protocol!r}")
 
 
-_SPECINFER = "SpecInfer (Miao et al. 2024) §4.3, Algorithm 2; llama.cpp examples/speculative"
-_SEQUOIA = "Sequoia (Chen et al. 2024) §3.2, Algorithm 2; [SpecHub] §3.3"
+_SPECINFER = (
+    "SpecInfer (Miao et al. 2024), multi-step speculative sampling; llama.cpp examples/speculative"
+)
+_SEQUOIA = "Sequoia (Chen et al. 2024), sampling without replacement; [SpecHub] §3.3"
 _CHAIN = (
     "Leviathan et al. 2023, Algorithm 1; vLLM rejection sampler, FlashInfer "
     "chain_speculative_sampling, transformers assisted generation"
 )
-_TARGET = "EAGLE (Li et al. 2024) §4.2; SGLang tree verification with sampling"
+_TARGET = "EAGLE (Li et al. 2024); SGLang tree verification with sampling"
 _SGLANG = "SGLang tree_speculative_sampling_target_only (one coin per level, thresholds 1)"
-_BLOCK = "Block verification (Sun et al. 2025) Algorithm 2; [GBV] §2.1"
+_BLOCK = "Block verification (Sun et al., ICLR 2025); [GBV] §2.1"
 _SUSPECT_A = "a stored TensorRT-LLM tree rejection sampling kernel (issue 26): no residual update"
 _SUSPECT_B = "llama.cpp examples/speculative residual from id-sorted top-N lists (issue 26)"
 

@@ -1,5 +1,5 @@
 """Block verification of one draft chain ([GBV] §2.1; Sun et al. 2025, "Block verification
-accelerates speculative decoding", Algorithm 2), the rule being merged into vLLM and proposed
+accelerates speculative decoding", ICLR 2025), the rule being merged into vLLM and proposed
 for SGLang.
 
 With the draft block X_1..X_g, target laws M_b and draft laws M_s at the contexts X_<i:
@@ -22,7 +22,7 @@ from otlp.referee.subjects.common import draw, tree_args
 def block_verification_tree(
     tokens: ArrayLike, parents: ArrayLike, p: ArrayLike, q: ArrayLike, rng: np.random.Generator
 ) -> tuple[list[int], int]:
-    """Block verification of a chain (Sun et al. 2025, Algorithm 2; [GBV] §2.1): keeps the
+    """Block verification of a chain (Sun et al. 2025; [GBV] §2.1): keeps the
     longest prefix tau whose coin eta_tau <= h_tau and emits the correction or bonus token.
 
     Protocol: tree, chains only (parents = [-1, 0, 1, ...]; absent nodes end the chain). Draft

@@ -4,8 +4,8 @@ transformers' assisted generation).
 
 Written here from the published algorithms: speculative sampling (Leviathan et al. 2023,
 "Fast inference from transformers via speculative decoding", Algorithm 1; Chen et al. 2023),
-SpecInfer's multi-step speculative sampling (Miao et al. 2024, §4.3, Algorithm 2), Sequoia's
-sampling without replacement (Chen et al. 2024, "Sequoia", §3.2, Algorithm 2); [SpecHub] §3.3
+SpecInfer's multi-step speculative sampling (Miao et al. 2024), Sequoia's sampling without
+replacement (Chen et al. 2024, "Sequoia"); [SpecHub] §3.3
 states both recursive rules.
 """
 
@@ -26,7 +26,7 @@ from otlp.referee.subjects.common import (
 
 
 def specinfer(p: ArrayLike, q: ArrayLike, drafts: ArrayLike, rng: np.random.Generator) -> int:
-    """SpecInfer's multi-step speculative sampling (Miao et al. 2024, §4.3), the rule of
+    """SpecInfer's multi-step speculative sampling (Miao et al. 2024), the rule of
     llama.cpp's speculative example: try the drafts in order, accept x_j with probability
     min(1, p_j(x_j) / q_j(x_j)); after a rejection p_{j+1} = norm(max(p_j - q_j, 0)); when all
     are rejected draw from the last residual.
@@ -49,7 +49,7 @@ def recursive_rejection(
 
 
 def sequoia(p: ArrayLike, q: ArrayLike, drafts: ArrayLike, rng: np.random.Generator) -> int:
-    """Sequoia's recursive rejection without replacement (Chen et al. 2024, §3.2): drafts are
+    """Sequoia's recursive rejection without replacement (Chen et al. 2024): drafts are
     distinct tokens drawn one after another from q with the drawn ones removed; try them in
     order, accept x_j with probability min(1, p_j(x_j) / q_j(x_j)); after a rejection
     p_{j+1} = norm(max(p_j - q_j, 0)) and q_{j+1} = q_j with x_j removed, renormalised.
@@ -94,7 +94,7 @@ def single_draft(p: ArrayLike, q: ArrayLike, drafts: ArrayLike, rng: np.random.G
 def specinfer_tree(
     tokens: ArrayLike, parents: ArrayLike, p: ArrayLike, q: ArrayLike, rng: np.random.Generator
 ) -> tuple[list[int], int]:
-    """SpecInfer's token-tree verification (Miao et al. 2024, §4.3, Algorithm 2): at each node
+    """SpecInfer's token-tree verification (Miao et al. 2024): at each node
     :func:`specinfer` on its children's tokens; a token that is a child's moves the walk there
     (the first such child when siblings repeat a token), else it is the correction token.
 
@@ -107,7 +107,7 @@ def specinfer_tree(
 def sequoia_tree(
     tokens: ArrayLike, parents: ArrayLike, p: ArrayLike, q: ArrayLike, rng: np.random.Generator
 ) -> tuple[list[int], int]:
-    """Sequoia's tree verification (Chen et al. 2024, §3.2, Algorithm 2): at each node
+    """Sequoia's tree verification (Chen et al. 2024): at each node
     :func:`sequoia` on its children's tokens, walking to the child whose token it returns.
 
     Protocol: tree. Draft scheme: each node's children without replacement from q at its

@@ -54,10 +54,15 @@ def ratio_without_residual(
 
 def top_list(law: FloatArray, top_n: int) -> tuple[IntArray, FloatArray]:
     """An engine's candidate list: the at most ``top_n`` most likely tokens of positive
-    probability (ties to lower ids), as (ids, probabilities) sorted by token id."""
-    positive = np.flatnonzero(law > 0.0)
-    order = positive[np.argsort(-law[positive], kind="stable")][:top_n]
-    ids = np.sort(order)
+    probability (ties to lower ids), as (ids, probabilities) sorted by token id. A partition,
+    not a sort of the vocabulary."""
+    ids = np.flatnonzero(law > 0.0)
+    if ids.shape[0] > top_n:
+        values = law[ids]
+        kth = np.partition(values, values.shape[0] - top_n)[values.shape[0] - top_n]
+        above = ids[values > kth]
+        tied = ids[values == kth][: top_n - above.shape[0]]  # ids ascend: lower ids first
+        ids = np.sort(np.concatenate([above, tied]))
     return ids, law[ids]
 
 

@@ -1,8 +1,8 @@
 """Target-only verification, as EAGLE and SGLang verify draft trees: sample the target at the
 node and accept if the sample is a child's token.
 
-EAGLE (Li et al. 2024, "EAGLE: speculative sampling requires rethinking feature uncertainty",
-§4.2; EAGLE-2 keeps the verification) and SGLang's tree verification with sampling walk the
+EAGLE (Li et al. 2024, "EAGLE: speculative sampling requires rethinking feature uncertainty";
+EAGLE-2 keeps the verification) and SGLang's tree verification with sampling walk the
 tree this way. Every emitted token is a draw from the target, so it is lossless whatever the
 drafts, but it ignores q and accepts at most P(y in drafts) for y ~ p, below the optimum.
 
