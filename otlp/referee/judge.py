@@ -127,7 +127,9 @@ class Verdict:
             lines.append(head + f"DEVIATION ({detail})")
             lines.append(f"  minimal case: {f.case.describe()}")
             if self.original is not None and self.original.case is not f.case:
-                lines.append(f"  found on: {self.original.case.label}")
+                found = self.original
+                tv = "" if found.kind == "error" else f" (TV {found.tv:.4g} there)"
+                lines.append(f"  found on: {found.case.label}{tv}")
             if self.reproducer:
                 lines.append(f"  reproducer: {self.reproducer}")
         lines.append(
@@ -167,7 +169,7 @@ class Verdict:
             "samples": self.samples,
             "worst_exact_tv": self.worst_exact_tv,
             "failure": None if self.failure is None else self.failure.as_dict(),
-            "found_on": None if self.original is None else self.original.case.label,
+            "found_on": None if self.original is None else self.original.as_dict(),
             "confirm_samples": None if self.confirm_plan is None else self.confirm_plan.samples,
             "not_enumerable": self.not_enumerable,
             "gap": [g.__dict__ for g in self.gap],
