@@ -82,6 +82,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--max-n", type=int, default=3, help="most drafts of a position case")
     parser.add_argument(
+        "--smollm2",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also search K SmolLM2-135M states (position protocol, statistical mode)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -120,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
             mode=args.mode,
             shapes=shapes,
             max_n=args.max_n,
+            smollm2=args.smollm2,
             reproducer=out,
             name=args.sampler,
         )

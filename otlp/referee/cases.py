@@ -123,8 +123,8 @@ class PositionCase:
         }
 
     def describe(self) -> str:
-        fmt = lambda a: np.array2string(np.asarray(a), precision=4, separator=", ")  # noqa: E731
-        return f"V={self.vocab}, n={self.n}, {self.scheme}, p={fmt(self.p)}, q={fmt(self.q)}"
+        """One line: the sizes and the laws (their 4 likeliest tokens beyond V = 8)."""
+        return f"V={self.vocab}, n={self.n}, {self.scheme}, p={_short(self.p)}, q={_short(self.q)}"
 
 
 @dataclass(frozen=True)
@@ -275,6 +275,15 @@ class TreeCase:
 
 
 Case = PositionCase | TreeCase
+
+
+def _short(law: FloatArray) -> str:
+    if law.ndim == 2:
+        return "[" + ", ".join(_short(row) for row in law) + "]"
+    if law.shape[0] <= 8:
+        return "[" + ", ".join(f"{x:.4g}" for x in law) + "]"
+    top = np.argsort(-law, kind="stable")[:4]
+    return "{" + ", ".join(f"{int(t)}: {law[t]:.4g}" for t in top) + ", ...}"
 
 
 def case_from_json(data: dict[str, Any]) -> Case:

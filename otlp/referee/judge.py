@@ -292,6 +292,7 @@ def referee(
     confirm: int = 3,
     shapes: Sequence[str] | None = None,
     max_n: int = 3,
+    smollm2: int = 0,
     shrink_failures: bool = True,
     reproducer: str | Path | None = None,
     name: str | None = None,
@@ -321,6 +322,9 @@ def referee(
         Tree shapes (names of :data:`otlp.referee.generate.TREE_SHAPES`); None = all.
     max_n:
         The most drafts of a position case.
+    smollm2:
+        Also search this many SmolLM2-135M states (position protocol, V = 1001, n = 2;
+        statistical mode: too many drafted tuples to enumerate).
     shrink_failures:
         Shrink a failing case to a minimal one.
     reproducer:
@@ -337,6 +341,10 @@ def referee(
     verdict = Verdict(label, protocol, scheme, epsilon, false_alarm, miss)
     if isinstance(cases, int):
         cases = _generated(protocol, scheme, cases, seed, shapes, max_n)
+    if smollm2:
+        if protocol != "position":
+            raise ValueError("smollm2: SmolLM2 states are searched with the position protocol")
+        cases = [*cases, *generate.smollm2_cases(smollm2, scheme, n=min(2, max_n), seed=seed)]
     judge = _Judge(sampler, verdict, np.random.default_rng([seed, 2026]), screen_samples, confirm)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
@@ -420,34 +428,31 @@ def _search(judge: _Judge, cases: list[Case], mode: str) -> Finding | None:
 
 
 def _shrunk(judge: _Judge, failure: Finding) -> Finding:
+    """The failure on a minimal case: candidates are judged exactly where the sampler can be
+    enumerated on them, else by the planned test at ``false_alarm`` (at most
+    :data:`STATISTICAL_SHRINK_TRIES` of those); an error stays an error, a deviation a
+    deviation."""
     false_alarm = judge.verdict.false_alarm
-    if failure.kind == "exact" or (failure.kind == "error" and failure.samples == 0):
-
-        def test(case: Case) -> Finding:
-            try:
-                return judge.exact(case)
-            except NotEnumerable:
-                return judge.draw(case, judge.screen)
-            except observe.InvalidOutput as exc:
-                return Finding(case, "error", math.nan, None, message=str(exc))
-
-        tries = 400
-    else:
-
-        def test(case: Case) -> Finding:
-            return judge.confirmed(case, false_alarm)
-
-        tries = STATISTICAL_SHRINK_TRIES
+    planned = 0
     results: dict[int, Finding] = {}
 
     def fails(case: Case) -> bool:
-        finding = test(case)
-        if finding.kind != failure.kind:
-            return False  # keep the failure's nature (a deviation stays a deviation)
+        nonlocal planned
+        try:
+            finding = judge.exact(case)
+        except observe.InvalidOutput as exc:
+            finding = Finding(case, "error", math.nan, None, message=str(exc))
+        except NotEnumerable:
+            planned += 1
+            if planned > STATISTICAL_SHRINK_TRIES:
+                return False
+            finding = judge.confirmed(case, false_alarm)
+        if (finding.kind == "error") != (failure.kind == "error"):
+            return False
         results[id(case)] = finding
         return _failed(finding, false_alarm)
 
-    minimal = shrink.shrink(failure.case, fails, max_tries=tries)
+    minimal = shrink.shrink(failure.case, fails)
     return results.get(id(minimal), failure)
 
 

@@ -17,6 +17,8 @@ import numpy as np
 from otlp.referee.cases import Case, PositionCase, TreeCase
 
 MAX_STEPS = 60  # accepted shrinks (each one makes the case strictly simpler)
+MAX_DROPPED = 16  # up to this vocabulary, tokens are dropped one at a time
+TOP_K = (2, 4, 8, 16)  # beyond it, the case is first restricted to its likeliest tokens
 
 
 def shrink(case: Case, fails: Callable[[Case], bool], max_tries: int = 400) -> Case:
@@ -60,10 +62,15 @@ def _rounded(values: np.ndarray, digits: int) -> np.ndarray | None:
 
 def _position_candidates(case: PositionCase) -> Iterator[PositionCase]:
     independent = case.scheme == "independent"
+    for k in TOP_K:  # a real vocabulary: its likeliest tokens first
+        if k < case.vocab > MAX_DROPPED:
+            yield from _restricted(
+                case, np.argsort(-(case.p + case.q.reshape(-1, case.vocab).sum(0)))[:k]
+            )
     if case.n > (2 if independent else 1):
         q = case.q[:-1] if independent else case.q
         yield PositionCase(case.p, q, case.n - 1, case.scheme, case.label)
-    if case.vocab > 2:
+    if 2 < case.vocab <= MAX_DROPPED:
         for token in range(case.vocab):
             keep = np.arange(case.vocab) != token
             p_kept, q_kept = _normalised(case.p[keep]), _normalised(case.q[..., keep])
@@ -82,6 +89,16 @@ def _position_candidates(case: PositionCase) -> Iterator[PositionCase]:
                 yield PositionCase(rounded, case.q, case.n, case.scheme, case.label)
             elif case.scheme != "without_replacement" or np.count_nonzero(rounded) >= case.n:
                 yield PositionCase(case.p, rounded, case.n, case.scheme, case.label)
+
+
+def _restricted(case: PositionCase, tokens: np.ndarray) -> Iterator[PositionCase]:
+    keep = np.sort(tokens)
+    p, q = _normalised(case.p[keep]), _normalised(case.q[..., keep])
+    if p is None or q is None:
+        return
+    if case.scheme == "without_replacement" and np.count_nonzero(q) < case.n:
+        return
+    yield PositionCase(p, q, case.n, case.scheme, case.label)
 
 
 def _tree_candidates(case: TreeCase) -> Iterator[TreeCase]:
