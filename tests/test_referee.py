@@ -348,3 +348,23 @@ def test_cli_exit_statuses(tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and flag in err[0]
+
+
+def test_a_large_vocabulary_failure_shrinks_to_an_exact_small_one():
+    """V = 30, n = 3: too many drafted tuples to enumerate, so the failure is statistical;
+    shrinking restricts the vocabulary to its likeliest tokens, where the exact mode judges."""
+    rng = np.random.default_rng(4)
+    case = PositionCase(rng.dirichlet(np.ones(30)), rng.dirichlet(np.ones(30)), 3, "iid")
+    verdict = referee(rejection_without_residual_update, cases=[case], epsilon=0.05)
+    assert verdict.original.kind == "statistical" and verdict.statistical_cases == 1
+    assert verdict.failure.kind == "exact" and verdict.failure.case.vocab <= 16
+
+
+def test_the_module_examples_run():
+    import doctest
+
+    import otlp.referee
+    import otlp.referee.adapters
+
+    for module in (otlp.referee, otlp.referee.adapters):
+        assert doctest.testmod(module).failed == 0
