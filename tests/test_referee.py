@@ -365,6 +365,7 @@ def test_the_module_examples_run():
 
     import otlp.referee
     import otlp.referee.adapters
+    import otlp.referee.judge
 
-    for module in (otlp.referee, otlp.referee.adapters):
+    for module in (otlp.referee, otlp.referee.adapters, otlp.referee.judge):
         assert doctest.testmod(module).failed == 0

@@ -332,6 +332,36 @@ def referee(
     name:
         How the sampler is named in the verdict and the reproducer (``module:function`` lets
         :func:`replay` find it again).
+
+    Returns
+    -------
+    Verdict
+        ``lossless``, the minimal ``failure`` (and the ``original`` one), the cases judged
+        exactly and statistically, the draws, the acceptance ``gap`` rows; ``summary()``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: an unknown protocol, scheme, mode or tree shape, a TV or
+        probability out of range, no cases, ``mode="exact"`` for a sampler that cannot be
+        enumerated.
+
+    Examples
+    --------
+    A sampler that forgets to update the residual after a rejection:
+
+    >>> import numpy as np
+    >>> def no_update(p, q, drafts, rng):
+    ...     for x in drafts:
+    ...         if rng.random() * q[x] < p[x]:
+    ...             return int(x)
+    ...     r = np.maximum(p - q, 0.0)
+    ...     return int(rng.choice(p.shape[0], p=r / r.sum())) if r.sum() > 0 else int(x)
+    >>> verdict = referee(no_update, cases=5)
+    >>> verdict.lossless, verdict.failure.kind, round(verdict.failure.tv, 3)
+    (False, 'exact', 0.15)
+    >>> verdict.failure.case.describe()
+    'V=2, n=2, iid, p=[0.5, 0.5], q=[0.2, 0.8]'
     """
     protocol = protocol or str(getattr(sampler, "protocol", "position"))
     scheme = scheme or str(getattr(sampler, "scheme", "iid"))
