@@ -18,13 +18,14 @@ sampler with its exact probability, by depth-first replay:
 Each run of the sampler follows one script of branch choices; a run's probability is the
 product of its choices' probabilities. After a run, the next script is the deepest choice
 with an untried alternative, so the runs enumerate the branch tree once each (a sampler must
-be deterministic given its random draws: the first :data:`REPLAYED` runs and every
-:data:`REPLAYED`-th are run twice and must agree). The probabilities of all runs sum to 1 up
+be deterministic given its random draws: the first run and every :data:`REPLAYED`-th are
+run twice and must agree). The probabilities of all runs sum to 1 up
 to rounding; :func:`exact_law` checks that.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 from collections.abc import Callable
@@ -35,8 +36,9 @@ import numpy as np
 
 MAX_RUNS = 20_000  # runs per enumeration before it is declared not enumerable
 MAX_CHOICES = 10_000  # branch points in one run
+SUM_TOL = math.sqrt(np.finfo(np.float64).eps)  # numpy's tolerance on choice's p
 MASS_TOL = 1e-9  # the runs' total probability must be 1 to this
-REPLAYED = 8  # the first runs and every 8th are replayed to catch randomness of its own
+REPLAYED = 16  # the first run and every 16th are replayed to catch randomness of its own
 
 
 class NotEnumerable(Exception):
@@ -251,7 +253,7 @@ class BranchingGenerator:
             total = float(np.sum(weights))
             if total <= 0:
                 raise ValueError("Fewer non-zero entries in p than size")
-            index = self._run.branch([float(w) / total for w in weights])
+            index = self._run.branch((weights / total).tolist())
             picks.append(population[index])
             if not replace:
                 weights = weights.copy()
@@ -267,9 +269,10 @@ class BranchingGenerator:
         weights = np.asarray(p, dtype=np.float64)
         if weights.shape != (count,):
             raise ValueError("a and p must have same size")
-        if np.any(weights < 0) or not np.all(np.isfinite(weights)):
+        total = float(weights.sum())
+        if not weights.min() >= 0 or not math.isfinite(total):  # NaN fails the first test
             raise ValueError("probabilities are not non-negative")
-        if abs(float(weights.sum()) - 1.0) > np.sqrt(np.finfo(np.float64).eps):
+        if abs(total - 1.0) > SUM_TOL:
             raise ValueError("probabilities do not sum to 1")
         return weights
 
@@ -313,7 +316,7 @@ def exact_law(
         if runs > max_runs:
             raise NotEnumerable(f"more than {max_runs} branches")
         run, out = _replay(sampler, script, key)
-        if runs <= REPLAYED or runs % REPLAYED == 0:  # a sampler with randomness of its own
+        if runs == 1 or runs % REPLAYED == 0:  # a sampler with randomness of its own
             again, out_again = _replay(sampler, script, key)
             taken = [c.taken for c in again.choices] != [c.taken for c in run.choices]
             if taken or out_again != out:
