@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -110,6 +112,22 @@ def not_a_path(tokens, parents, p, q, rng):
 
 
 FOREIGN = np.random.default_rng(0)  # randomness the referee does not hand out
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registry entry like :class:`otlp.referee.subjects.Subject`."""
+
+    sampler: Callable[..., object]
+    protocol: str
+    scheme: str
+    max_children: int | None = None
+
+
+REGISTRY = {
+    "tree_lossy": Entry(first_child_ratio_test, "tree", "iid"),
+    "chain_only": Entry(target_only_tree, "tree", "iid", 1),
+}
 
 
 # ----- exact mode ---------------------------------------------------------------------------
@@ -369,3 +387,15 @@ def test_the_module_examples_run():
 
     for module in (otlp.referee, otlp.referee.adapters, otlp.referee.judge):
         assert doctest.testmod(module).failed == 0
+
+
+def test_cli_reads_a_registry_entrys_protocol_and_shapes(tmp_path, capsys):
+    out = str(tmp_path / "r.json")
+    entry = "tests.test_referee:REGISTRY.tree_lossy"
+    assert main(["referee", entry, "--cases", "3", "--out", out, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["protocol"] == "tree" and data["failure"]["kind"] == "exact"
+    chain = "tests.test_referee:REGISTRY.chain_only"
+    assert main(["referee", chain, "--cases", "4", "--out", out, "--json"]) == 0
+    cases = [row["label"] for row in json.loads(capsys.readouterr().out)["gap"]]
+    assert cases and all("chain" in label for label in cases)

@@ -78,9 +78,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="LIST",
         help="tree shapes, comma-separated (chain1,chain2,chain3,root2,root3,paths2x2,tree2x1,"
-        "tree2x2; default all)",
+        "tree2x2; default all, chains only for a sampler declaring max_children = 1)",
     )
-    parser.add_argument("--max-n", type=int, default=3, help="most drafts of a position case")
+    parser.add_argument(
+        "--max-n",
+        type=int,
+        default=None,
+        help="most drafts of a position case (default: the sampler's `max_children`, else 3)",
+    )
     parser.add_argument(
         "--smollm2",
         type=int,
@@ -111,14 +116,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.sampler is None:
             raise ValueError("MODULE:FUNCTION: the sampler to referee is required (or --replay)")
-        sampler, _ = load_sampler(args.sampler)
+        sampler, declared = load_sampler(args.sampler)
+        single = declared.get("max_children") == "1"
         out = args.out or DEFAULT_OUT / (re.sub(r"[^A-Za-z0-9_.-]+", "_", args.sampler) + ".json")
         output_path("--out", out, folder=False, mkdir=args.mkdir)
         shapes = None if args.shapes is None else [s for s in args.shapes.split(",") if s]
+        if shapes is None and single:
+            shapes = ["chain1", "chain2", "chain3"]
+        max_n = args.max_n if args.max_n is not None else int(declared.get("max_children", 3))
         verdict = referee(
             sampler,
-            protocol=args.protocol,
-            scheme=args.scheme,
+            protocol=args.protocol or declared.get("protocol"),
+            scheme=args.scheme or declared.get("scheme"),
             epsilon=args.epsilon,
             false_alarm=args.false_alarm,
             miss=args.miss,
@@ -126,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             mode=args.mode,
             shapes=shapes,
-            max_n=args.max_n,
+            max_n=max_n,
             smollm2=args.smollm2,
             reproducer=out,
             name=args.sampler,

@@ -543,9 +543,9 @@ def write_reproducer(verdict: Verdict, path: str | Path) -> Path:
 
 
 def load_sampler(spec: str) -> tuple[observe.Sampler, dict[str, str]]:
-    """``module:attribute`` (dotted attributes allowed) -> the callable and the protocol and
-    scheme it declares (a registry entry with ``sampler``, ``protocol``, ``scheme``
-    attributes is unwrapped)."""
+    """``module:attribute`` (dotted attributes allowed) -> the callable and what it declares:
+    ``protocol``, ``scheme`` and ``max_children`` (the most drafts or children per node it
+    takes); a registry entry with a ``sampler`` attribute is unwrapped."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"sampler: expected MODULE:FUNCTION, got {spec!r}")
@@ -560,7 +560,11 @@ def load_sampler(spec: str) -> tuple[observe.Sampler, dict[str, str]]:
             obj = getattr(obj, part)
         else:
             raise ValueError(f"sampler: {module_name!r} has no attribute {attr!r}")
-    declared = {k: str(getattr(obj, k)) for k in ("protocol", "scheme") if hasattr(obj, k)}
+    declared = {
+        k: str(getattr(obj, k))
+        for k in ("protocol", "scheme", "max_children")
+        if getattr(obj, k, None) is not None
+    }
     sampler = getattr(obj, "sampler", obj)
     if not callable(sampler):
         raise ValueError(f"sampler: {spec!r} is not callable")
