@@ -18,6 +18,8 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
 from otlp.referee import referee
 from otlp.referee.gap import exact_gap, smollm2_gap
 from otlp.referee.generate import CHAIN_SHAPES, position_cases, tree_cases
@@ -96,6 +98,7 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="subjects (default: all)")
     parser.add_argument("--out", type=Path, default=Path("otlp-results/referee/subjects.json"))
     args = parser.parse_args()
+    np.seterr(all="ignore")  # the subjects' own overflow warnings are not findings
     rows = []
     for name in args.names or list(SUBJECTS):
         rows.append(row(SUBJECTS[name]))
