@@ -399,3 +399,14 @@ def test_cli_reads_a_registry_entrys_protocol_and_shapes(tmp_path, capsys):
     assert main(["referee", chain, "--cases", "4", "--out", out, "--json"]) == 0
     cases = [row["label"] for row in json.loads(capsys.readouterr().out)["gap"]]
     assert cases and all("chain" in label for label in cases)
+
+
+def test_tree_samplers_statistically():
+    """The tree protocol's statistical path (completion laws averaged per draw)."""
+    cases = tree_cases(2, "iid", seed=2, shapes=("root2", "chain2"))
+    good = referee(target_only_tree, protocol="tree", cases=cases, mode="statistical", epsilon=0.05)
+    assert good.lossless and good.statistical_cases == 2 and good.samples > 0
+    bad = referee(
+        first_child_ratio_test, protocol="tree", cases=cases, mode="statistical", epsilon=0.05
+    )
+    assert not bad.lossless and bad.original.kind == "statistical"
