@@ -87,12 +87,15 @@ def test_the_registry_holds_the_field_s_algorithms() -> None:
         "single_draft",
         "single_chain_tree",
         "block_verification_tree",
+        "sglang_target_only_tree",
+        "eagle_target_only_tree",
     } <= lossless
     assert {
         "sibling_ratio_no_residual",
         "sibling_ratio_no_residual_tree",
         "top_n_id_sorted_residual",
         "top_n_id_sorted_residual_tree",
+        "typical_acceptance_chain_tree",
     } <= lossy
 
 
@@ -126,6 +129,7 @@ POSITION_CASES = [
     ("sequoia", "rrs_without_replacement", P4, Q4, 3, "without_replacement"),
     ("single_draft", "sps", P4, Q4, 1, "iid"),
     ("target_only", None, P3, Q3, 2, "iid"),
+    ("eagle_target_only", None, P3, Q3, 2, "iid"),
     ("sglang_target_only", None, P4, Q4, 3, "without_replacement"),
     # suspect B is right where both candidate lists hold the same ids (full support, V <= 8)
     ("top_n_id_sorted_residual", "rrs", P4, Q4, 2, "iid"),
@@ -234,6 +238,19 @@ def test_candidate_lists_keep_the_most_likely_positive_tokens_ties_to_lower_ids(
     assert ids.tolist() == [0, 1, 3] and probs.tolist() == [0.2, 0.3, 0.3]
     assert top_list(law, 10)[0].tolist() == [0, 1, 3, 4]  # no zero-probability candidate
     assert top_list(law, 1)[0].tolist() == [1]
+
+
+def test_typical_acceptance_follows_q_above_its_threshold_and_argmax_below() -> None:
+    """p = (0.5, 0.5), q = (0.9, 0.1): both drafts pass min(0.09, 0.3 exp(-H(p))) = 0.09, so
+    y ~ q (TV 0.4); p = (0.6, 0.35, 0.05), q = (0, 0, 1): the draft 2 fails it and y = argmax
+    p = 0 always (TV 0.4)."""
+    sampler = SUBJECTS["typical_acceptance"].sampler
+    p, q = np.array([0.5, 0.5]), np.array([0.9, 0.1])
+    law, _ = _empirical(sampler, p, q, 1)
+    np.testing.assert_allclose(law, q, atol=_spread(0.1))
+    rng = np.random.default_rng(0)
+    p, q = np.array([0.6, 0.35, 0.05]), np.array([0.0, 0.0, 1.0])
+    assert {sampler(p, q, np.array([2]), rng) for _ in range(100)} == {0}
 
 
 def test_suspect_b_misaligned_lists_miss_p_by_tv_0_5() -> None:
@@ -349,6 +366,7 @@ TREE_CASES = [
     ("specinfer_tree", BINARY),
     ("sequoia_tree", BINARY),
     ("sglang_target_only_tree", BINARY),
+    ("eagle_target_only_tree", BINARY),
     ("single_chain_tree", CHAIN),
     ("block_verification_tree", CHAIN),
 ]
@@ -361,21 +379,23 @@ def test_tree_subject_emits_the_target_s_stream(name: str, parents: np.ndarray) 
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("name", "parents"),
     [
-        "sibling_ratio_no_residual_tree",
-        "top_n_id_sorted_residual_tree",
-        "sglang_target_only_tree_iid",
+        ("sibling_ratio_no_residual_tree", BINARY),
+        ("top_n_id_sorted_residual_tree", BINARY),
+        ("sglang_target_only_tree_iid", BINARY),
+        ("typical_acceptance_chain_tree", CHAIN),
     ],
 )
-def test_lossy_tree_subject_is_caught_on_a_binary_tree(name: str) -> None:
-    """The same test flags the lossy subjects when every node has two i.i.d. children and the
-    draft puts no mass on token 0; the emitted stream's TV from the target's is measured
-    beside it."""
-    counts = _emitted_counts(SUBJECTS[name], BINARY, seed=11, draft=SPARSE_DRAFT)
+def test_lossy_tree_subject_is_caught(name: str, parents: np.ndarray) -> None:
+    """The same test flags the lossy subjects (two i.i.d. children per node where they take
+    trees) when the draft puts no mass on token 0; the emitted stream's TV from the target's
+    is measured beside it."""
+    counts = _emitted_counts(SUBJECTS[name], parents, seed=11, draft=SPARSE_DRAFT)
     law = _product_law()
     assert chi_square_pvalue(counts, TREE_DRAWS * law) < SIGNIFICANCE
-    # measured: 0.26 (suspect A), 0.45 (suspect B), 0.29 (SGLang's coin on repeated siblings)
+    # measured: 0.26 (suspect A), 0.45 (suspect B), 0.29 (SGLang's coin on repeated siblings),
+    # 0.46 (typical acceptance)
     assert 0.5 * np.abs(counts / TREE_DRAWS - law).sum() > 0.15
 
 

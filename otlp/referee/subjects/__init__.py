@@ -41,11 +41,14 @@ from otlp.referee.subjects.suspects import (
     top_n_id_sorted_residual_tree,
 )
 from otlp.referee.subjects.target_only import (
+    eagle_target_only,
+    eagle_target_only_tree,
     sglang_target_only,
     sglang_target_only_tree,
     target_only,
     target_only_tree,
 )
+from otlp.referee.subjects.typical import typical_acceptance, typical_acceptance_chain_tree
 
 PROTOCOLS = ("position", "tree")
 
@@ -81,6 +84,8 @@ _CHAIN = (
 )
 _TARGET = "EAGLE (Li et al. 2024); SGLang tree verification with sampling"
 _SGLANG = "SGLang tree_speculative_sampling_target_only (one coin per level, thresholds 1)"
+_EAGLE = "EAGLE (Li et al. 2024) reference code: recursive rejection with q = 1 at the draft"
+_TYPICAL = "Medusa (Cai et al. 2024) typical acceptance; vLLM TypicalAcceptanceSampler"
 _BLOCK = "Block verification (Sun et al., ICLR 2025); [GBV] §2.1"
 _SUSPECT_A = "a stored TensorRT-LLM tree rejection sampling kernel (issue 26): no residual update"
 _SUSPECT_B = "llama.cpp examples/speculative residual from id-sorted top-N lists (issue 26)"
@@ -90,6 +95,8 @@ SUBJECTS: dict[str, Subject] = {
     for s in (
         Subject("target_only", target_only, "position", "iid", True, _TARGET),
         Subject("target_only_tree", target_only_tree, "tree", "iid", True, _TARGET),
+        Subject("eagle_target_only", eagle_target_only, "position", "iid", True, _EAGLE),
+        Subject("eagle_target_only_tree", eagle_target_only_tree, "tree", "iid", True, _EAGLE),
         Subject(
             "sglang_target_only",
             sglang_target_only,
@@ -148,6 +155,16 @@ SUBJECTS: dict[str, Subject] = {
             "iid",
             False,
             _SUSPECT_B,
+        ),
+        Subject("typical_acceptance", typical_acceptance, "position", "iid", False, _TYPICAL, 1),
+        Subject(
+            "typical_acceptance_chain_tree",
+            typical_acceptance_chain_tree,
+            "tree",
+            "iid",
+            False,
+            _TYPICAL,
+            1,
         ),
     )
 }
