@@ -464,3 +464,82 @@ def test_absent_nodes_end_the_walk() -> None:
     for name in ("specinfer_tree", "single_chain_tree", "block_verification_tree"):
         nodes, bonus = SUBJECTS[name].sampler(np.array([1, -1]), CHAIN, p, p, rng)
         assert (list(nodes), bonus) == ([0], 2)
+
+
+# ----- exact laws through the referee's exact mode (after the merge with its branch) --------
+# (subject, p, q, n, scheme, the exact TV from p: 0 for the lossless ones, the stated value
+# for the suspects)
+EXACT_POSITION_CASES = [
+    ("specinfer", P4, Q4, 3, "iid", 0.0),
+    ("specinfer", P3, np.stack([Q3, Q3_OTHER]), 2, "independent", 0.0),
+    ("sequoia", P4, Q4, 3, "without_replacement", 0.0),
+    ("single_draft", P4, Q4, 1, "iid", 0.0),
+    ("target_only", P4, Q4, 3, "iid", 0.0),
+    ("eagle_target_only", P4, Q4, 3, "iid", 0.0),
+    ("sglang_target_only", P4, Q4, 3, "without_replacement", 0.0),
+    ("top_n_id_sorted_residual", P4, Q4, 3, "iid", 0.0),
+    ("sibling_ratio_no_residual", np.array([0.5, 0.5]), np.array([0.9, 0.1]), 2, "iid", 0.2),
+    ("top_n_id_sorted_residual", np.array([0.5, 0.3, 0.2]), np.array([0, 0.5, 0.5]), 1, "iid", 0.5),
+    ("typical_acceptance", np.array([0.5, 0.5]), np.array([0.9, 0.1]), 1, "iid", 0.4),
+]
+
+
+@pytest.mark.parametrize(("name", "p", "q", "n", "scheme", "tv"), EXACT_POSITION_CASES)
+def test_exact_output_law_by_the_referee_s_branching_generator(
+    name: str, p: np.ndarray, q: np.ndarray, n: int, scheme: str, tv: float
+) -> None:
+    """Every drafted tuple enumerated with its probability, every uniform of the subject
+    branched by the referee's exact mode: the output law is p to rounding (lossless) or sits
+    at exactly the TV derived by hand in the lossy tests above."""
+    symbolic = pytest.importorskip("otlp.referee.symbolic")
+    sampler = SUBJECTS[name].sampler
+    law = np.zeros(p.shape[0])
+    for omega in itertools.product(range(p.shape[0]), repeat=n):
+        mass = _tuple_mass(q, omega, scheme)
+        if mass > 0:
+            drafts = np.array(omega)
+            given = symbolic.exact_law(lambda rng, d=drafts: sampler(p, q, d, rng))
+            for token, share in given.items():
+                law[token] += mass * share
+    assert 0.5 * np.abs(law - p).sum() == pytest.approx(tv, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "single_chain_tree",
+        "block_verification_tree",
+        "specinfer_tree",
+        "target_only_tree",
+        "typical_acceptance_chain_tree",
+    ],
+)
+def test_exact_emitted_stream_on_chains_by_the_referee_s_branching_generator(name: str) -> None:
+    """Every drafted chain of two enumerated with its draft probability, the subject's exact
+    law of (accepted nodes, bonus) by the referee's exact mode, the emitted tokens completed to
+    DEPTH + 1 with the target's laws: the stream's law is the target's product law to rounding
+    for the lossless subjects, and far from it for typical acceptance."""
+    symbolic = pytest.importorskip("otlp.referee.symbolic")
+    subject = SUBJECTS[name]
+    law = np.zeros((V,) * (DEPTH + 1))
+    for chain in itertools.product(range(V), repeat=2):
+        mass = DRAFT[()][chain[0]] * DRAFT[chain[:1]][chain[1]]
+        contexts = [(), chain[:1], chain]
+        p = np.array([TARGET[c] for c in contexts])
+        q = np.array([DRAFT[c] for c in contexts])
+        tokens = np.array(chain)
+        outcomes = symbolic.exact_law(
+            lambda rng, t=tokens, p=p, q=q: subject.sampler(t, CHAIN, p, q, rng),
+            key=lambda out: (tuple(int(i) for i in out[0]), int(out[1])),
+        )
+        for (nodes, bonus), share in outcomes.items():
+            emitted = (*(chain[i] for i in nodes), bonus)
+            for seq in itertools.product(range(V), repeat=DEPTH + 1 - len(emitted)):
+                full = emitted + seq
+                rest = np.prod([TARGET[full[:i]][full[i]] for i in range(len(emitted), DEPTH + 1)])
+                law[full] += mass * share * rest
+    tv = 0.5 * np.abs(law - _product_law()).sum()
+    if subject.expected_lossless:
+        assert tv < 1e-12
+    else:
+        assert tv > 0.1
