@@ -128,6 +128,7 @@ POSITION_CASES = [
     ("sequoia", "rrs_without_replacement", P3, Q3, 2, "without_replacement"),
     ("sequoia", "rrs_without_replacement", P4, Q4, 3, "without_replacement"),
     ("single_draft", "sps", P4, Q4, 1, "iid"),
+    ("single_draft", "sps", P3, Q3, 2, "iid"),  # verifies the first draft, as otlp's sps
     ("target_only", None, P3, Q3, 2, "iid"),
     ("eagle_target_only", None, P3, Q3, 2, "iid"),
     ("sglang_target_only", None, P4, Q4, 3, "without_replacement"),
@@ -369,6 +370,9 @@ TREE_CASES = [
     ("eagle_target_only_tree", BINARY),
     ("single_chain_tree", CHAIN),
     ("block_verification_tree", CHAIN),
+    # chain verifiers on a wider tree read the chain of first children
+    ("single_chain_tree", BINARY),
+    ("block_verification_tree", BINARY),
 ]
 
 
@@ -439,21 +443,21 @@ def test_position_arguments_are_checked_by_name() -> None:
     with pytest.raises(ValueError, match=r"^q:"):
         SUBJECTS["sequoia"].sampler(P3, np.stack([Q3, Q3]), np.array([0, 1]), rng)
     with pytest.raises(ValueError, match=r"^drafts:"):
-        SUBJECTS["single_draft"].sampler(P3, Q3, np.array([0, 1]), rng)
+        SUBJECTS["single_draft"].sampler(P3, Q3, np.array([], dtype=np.int64), rng)
 
 
 def test_tree_arguments_are_checked_by_name() -> None:
     rng = np.random.default_rng(0)
     laws = np.full((3, 3), 1 / 3)
-    for name in ("single_chain_tree", "block_verification_tree"):
-        with pytest.raises(ValueError, match=r"^parents:"):
-            SUBJECTS[name].sampler(np.array([0, 1]), np.array([-1, -1]), laws, laws, rng)
     with pytest.raises(ValueError, match=r"^parents:"):
         SUBJECTS["specinfer_tree"].sampler(np.array([0, 1]), np.array([-1, 1]), laws, laws, rng)
     with pytest.raises(ValueError, match=r"^p:"):
         SUBJECTS["specinfer_tree"].sampler(np.array([0, 1]), CHAIN, laws[:2], laws, rng)
     with pytest.raises(ValueError, match=r"^tokens:"):
         SUBJECTS["specinfer_tree"].sampler(np.array([0, 3]), CHAIN, laws, laws, rng)
+    for name in ("specinfer_tree", "block_verification_tree"):
+        with pytest.raises(ValueError, match=r"^tokens:"):  # a present node, absent parent
+            SUBJECTS[name].sampler(np.array([-1, 1]), CHAIN, laws, laws, rng)
 
 
 def test_absent_nodes_end_the_walk() -> None:

@@ -58,7 +58,8 @@ class Subject:
     """A sampler from the field and what the referee needs to know to judge it.
 
     ``max_children``: the most drafts per position (position) or children per node (tree) the
-    sampler takes; 1 = single draft / chains only, None = any.
+    sampler reads; 1 = the first draft / the chain of first children (it ignores the rest),
+    None = all.
     """
 
     name: str

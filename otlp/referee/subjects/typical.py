@@ -50,10 +50,9 @@ def typical_acceptance(
     (TV 0.4); p = (0.6, 0.35, 0.05), q = (0, 0, 1): the draft fails it and y = 0 always
     (TV 0.4).
 
-    Protocol: position with n = 1. Draft scheme: one draw from ``q``. Expected lossy.
+    Protocol: position; with n > 1 drafts it reads the first. Draft scheme: the first draft
+    drawn from ``q``. Expected lossy.
     """
-    if np.asarray(drafts).shape != (1,):
-        raise ValueError(f"drafts: one draft expected, got shape {np.asarray(drafts).shape}")
     return typical_step(*position_args(p, q, drafts), rng)
 
 
@@ -64,7 +63,7 @@ def typical_acceptance_chain_tree(
     drafted tokens while each passes :func:`typical_step`, emit argmax p at the first refused
     one, or a bonus token sampled from p after the last.
 
-    Protocol: tree, chains only. Draft scheme: each token from q at its context. Expected
-    lossy.
+    Protocol: tree, read as a chain (on a wider tree, the chain of first children). Draft
+    scheme: each token from q at its context. Expected lossy.
     """
-    return walk_tree(tokens, parents, p, q, rng, typical_step, max_children=1)
+    return walk_tree(tokens, parents, p, q, rng, typical_step, first_child_only=True)
