@@ -70,6 +70,16 @@ def test_each_subject_states_its_protocol_scheme_verdict_and_source(name: str) -
     assert params[:4] == (expected or ["tokens", "parents", "p", "q", "rng"])[:4]
 
 
+def test_each_sampler_declares_its_protocol_and_scheme_for_the_referee() -> None:
+    """A bare sampler (``otlp referee MODULE:FUNCTION``) carries its first registration's
+    protocol and scheme; only the i.i.d. registration of SGLang's tree sampler differs."""
+    for name, subject in SUBJECTS.items():
+        declared = (subject.sampler.protocol, subject.sampler.scheme)
+        if name != "sglang_target_only_tree_iid":
+            assert declared == (subject.protocol, subject.scheme), name
+    assert SUBJECTS["sglang_target_only_tree_iid"].sampler.scheme == "without_replacement"
+
+
 def test_the_package_example_runs() -> None:
     result = doctest.testmod(otlp.referee.subjects)
     assert result.attempted > 0 and result.failed == 0

@@ -170,4 +170,12 @@ SUBJECTS: dict[str, Subject] = {
     )
 }
 
+# The referee reads a bare sampler's own ``protocol`` and ``scheme`` attributes (``otlp
+# referee otlp.referee.subjects.rejection:sequoia``): each function declares those of its
+# first registration.
+for _subject in SUBJECTS.values():
+    if not hasattr(_subject.sampler, "protocol"):
+        setattr(_subject.sampler, "protocol", _subject.protocol)  # noqa: B010
+        setattr(_subject.sampler, "scheme", _subject.scheme)  # noqa: B010
+
 __all__ = ["PROTOCOLS", "SUBJECTS", "Subject"]
