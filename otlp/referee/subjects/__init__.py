@@ -45,6 +45,7 @@ from otlp.referee.subjects.target_only import (
     eagle_target_only_tree,
     sglang_target_only,
     sglang_target_only_tree,
+    sglang_target_only_tree_iid,
     target_only,
     target_only_tree,
 )
@@ -114,9 +115,13 @@ SUBJECTS: dict[str, Subject] = {
             True,
             _SGLANG,
         ),
-        # the same sampler fed i.i.d. children: siblings may repeat a token
         Subject(
-            "sglang_target_only_tree_iid", sglang_target_only_tree, "tree", "iid", False, _SGLANG
+            "sglang_target_only_tree_iid",
+            sglang_target_only_tree_iid,
+            "tree",
+            "iid",
+            False,
+            _SGLANG,
         ),
         Subject("specinfer", specinfer, "position", "iid", True, _SPECINFER),
         Subject("specinfer_tree", specinfer_tree, "tree", "iid", True, _SPECINFER),
@@ -171,11 +176,9 @@ SUBJECTS: dict[str, Subject] = {
 }
 
 # The referee reads a bare sampler's own ``protocol`` and ``scheme`` attributes (``otlp
-# referee otlp.referee.subjects.rejection:sequoia``): each function declares those of its
-# first registration.
+# referee otlp.referee.subjects.rejection:sequoia``): each function declares its own.
 for _subject in SUBJECTS.values():
-    if not hasattr(_subject.sampler, "protocol"):
-        setattr(_subject.sampler, "protocol", _subject.protocol)  # noqa: B010
-        setattr(_subject.sampler, "scheme", _subject.scheme)  # noqa: B010
+    setattr(_subject.sampler, "protocol", _subject.protocol)  # noqa: B010
+    setattr(_subject.sampler, "scheme", _subject.scheme)  # noqa: B010
 
 __all__ = ["PROTOCOLS", "SUBJECTS", "Subject"]

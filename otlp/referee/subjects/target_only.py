@@ -94,10 +94,22 @@ def sglang_target_only_tree(
     accepted node, the correction or bonus token from p without the tried children.
 
     Protocol: tree. Draft scheme: each node's children without replacement (distinct tokens,
-    as EAGLE's top-k). Expected lossless (lossy when siblings repeat a token: registered as
-    ``sglang_target_only_tree_iid``).
+    as EAGLE's top-k). Expected lossless (lossy when siblings repeat a token:
+    :func:`sglang_target_only_tree_iid`).
     """
     return walk_tree(tokens, parents, p, q, rng, cumulative_coin)
+
+
+def sglang_target_only_tree_iid(
+    tokens: ArrayLike, parents: ArrayLike, p: ArrayLike, q: ArrayLike, rng: np.random.Generator
+) -> tuple[list[int], int]:
+    """:func:`sglang_target_only_tree` fed i.i.d. children, which may repeat a token: the
+    running sum counts a repeated token's target mass twice.
+
+    Protocol: tree. Draft scheme: each node's children i.i.d. from q at its context. Expected
+    lossy.
+    """
+    return sglang_target_only_tree(tokens, parents, p, q, rng)
 
 
 def renormalised_target(
