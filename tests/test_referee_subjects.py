@@ -70,6 +70,15 @@ def test_each_subject_states_its_protocol_scheme_verdict_and_source(name: str) -
     assert params[:4] == (expected or ["tokens", "parents", "p", "q", "rng"])[:4]
 
 
+def test_each_sampler_declares_its_protocol_and_scheme_for_the_referee() -> None:
+    """A bare sampler (``otlp referee MODULE:FUNCTION``) carries its protocol and scheme: one
+    function per registration."""
+    assert len({id(s.sampler) for s in SUBJECTS.values()}) == len(SUBJECTS)
+    for name, subject in SUBJECTS.items():
+        declared = (subject.sampler.protocol, subject.sampler.scheme)
+        assert declared == (subject.protocol, subject.scheme), name
+
+
 def test_the_package_example_runs() -> None:
     result = doctest.testmod(otlp.referee.subjects)
     assert result.attempted > 0 and result.failed == 0
@@ -87,12 +96,15 @@ def test_the_registry_holds_the_field_s_algorithms() -> None:
         "single_draft",
         "single_chain_tree",
         "block_verification_tree",
+        "sglang_target_only_tree",
+        "eagle_target_only_tree",
     } <= lossless
     assert {
         "sibling_ratio_no_residual",
         "sibling_ratio_no_residual_tree",
         "top_n_id_sorted_residual",
         "top_n_id_sorted_residual_tree",
+        "typical_acceptance_chain_tree",
     } <= lossy
 
 
@@ -125,7 +137,9 @@ POSITION_CASES = [
     ("sequoia", "rrs_without_replacement", P3, Q3, 2, "without_replacement"),
     ("sequoia", "rrs_without_replacement", P4, Q4, 3, "without_replacement"),
     ("single_draft", "sps", P4, Q4, 1, "iid"),
+    ("single_draft", "sps", P3, Q3, 2, "iid"),  # verifies the first draft, as otlp's sps
     ("target_only", None, P3, Q3, 2, "iid"),
+    ("eagle_target_only", None, P3, Q3, 2, "iid"),
     ("sglang_target_only", None, P4, Q4, 3, "without_replacement"),
     # suspect B is right where both candidate lists hold the same ids (full support, V <= 8)
     ("top_n_id_sorted_residual", "rrs", P4, Q4, 2, "iid"),
@@ -234,6 +248,19 @@ def test_candidate_lists_keep_the_most_likely_positive_tokens_ties_to_lower_ids(
     assert ids.tolist() == [0, 1, 3] and probs.tolist() == [0.2, 0.3, 0.3]
     assert top_list(law, 10)[0].tolist() == [0, 1, 3, 4]  # no zero-probability candidate
     assert top_list(law, 1)[0].tolist() == [1]
+
+
+def test_typical_acceptance_follows_q_above_its_threshold_and_argmax_below() -> None:
+    """p = (0.5, 0.5), q = (0.9, 0.1): both drafts pass min(0.09, 0.3 exp(-H(p))) = 0.09, so
+    y ~ q (TV 0.4); p = (0.6, 0.35, 0.05), q = (0, 0, 1): the draft 2 fails it and y = argmax
+    p = 0 always (TV 0.4)."""
+    sampler = SUBJECTS["typical_acceptance"].sampler
+    p, q = np.array([0.5, 0.5]), np.array([0.9, 0.1])
+    law, _ = _empirical(sampler, p, q, 1)
+    np.testing.assert_allclose(law, q, atol=_spread(0.1))
+    rng = np.random.default_rng(0)
+    p, q = np.array([0.6, 0.35, 0.05]), np.array([0.0, 0.0, 1.0])
+    assert {sampler(p, q, np.array([2]), rng) for _ in range(100)} == {0}
 
 
 def test_suspect_b_misaligned_lists_miss_p_by_tv_0_5() -> None:
@@ -349,8 +376,12 @@ TREE_CASES = [
     ("specinfer_tree", BINARY),
     ("sequoia_tree", BINARY),
     ("sglang_target_only_tree", BINARY),
+    ("eagle_target_only_tree", BINARY),
     ("single_chain_tree", CHAIN),
     ("block_verification_tree", CHAIN),
+    # chain verifiers on a wider tree read the chain of first children
+    ("single_chain_tree", BINARY),
+    ("block_verification_tree", BINARY),
 ]
 
 
@@ -361,21 +392,23 @@ def test_tree_subject_emits_the_target_s_stream(name: str, parents: np.ndarray) 
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("name", "parents"),
     [
-        "sibling_ratio_no_residual_tree",
-        "top_n_id_sorted_residual_tree",
-        "sglang_target_only_tree_iid",
+        ("sibling_ratio_no_residual_tree", BINARY),
+        ("top_n_id_sorted_residual_tree", BINARY),
+        ("sglang_target_only_tree_iid", BINARY),
+        ("typical_acceptance_chain_tree", CHAIN),
     ],
 )
-def test_lossy_tree_subject_is_caught_on_a_binary_tree(name: str) -> None:
-    """The same test flags the lossy subjects when every node has two i.i.d. children and the
-    draft puts no mass on token 0; the emitted stream's TV from the target's is measured
-    beside it."""
-    counts = _emitted_counts(SUBJECTS[name], BINARY, seed=11, draft=SPARSE_DRAFT)
+def test_lossy_tree_subject_is_caught(name: str, parents: np.ndarray) -> None:
+    """The same test flags the lossy subjects (two i.i.d. children per node where they take
+    trees) when the draft puts no mass on token 0; the emitted stream's TV from the target's
+    is measured beside it."""
+    counts = _emitted_counts(SUBJECTS[name], parents, seed=11, draft=SPARSE_DRAFT)
     law = _product_law()
     assert chi_square_pvalue(counts, TREE_DRAWS * law) < SIGNIFICANCE
-    # measured: 0.26 (suspect A), 0.45 (suspect B), 0.29 (SGLang's coin on repeated siblings)
+    # measured: 0.26 (suspect A), 0.45 (suspect B), 0.29 (SGLang's coin on repeated siblings),
+    # 0.46 (typical acceptance)
     assert 0.5 * np.abs(counts / TREE_DRAWS - law).sum() > 0.15
 
 
@@ -419,21 +452,21 @@ def test_position_arguments_are_checked_by_name() -> None:
     with pytest.raises(ValueError, match=r"^q:"):
         SUBJECTS["sequoia"].sampler(P3, np.stack([Q3, Q3]), np.array([0, 1]), rng)
     with pytest.raises(ValueError, match=r"^drafts:"):
-        SUBJECTS["single_draft"].sampler(P3, Q3, np.array([0, 1]), rng)
+        SUBJECTS["single_draft"].sampler(P3, Q3, np.array([], dtype=np.int64), rng)
 
 
 def test_tree_arguments_are_checked_by_name() -> None:
     rng = np.random.default_rng(0)
     laws = np.full((3, 3), 1 / 3)
-    for name in ("single_chain_tree", "block_verification_tree"):
-        with pytest.raises(ValueError, match=r"^parents:"):
-            SUBJECTS[name].sampler(np.array([0, 1]), np.array([-1, -1]), laws, laws, rng)
     with pytest.raises(ValueError, match=r"^parents:"):
         SUBJECTS["specinfer_tree"].sampler(np.array([0, 1]), np.array([-1, 1]), laws, laws, rng)
     with pytest.raises(ValueError, match=r"^p:"):
         SUBJECTS["specinfer_tree"].sampler(np.array([0, 1]), CHAIN, laws[:2], laws, rng)
     with pytest.raises(ValueError, match=r"^tokens:"):
         SUBJECTS["specinfer_tree"].sampler(np.array([0, 3]), CHAIN, laws, laws, rng)
+    for name in ("specinfer_tree", "block_verification_tree"):
+        with pytest.raises(ValueError, match=r"^tokens:"):  # a present node, absent parent
+            SUBJECTS[name].sampler(np.array([-1, 1]), CHAIN, laws, laws, rng)
 
 
 def test_absent_nodes_end_the_walk() -> None:
@@ -444,3 +477,82 @@ def test_absent_nodes_end_the_walk() -> None:
     for name in ("specinfer_tree", "single_chain_tree", "block_verification_tree"):
         nodes, bonus = SUBJECTS[name].sampler(np.array([1, -1]), CHAIN, p, p, rng)
         assert (list(nodes), bonus) == ([0], 2)
+
+
+# ----- exact laws through the referee's exact mode (after the merge with its branch) --------
+# (subject, p, q, n, scheme, the exact TV from p: 0 for the lossless ones, the stated value
+# for the suspects)
+EXACT_POSITION_CASES = [
+    ("specinfer", P4, Q4, 3, "iid", 0.0),
+    ("specinfer", P3, np.stack([Q3, Q3_OTHER]), 2, "independent", 0.0),
+    ("sequoia", P4, Q4, 3, "without_replacement", 0.0),
+    ("single_draft", P4, Q4, 1, "iid", 0.0),
+    ("target_only", P4, Q4, 3, "iid", 0.0),
+    ("eagle_target_only", P4, Q4, 3, "iid", 0.0),
+    ("sglang_target_only", P4, Q4, 3, "without_replacement", 0.0),
+    ("top_n_id_sorted_residual", P4, Q4, 3, "iid", 0.0),
+    ("sibling_ratio_no_residual", np.array([0.5, 0.5]), np.array([0.9, 0.1]), 2, "iid", 0.2),
+    ("top_n_id_sorted_residual", np.array([0.5, 0.3, 0.2]), np.array([0, 0.5, 0.5]), 1, "iid", 0.5),
+    ("typical_acceptance", np.array([0.5, 0.5]), np.array([0.9, 0.1]), 1, "iid", 0.4),
+]
+
+
+@pytest.mark.parametrize(("name", "p", "q", "n", "scheme", "tv"), EXACT_POSITION_CASES)
+def test_exact_output_law_by_the_referee_s_branching_generator(
+    name: str, p: np.ndarray, q: np.ndarray, n: int, scheme: str, tv: float
+) -> None:
+    """Every drafted tuple enumerated with its probability, every uniform of the subject
+    branched by the referee's exact mode: the output law is p to rounding (lossless) or sits
+    at exactly the TV derived by hand in the lossy tests above."""
+    symbolic = pytest.importorskip("otlp.referee.symbolic")
+    sampler = SUBJECTS[name].sampler
+    law = np.zeros(p.shape[0])
+    for omega in itertools.product(range(p.shape[0]), repeat=n):
+        mass = _tuple_mass(q, omega, scheme)
+        if mass > 0:
+            drafts = np.array(omega)
+            given = symbolic.exact_law(lambda rng, d=drafts: sampler(p, q, d, rng))
+            for token, share in given.items():
+                law[token] += mass * share
+    assert 0.5 * np.abs(law - p).sum() == pytest.approx(tv, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "single_chain_tree",
+        "block_verification_tree",
+        "specinfer_tree",
+        "target_only_tree",
+        "typical_acceptance_chain_tree",
+    ],
+)
+def test_exact_emitted_stream_on_chains_by_the_referee_s_branching_generator(name: str) -> None:
+    """Every drafted chain of two enumerated with its draft probability, the subject's exact
+    law of (accepted nodes, bonus) by the referee's exact mode, the emitted tokens completed to
+    DEPTH + 1 with the target's laws: the stream's law is the target's product law to rounding
+    for the lossless subjects, and far from it for typical acceptance."""
+    symbolic = pytest.importorskip("otlp.referee.symbolic")
+    subject = SUBJECTS[name]
+    law = np.zeros((V,) * (DEPTH + 1))
+    for chain in itertools.product(range(V), repeat=2):
+        mass = DRAFT[()][chain[0]] * DRAFT[chain[:1]][chain[1]]
+        contexts = [(), chain[:1], chain]
+        p = np.array([TARGET[c] for c in contexts])
+        q = np.array([DRAFT[c] for c in contexts])
+        tokens = np.array(chain)
+        outcomes = symbolic.exact_law(
+            lambda rng, t=tokens, p=p, q=q: subject.sampler(t, CHAIN, p, q, rng),
+            key=lambda out: (tuple(int(i) for i in out[0]), int(out[1])),
+        )
+        for (nodes, bonus), share in outcomes.items():
+            emitted = (*(chain[i] for i in nodes), bonus)
+            for seq in itertools.product(range(V), repeat=DEPTH + 1 - len(emitted)):
+                full = emitted + seq
+                rest = np.prod([TARGET[full[:i]][full[i]] for i in range(len(emitted), DEPTH + 1)])
+                law[full] += mass * share * rest
+    tv = 0.5 * np.abs(law - _product_law()).sum()
+    if subject.expected_lossless:
+        assert tv < 1e-12
+    else:
+        assert tv > 0.1

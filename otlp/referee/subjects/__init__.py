@@ -41,11 +41,15 @@ from otlp.referee.subjects.suspects import (
     top_n_id_sorted_residual_tree,
 )
 from otlp.referee.subjects.target_only import (
+    eagle_target_only,
+    eagle_target_only_tree,
     sglang_target_only,
     sglang_target_only_tree,
+    sglang_target_only_tree_iid,
     target_only,
     target_only_tree,
 )
+from otlp.referee.subjects.typical import typical_acceptance, typical_acceptance_chain_tree
 
 PROTOCOLS = ("position", "tree")
 
@@ -55,7 +59,8 @@ class Subject:
     """A sampler from the field and what the referee needs to know to judge it.
 
     ``max_children``: the most drafts per position (position) or children per node (tree) the
-    sampler takes; 1 = single draft / chains only, None = any.
+    sampler reads; 1 = the first draft / the chain of first children (it ignores the rest),
+    None = all.
     """
 
     name: str
@@ -81,6 +86,8 @@ _CHAIN = (
 )
 _TARGET = "EAGLE (Li et al. 2024); SGLang tree verification with sampling"
 _SGLANG = "SGLang tree_speculative_sampling_target_only (one coin per level, thresholds 1)"
+_EAGLE = "EAGLE (Li et al. 2024) reference code: recursive rejection with q = 1 at the draft"
+_TYPICAL = "Medusa (Cai et al. 2024) typical acceptance; vLLM TypicalAcceptanceSampler"
 _BLOCK = "Block verification (Sun et al., ICLR 2025); [GBV] §2.1"
 _SUSPECT_A = "a stored TensorRT-LLM tree rejection sampling kernel (issue 26): no residual update"
 _SUSPECT_B = "llama.cpp examples/speculative residual from id-sorted top-N lists (issue 26)"
@@ -90,6 +97,8 @@ SUBJECTS: dict[str, Subject] = {
     for s in (
         Subject("target_only", target_only, "position", "iid", True, _TARGET),
         Subject("target_only_tree", target_only_tree, "tree", "iid", True, _TARGET),
+        Subject("eagle_target_only", eagle_target_only, "position", "iid", True, _EAGLE),
+        Subject("eagle_target_only_tree", eagle_target_only_tree, "tree", "iid", True, _EAGLE),
         Subject(
             "sglang_target_only",
             sglang_target_only,
@@ -106,9 +115,13 @@ SUBJECTS: dict[str, Subject] = {
             True,
             _SGLANG,
         ),
-        # the same sampler fed i.i.d. children: siblings may repeat a token
         Subject(
-            "sglang_target_only_tree_iid", sglang_target_only_tree, "tree", "iid", False, _SGLANG
+            "sglang_target_only_tree_iid",
+            sglang_target_only_tree_iid,
+            "tree",
+            "iid",
+            False,
+            _SGLANG,
         ),
         Subject("specinfer", specinfer, "position", "iid", True, _SPECINFER),
         Subject("specinfer_tree", specinfer_tree, "tree", "iid", True, _SPECINFER),
@@ -149,7 +162,23 @@ SUBJECTS: dict[str, Subject] = {
             False,
             _SUSPECT_B,
         ),
+        Subject("typical_acceptance", typical_acceptance, "position", "iid", False, _TYPICAL, 1),
+        Subject(
+            "typical_acceptance_chain_tree",
+            typical_acceptance_chain_tree,
+            "tree",
+            "iid",
+            False,
+            _TYPICAL,
+            1,
+        ),
     )
 }
+
+# The referee reads a bare sampler's own ``protocol`` and ``scheme`` attributes (``otlp
+# referee otlp.referee.subjects.rejection:sequoia``): each function declares its own.
+for _subject in SUBJECTS.values():
+    setattr(_subject.sampler, "protocol", _subject.protocol)  # noqa: B010
+    setattr(_subject.sampler, "scheme", _subject.scheme)  # noqa: B010
 
 __all__ = ["PROTOCOLS", "SUBJECTS", "Subject"]

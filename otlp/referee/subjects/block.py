@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from otlp.referee.subjects.common import draw, tree_args
+from otlp.referee.subjects.common import draw, first_child_chain, tree_args
 
 
 def block_verification_tree(
@@ -25,17 +25,16 @@ def block_verification_tree(
     """Block verification of a chain (Sun et al. 2025; [GBV] §2.1): keeps the
     longest prefix tau whose coin eta_tau <= h_tau and emits the correction or bonus token.
 
-    Protocol: tree, chains only (parents = [-1, 0, 1, ...]; absent nodes end the chain). Draft
-    scheme: each token from q at its context. Expected lossless.
+    Protocol: tree, read as a chain (parents = [-1, 0, 1, ...]; absent nodes end it; on a
+    wider tree, the chain of first children). Draft scheme: each token from q at its context.
+    Expected lossless.
     """
-    row, shape, target, draft = tree_args(tokens, parents, p, q)
-    if np.any(shape != np.arange(shape.shape[0]) - 1):
-        raise ValueError(f"parents: block verification takes a chain [-1, 0, 1, ...], got {shape}")
-    absent = np.flatnonzero(row < 0)
-    if absent.shape[0] and np.any(row[absent[0] :] >= 0):
-        raise ValueError("tokens: a present node after an absent one on the chain")
-    length = int(absent[0]) if absent.shape[0] else row.shape[0]
-    chain = row[:length]
+    row, shape, all_target, all_draft = tree_args(tokens, parents, p, q)
+    nodes = first_child_chain(row, shape)
+    length = len(nodes)
+    chain = row[nodes]
+    contexts = np.array([0, *(node + 1 for node in nodes)], dtype=np.int64)
+    target, draft = all_target[contexts], all_draft[contexts]
     on_draft = draft[np.arange(length), chain]
     if np.any(on_draft <= 0.0):
         raise ValueError(f"tokens: a drafted token of zero draft probability in {chain.tolist()}")
@@ -54,8 +53,8 @@ def block_verification_tree(
             tau = i
             break
     if tau == length:
-        return list(range(length)), draw(target[length], rng)
+        return nodes, draw(target[length], rng)
     correction = np.maximum(kept[tau] * target[tau] - draft[tau], 0.0)
     if correction.sum() <= 0.0:  # probability 0 up to rounding
         correction = target[tau]
-    return list(range(tau)), draw(correction, rng)
+    return nodes[:tau], draw(correction, rng)

@@ -95,7 +95,23 @@ def tree_args(
         raise ValueError(f"q: shape {draft.shape} differs from p's {target.shape}")
     if nodes and (row.min() < -1 or row.max() >= target.shape[1]):
         raise ValueError(f"tokens: ids must be -1 or lie in [0, {target.shape[1]})")
+    present = row >= 0
+    if np.any(present & (shape >= 0) & ~present[np.maximum(shape, 0)]):
+        raise ValueError("tokens: a present node under an absent parent")
     return row, shape, target, draft
+
+
+def first_child_chain(tokens: IntArray, parents: IntArray) -> list[int]:
+    """The chain of first present children from the root: what a chain verifier reads of a
+    tree (the whole chain when the tree is one)."""
+    chain: list[int] = []
+    node = -1
+    while True:
+        kids = np.flatnonzero((parents == node) & (tokens >= 0))
+        if kids.shape[0] == 0:
+            return chain
+        node = int(kids[0])
+        chain.append(node)
 
 
 def walk_tree(
@@ -106,28 +122,25 @@ def walk_tree(
     rng: np.random.Generator,
     step: PositionRule,
     *,
-    max_children: int | None = None,
+    first_child_only: bool = False,
 ) -> tuple[list[int], int]:
     """The node-by-node walk every tree verifier in the field shares (SpecInfer, Sequoia,
     EAGLE): from the root, ``step`` verifies the present children's tokens (child order is
     draw order) with the laws at the node's context (the draft law once per child) and
     returns a token; if it is a child's token the walk moves to the first such child,
     otherwise it is the correction token and the walk stops; at a node without present
-    children the bonus token is drawn from p. ``max_children`` refuses wider trees (1:
-    chains)."""
+    children the bonus token is drawn from p. ``first_child_only``: a chain verifier, which
+    reads the first present child of each node only (the chain of first children, drafted
+    from q at each context under every scheme)."""
     row, shape, target, draft = tree_args(tokens, parents, p, q)
     present = row >= 0
-    if np.any(present & (shape >= 0) & ~present[np.maximum(shape, 0)]):
-        raise ValueError("tokens: a present node under an absent parent")
     kids: list[list[int]] = [[] for _ in range(row.shape[0] + 1)]
     for i in np.flatnonzero(present):
         kids[shape[i] + 1].append(int(i))
-    if max_children is not None and max(len(k) for k in kids) > max_children:
-        raise ValueError(f"parents: this sampler verifies at most {max_children} child per node")
     path: list[int] = []
     node = -1
     while True:
-        children = kids[node + 1]
+        children = kids[node + 1][:1] if first_child_only else kids[node + 1]
         if not children:
             return path, draw(target[node + 1], rng)
         omega = row[children]

@@ -84,11 +84,14 @@ def single_draft(p: ArrayLike, q: ArrayLike, drafts: ArrayLike, rng: np.random.G
     generation at one position: accept x with probability min(1, p(x) / q(x)), else draw from
     norm(max(p - q, 0)).
 
-    Protocol: position with n = 1. Draft scheme: one draw from ``q``. Expected lossless.
+    Protocol: position; with n > 1 drafts it verifies the first (as otlp's ``sps``). Draft
+    scheme: the first draft drawn from ``q`` (i.i.d. or without replacement). Expected
+    lossless.
     """
-    if np.asarray(drafts).shape != (1,):
-        raise ValueError(f"drafts: one draft expected, got shape {np.asarray(drafts).shape}")
-    return specinfer(p, q, drafts, rng)
+    target, laws, tokens = position_args(p, q, drafts)
+    if tokens.shape[0] == 0:
+        raise ValueError("drafts: one draft expected, got none")
+    return recursive_rejection(target, laws[:1], tokens[:1], rng)
 
 
 def specinfer_tree(
@@ -125,7 +128,7 @@ def single_chain_tree(
     the first rejection emit a draw from norm(max(p_i - q_i, 0)); if all are accepted, a bonus
     token from p at the end.
 
-    Protocol: tree, chains only (parents = [-1, 0, 1, ...]). Draft scheme: each token from q
-    at its context. Expected lossless.
+    Protocol: tree, read as a chain (parents = [-1, 0, 1, ...]; on a wider tree, the chain of
+    first children). Draft scheme: each token from q at its context. Expected lossless.
     """
-    return walk_tree(tokens, parents, p, q, rng, recursive_rejection, max_children=1)
+    return walk_tree(tokens, parents, p, q, rng, recursive_rejection, first_child_only=True)

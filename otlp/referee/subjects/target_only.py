@@ -11,6 +11,11 @@ siblings' target masses are summed in order and the first sibling whose running 
 coin is accepted; when none does, the correction token is drawn from p with the tried siblings
 removed (:func:`cumulative_coin`). That is the same law when siblings hold distinct tokens, but
 a token held by two siblings has its mass counted twice.
+
+EAGLE's reference code runs it as recursive rejection with the draft taken as certain (q = 1
+at the drafted token): sibling x is accepted with probability p_j(x), a rejection removes x
+from p_j and renormalises, a repeated token is skipped (:func:`renormalised_target`). That is
+again y ~ p, whatever the drafts.
 """
 
 from __future__ import annotations
@@ -89,10 +94,65 @@ def sglang_target_only_tree(
     accepted node, the correction or bonus token from p without the tried children.
 
     Protocol: tree. Draft scheme: each node's children without replacement (distinct tokens,
-    as EAGLE's top-k). Expected lossless (lossy when siblings repeat a token: registered as
-    ``sglang_target_only_tree_iid``).
+    as EAGLE's top-k). Expected lossless (lossy when siblings repeat a token:
+    :func:`sglang_target_only_tree_iid`).
     """
     return walk_tree(tokens, parents, p, q, rng, cumulative_coin)
+
+
+def sglang_target_only_tree_iid(
+    tokens: ArrayLike, parents: ArrayLike, p: ArrayLike, q: ArrayLike, rng: np.random.Generator
+) -> tuple[list[int], int]:
+    """:func:`sglang_target_only_tree` fed i.i.d. children, which may repeat a token: the
+    running sum counts a repeated token's target mass twice.
+
+    Protocol: tree. Draft scheme: each node's children i.i.d. from q at its context. Expected
+    lossy.
+    """
+    return sglang_target_only_tree(tokens, parents, p, q, rng)
+
+
+def renormalised_target(
+    target: FloatArray, laws: FloatArray, drafts: IntArray, rng: np.random.Generator
+) -> int:
+    """EAGLE's reference step on checked arguments: the distinct drafts in order, x accepted
+    with probability p_j(x); after a rejection p_{j+1} = p_j without x, renormalised; when all
+    are rejected y ~ p_last."""
+    law = target
+    tried: set[int] = set()
+    for x in drafts:
+        if int(x) in tried:
+            continue
+        tried.add(int(x))
+        if rng.random() < law[x]:
+            return int(x)
+        law = law.copy()
+        law[x] = 0.0
+        law /= law.sum()  # > 0: a rejection needs law[x] < 1
+    return draw(law, rng)
+
+
+def eagle_target_only(
+    p: ArrayLike, q: ArrayLike, drafts: ArrayLike, rng: np.random.Generator
+) -> int:
+    """One position of EAGLE's reference verification with sampling
+    (:func:`renormalised_target`): y ~ p whatever the drafts.
+
+    Protocol: position. Draft scheme: any (repeated drafts are skipped; registered with
+    i.i.d. drafts). Expected lossless.
+    """
+    return renormalised_target(*position_args(p, q, drafts), rng)
+
+
+def eagle_target_only_tree(
+    tokens: ArrayLike, parents: ArrayLike, p: ArrayLike, q: ArrayLike, rng: np.random.Generator
+) -> tuple[list[int], int]:
+    """EAGLE's reference tree verification with sampling: at each node
+    :func:`renormalised_target` on its children, walking to the child it accepts.
+
+    Protocol: tree. Draft scheme: any (registered with i.i.d. children). Expected lossless.
+    """
+    return walk_tree(tokens, parents, p, q, rng, renormalised_target)
 
 
 def target_only_tree(
