@@ -369,8 +369,14 @@ def referee(
     start = time.perf_counter()
     label = name or _name_of(sampler)
     verdict = Verdict(label, protocol, scheme, epsilon, false_alarm, miss)
+    if screen_samples < 1 or confirm < 1:
+        raise ValueError(
+            f"screen_samples, confirm: expected at least 1, got {screen_samples}, {confirm}"
+        )
     if isinstance(cases, int):
         cases = _generated(protocol, scheme, cases, seed, shapes, max_n)
+    elif len(cases) == 0:
+        raise ValueError("cases: expected at least one case")
     if smollm2:
         if protocol != "position":
             raise ValueError("smollm2: SmolLM2 states are searched with the position protocol")
