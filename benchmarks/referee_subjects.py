@@ -6,7 +6,8 @@ For every subject of :data:`otlp.referee.subjects.SUBJECTS`: the verdict of
 1e-6) under the subject's protocol and draft scheme (chains only and n = 1 for single-draft
 subjects), the minimal failing case and its TV, the time; then its acceptance beside the
 optimum on 20 fixed synthetic cases (exact) and on 12 SmolLM2-135M states (Monte Carlo, 300
-drafts each, n = 2 or the subject's maximum): :mod:`otlp.referee.gap`.
+drafts each, n = 2 or the subject's maximum): :mod:`otlp.referee.gap`. The times are the
+verdicts' wall clocks after a warm-up (numba compiles α*'s kernels on first use).
 
     python benchmarks/referee_subjects.py [--out otlp-results/referee/subjects.json] [NAME ...]
 """
@@ -99,6 +100,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("otlp-results/referee/subjects.json"))
     args = parser.parse_args()
     np.seterr(all="ignore")  # the subjects' own overflow warnings are not findings
+    for subject in list(SUBJECTS.values())[:2]:  # warm-up: numba compiles alpha*'s kernels
+        referee(subject.sampler, protocol=subject.protocol, scheme=subject.scheme, cases=2)
     rows = []
     for name in args.names or list(SUBJECTS):
         rows.append(row(SUBJECTS[name]))
