@@ -410,3 +410,14 @@ def test_tree_samplers_statistically():
         first_child_ratio_test, protocol="tree", cases=cases, mode="statistical", epsilon=0.05
     )
     assert not bad.lossless and bad.original.kind == "statistical"
+
+
+def test_the_gap_on_smollm2_states():
+    """Monte Carlo acceptance on SmolLM2 states: a lossless rule stays below alpha* (within
+    four standard errors); the references are alpha* and otlp's rrs."""
+    from otlp.referee.gap import smollm2_gap
+
+    pos = smollm2_gap(recursive_rejection, "position", "iid", states=2, draws=100)
+    assert pos.cases == 2 and 0 < pos.acceptance <= pos.reference + 4 * pos.stderr + 1e-9
+    tree = smollm2_gap(target_only_tree, "tree", "iid", states=2, draws=100)
+    assert 1 <= tree.acceptance <= 2 and 1 <= tree.reference <= 2
