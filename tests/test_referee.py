@@ -143,6 +143,9 @@ def test_exact_law_of_comparisons_and_affine_maps():
         return 0 if u < 0.5 and u < 0.2 else 1
 
     assert exact_law(nested)[0] == pytest.approx(0.2)
+    # comparisons with nan are False both ways, as numpy's (0/0 thresholds)
+    nan = float("nan")
+    assert exact_law(lambda g: int(g.random() < nan) + 2 * int(g.random() >= nan)) == {0: 1.0}
 
 
 def test_exact_law_of_discrete_draws():

@@ -273,7 +273,7 @@ def _failed(finding: Finding, false_alarm: float) -> bool:
     if finding.kind == "error":
         return True
     if finding.kind == "exact":
-        return finding.tv > EXACT_TOLERANCE
+        return not finding.tv <= EXACT_TOLERANCE  # nan fails too
     return finding.p_value is not None and finding.p_value <= false_alarm
 
 

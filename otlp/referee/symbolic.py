@@ -104,6 +104,8 @@ class SymbolicUniform:
         self._run, self._index, self._scale, self._shift = run, index, scale, shift
 
     def _affine(self, scale: float, shift: float) -> SymbolicUniform:
+        if not (math.isfinite(scale) and math.isfinite(shift)):
+            raise NotEnumerable("a symbolic uniform scaled or shifted by inf or nan")
         return SymbolicUniform(self._run, self._index, scale, shift)
 
     def __add__(self, other: object) -> SymbolicUniform:
@@ -157,17 +159,22 @@ class SymbolicUniform:
         self._run.intervals[self._index] = [cut, hi] if above else [lo, cut]
         return above
 
+    # A comparison with nan is False either way, as in IEEE arithmetic.
     def __lt__(self, other: object) -> bool:
-        return self._below(_real(other), strict=True)
+        t = _real(other)
+        return not math.isnan(t) and self._below(t, strict=True)
 
     def __le__(self, other: object) -> bool:
-        return self._below(_real(other), strict=False)
+        t = _real(other)
+        return not math.isnan(t) and self._below(t, strict=False)
 
     def __gt__(self, other: object) -> bool:
-        return not self._below(_real(other), strict=False)
+        t = _real(other)
+        return not math.isnan(t) and not self._below(t, strict=False)
 
     def __ge__(self, other: object) -> bool:
-        return not self._below(_real(other), strict=True)
+        t = _real(other)
+        return not math.isnan(t) and not self._below(t, strict=True)
 
     def __eq__(self, other: object) -> bool:
         raise NotEnumerable("equality test on a symbolic uniform")
@@ -324,7 +331,7 @@ def exact_law(
         law[out] = law.get(out, 0.0) + run.probability()
         script = run.next_script()
     total = sum(law.values())
-    if abs(total - 1.0) > MASS_TOL:
+    if not abs(total - 1.0) <= MASS_TOL:  # nan fails too
         raise NotEnumerable(f"the branches' probabilities sum to {total!r}, not 1")
     return law
 
