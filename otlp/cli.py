@@ -29,6 +29,7 @@ COMMANDS = (
     "otlp.commands.fuzz",
     "otlp.commands.validate",
     "otlp.commands.suites",
+    "otlp.commands.referee",
 )
 
 log = logging.getLogger("otlp")

@@ -165,6 +165,7 @@ MEASUREMENT_PAGES = [
     ROOT / "docs" / "decoding.md",
     ROOT / "docs" / "guide" / "fuzz.md",
     ROOT / "docs" / "mutation-testing.md",
+    ROOT / "docs" / "referee.md",
 ]
 
 

@@ -1,0 +1,36 @@
+"""The referee for speculative samplers: is a sampler's output law the target's, where does
+it fail (a minimal reproducer), and how far is its acceptance from the optimum α*?
+
+>>> import numpy as np
+>>> from otlp.referee import referee
+>>> def draw_from_target(p, q, drafts, rng):
+...     return int(rng.choice(p.shape[0], p=p))
+>>> referee(draw_from_target, cases=5).lossless
+True
+
+:func:`referee` returns a :class:`Verdict`; :func:`assert_lossless` fails a test with the
+reproducer; :func:`replay` re-runs a reproducer file; :mod:`otlp.referee.adapters` wraps
+otlp's own rules in the protocols. The method and its guarantees: docs/referee.md.
+"""
+
+from otlp.referee.judge import (
+    Finding,
+    GapRow,
+    Verdict,
+    assert_lossless,
+    load_sampler,
+    referee,
+    replay,
+    write_reproducer,
+)
+
+__all__ = [
+    "Finding",
+    "GapRow",
+    "Verdict",
+    "assert_lossless",
+    "load_sampler",
+    "referee",
+    "replay",
+    "write_reproducer",
+]

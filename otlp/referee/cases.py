@@ -1,0 +1,310 @@
+"""The instances a sampler is refereed on, with their exact target laws and draft laws.
+
+* :class:`PositionCase` — one position: target ``p`` (V,), draft ``q`` (V,) or (n, V) for
+  independent drafters, ``n`` drafts under a draft scheme (``iid``, ``without_replacement``,
+  ``independent``). Its outcomes are the V tokens and its target law is ``p``.
+* :class:`TreeCase` — a toy autoregressive pair (a target and a draft law at every prefix up
+  to the tree's depth D) and a static tree shape; the referee drafts the tree under a scheme
+  (``iid`` or ``without_replacement`` siblings), the sampler returns the accepted path and a
+  bonus token, and the emitted tokens are completed with target draws to length D + 1
+  ([GBV] Definition 3.1). Its outcomes are the V^(D+1) sequences and its target law is the
+  target's product law; the completion is applied exactly, in law (:meth:`TreeCase.completion`).
+
+Cases are plain data with a JSON form (:meth:`to_json` / :func:`case_from_json`), so a failure
+is saved and replayed exactly. Draft enumeration (every drafted tuple or tree with its
+probability) gives the exact mode its outer sum.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+POSITION_SCHEMES = ("iid", "without_replacement", "independent")
+TREE_SCHEMES = ("iid", "without_replacement")
+
+
+def _floats(values: Any) -> Any:
+    return np.asarray(values, dtype=np.float64).tolist()
+
+
+def _ordered_tuples(
+    laws: list[FloatArray], distinct: bool
+) -> Iterator[tuple[tuple[int, ...], float]]:
+    """Every drafted tuple of positive probability, with it: draw i from ``laws[i]`` (i.i.d.
+    or independent), or sequentially without replacement from ``laws[0]`` if ``distinct``
+    (the mass left is summed over the tokens left, never taken as 1 - the drawn mass)."""
+    supports = [np.flatnonzero(law > 0) for law in laws]
+    for omega in itertools.product(*supports):
+        if distinct and len(set(omega)) < len(omega):
+            continue
+        prob = 1.0
+        for i, x in enumerate(omega):
+            if distinct:
+                left = np.ones(laws[0].shape[0], dtype=bool)
+                left[list(omega[:i])] = False
+                prob *= laws[0][x] / laws[0][left].sum()
+            else:
+                prob *= laws[i][x]
+        if prob > 0:
+            yield tuple(int(x) for x in omega), float(prob)
+
+
+def _draw(laws: list[FloatArray], distinct: bool, rng: np.random.Generator, count: int) -> IntArray:
+    """``count`` drafted tuples (count, n): column i from ``laws[i]``, or without replacement
+    from ``laws[0]`` by Gumbel-top-n (equal in law to sequential draws without replacement)."""
+    if not distinct:
+        return np.stack([rng.choice(law.shape[0], size=count, p=law) for law in laws], axis=1)
+    with np.errstate(divide="ignore"):
+        keys = np.log(laws[0]) + rng.gumbel(size=(count, laws[0].shape[0]))
+    return np.argsort(-keys, axis=1, kind="stable")[:, : len(laws)].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class PositionCase:
+    """One position: ``p`` (V,), ``q`` (V,) or (n, V) (``independent``), ``n`` drafts."""
+
+    p: FloatArray
+    q: FloatArray
+    n: int
+    scheme: str
+    label: str = ""
+
+    @property
+    def vocab(self) -> int:
+        return int(self.p.shape[0])
+
+    @property
+    def target(self) -> FloatArray:
+        """The target law over the outcomes (the V tokens)."""
+        return self.p
+
+    def draft_laws(self) -> list[FloatArray]:
+        if self.scheme == "independent":
+            return [self.q[i] for i in range(self.n)]
+        return [self.q] * self.n
+
+    def drafts(self) -> Iterator[tuple[tuple[int, ...], float]]:
+        """Every drafted tuple (draw order) with its probability."""
+        return _ordered_tuples(self.draft_laws(), self.scheme == "without_replacement")
+
+    def draft_count(self) -> int:
+        return int(np.prod([np.count_nonzero(law) for law in self.draft_laws()]))
+
+    def sample_drafts(self, rng: np.random.Generator, count: int) -> IntArray:
+        """``count`` drafted tuples, (count, n)."""
+        return _draw(self.draft_laws(), self.scheme == "without_replacement", rng, count)
+
+    def alpha_star(self) -> float:
+        """Optimal acceptance α* of the scheme ([GR] §4, :func:`otlp.optimal_acceptance`)."""
+        import otlp
+
+        q = list(self.q) if self.scheme == "independent" else self.q
+        return float(
+            otlp.optimal_acceptance(otlp.Instance(self.p, q, self.n, self.scheme)).alpha_star
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "protocol": "position",
+            "p": _floats(self.p),
+            "q": _floats(self.q),
+            "n": self.n,
+            "scheme": self.scheme,
+            "label": self.label,
+        }
+
+    def describe(self) -> str:
+        """One line: the sizes and the laws (their 4 likeliest tokens beyond V = 8)."""
+        return f"V={self.vocab}, n={self.n}, {self.scheme}, p={_short(self.p)}, q={_short(self.q)}"
+
+
+@dataclass(frozen=True)
+class TreeCase:
+    """A toy model pair and a tree shape. ``target[d]`` and ``draft[d]`` are (V^d, V): the
+    next-token laws after every prefix of length d (row = the prefix in base V), d = 0..D."""
+
+    target_tables: tuple[FloatArray, ...]
+    draft_tables: tuple[FloatArray, ...]
+    parents: IntArray
+    scheme: str
+    label: str = ""
+    _depths: IntArray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        depths = np.ones(self.parents.shape[0], dtype=np.int64)
+        for i, parent in enumerate(self.parents):
+            if parent >= 0:
+                depths[i] = depths[parent] + 1
+        object.__setattr__(self, "_depths", depths)
+
+    @property
+    def vocab(self) -> int:
+        return int(self.target_tables[0].shape[1])
+
+    @property
+    def depth(self) -> int:
+        """D: the tree's depth (the tables cover prefixes of length 0..D)."""
+        return int(self._depths.max()) if self.parents.shape[0] else 0
+
+    @property
+    def length(self) -> int:
+        """D + 1: the length of the completed emitted sequences."""
+        return self.depth + 1
+
+    def law(self, tables: tuple[FloatArray, ...], prefix: tuple[int, ...]) -> FloatArray:
+        index = 0
+        for token in prefix:
+            index = index * self.vocab + token
+        return tables[len(prefix)][index]
+
+    def children(self) -> list[IntArray]:
+        """Children per context index (0 the root, i + 1 node i), increasing node order."""
+        kids: list[list[int]] = [[] for _ in range(self.parents.shape[0] + 1)]
+        for i, parent in enumerate(self.parents):
+            kids[int(parent) + 1].append(i)
+        return [np.array(k, dtype=np.int64) for k in kids]
+
+    def prefixes(self, tokens: IntArray) -> list[tuple[int, ...]]:
+        out: list[tuple[int, ...]] = [()]
+        for i, parent in enumerate(self.parents):
+            out.append(out[int(parent) + 1] + (int(tokens[i]),))
+        return out
+
+    def context_laws(self, tokens: IntArray) -> tuple[FloatArray, FloatArray]:
+        """The sampler's ``p`` and ``q`` (N + 1, V) for a drafted tree."""
+        prefixes = self.prefixes(tokens)
+        p = np.array([self.law(self.target_tables, pre) for pre in prefixes])
+        q = np.array([self.law(self.draft_tables, pre) for pre in prefixes])
+        return p, q
+
+    def drafts(self) -> Iterator[tuple[IntArray, float]]:
+        """Every drafted tree (tokens per node) with its probability."""
+        kids = self.children()
+        distinct = self.scheme == "without_replacement"
+
+        def fill(context: int, tokens: IntArray, mass: float) -> Iterator[tuple[IntArray, float]]:
+            if context == len(kids):
+                yield tokens.copy(), mass
+                return
+            nodes = kids[context]
+            if nodes.shape[0] == 0:
+                yield from fill(context + 1, tokens, mass)
+                return
+            prefix = self.prefixes(tokens)[context]
+            q = self.law(self.draft_tables, prefix)
+            for omega, prob in _ordered_tuples([q] * nodes.shape[0], distinct):
+                tokens[nodes] = omega
+                yield from fill(context + 1, tokens, mass * prob)
+            tokens[nodes] = -1
+
+        tokens = np.full(self.parents.shape[0], -1, dtype=np.int64)
+        return fill(0, tokens, 1.0)
+
+    def draft_count(self) -> int:
+        return int(self.vocab ** self.parents.shape[0])
+
+    def distinct_feasible(self) -> bool:
+        """Every context's draft has as many tokens as the most children any node has."""
+        widest = max(k.shape[0] for k in self.children())
+        return all(int(np.min(np.count_nonzero(t, axis=1))) >= widest for t in self.draft_tables)
+
+    def sample_tree(self, rng: np.random.Generator) -> IntArray:
+        """One drafted tree: the tokens per node."""
+        kids = self.children()
+        tokens = np.full(self.parents.shape[0], -1, dtype=np.int64)
+        prefixes: list[tuple[int, ...]] = [() for _ in range(self.parents.shape[0] + 1)]
+        for context, nodes in enumerate(kids):
+            if nodes.shape[0] == 0:
+                continue
+            q = self.law(self.draft_tables, prefixes[context])
+            distinct = self.scheme == "without_replacement"
+            tokens[nodes] = _draw([q] * nodes.shape[0], distinct, rng, 1)[0]
+            for node in nodes:
+                prefixes[node + 1] = prefixes[context] + (int(tokens[node]),)
+        return tokens
+
+    @cached_property
+    def target(self) -> FloatArray:
+        """The target's product law over the V^(D+1) sequences (base-V index)."""
+        return self.completion(())
+
+    def completion(self, prefix: tuple[int, ...]) -> FloatArray:
+        """The law of ``prefix`` completed by the target to length D + 1, over V^(D+1)."""
+        out = np.zeros(self.vocab**self.length)
+        if len(prefix) > self.length:
+            raise ValueError(f"emitted {len(prefix)} tokens, more than D + 1 = {self.length}")
+        stack = [(prefix, 1.0)]
+        while stack:
+            seq, mass = stack.pop()
+            if len(seq) == self.length:
+                index = 0
+                for token in seq:
+                    index = index * self.vocab + token
+                out[index] += mass
+                continue
+            law = self.law(self.target_tables, seq)
+            for y in np.flatnonzero(law > 0):
+                stack.append(((*seq, int(y)), mass * law[y]))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "protocol": "tree",
+            "target": [_floats(t) for t in self.target_tables],
+            "draft": [_floats(t) for t in self.draft_tables],
+            "parents": [int(x) for x in self.parents],
+            "scheme": self.scheme,
+            "label": self.label,
+        }
+
+    def describe(self) -> str:
+        return (
+            f"V={self.vocab}, parents={self.parents.tolist()}, {self.scheme}, "
+            f"target at the root={np.round(self.target_tables[0][0], 4).tolist()}, "
+            f"draft at the root={np.round(self.draft_tables[0][0], 4).tolist()}"
+        )
+
+
+Case = PositionCase | TreeCase
+
+
+def _short(law: FloatArray) -> str:
+    if law.ndim == 2:
+        return "[" + ", ".join(_short(row) for row in law) + "]"
+    if law.shape[0] <= 8:
+        return "[" + ", ".join(f"{x:.4g}" for x in law) + "]"
+    top = np.argsort(-law, kind="stable")[:4]
+    return "{" + ", ".join(f"{int(t)}: {law[t]:.4g}" for t in top) + ", ...}"
+
+
+def case_from_json(data: dict[str, Any]) -> Case:
+    """A case from its :meth:`to_json` form (ValueError naming the missing or bad field)."""
+    try:
+        if data["protocol"] == "position":
+            return PositionCase(
+                np.asarray(data["p"], dtype=np.float64),
+                np.asarray(data["q"], dtype=np.float64),
+                int(data["n"]),
+                str(data["scheme"]),
+                str(data.get("label", "")),
+            )
+        if data["protocol"] == "tree":
+            return TreeCase(
+                tuple(np.asarray(t, dtype=np.float64) for t in data["target"]),
+                tuple(np.asarray(t, dtype=np.float64) for t in data["draft"]),
+                np.asarray(data["parents"], dtype=np.int64),
+                str(data["scheme"]),
+                str(data.get("label", "")),
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"case: malformed reproducer case ({type(exc).__name__}: {exc})") from None
+    raise ValueError(f"case: protocol must be 'position' or 'tree', got {data['protocol']!r}")

@@ -1,0 +1,184 @@
+"""Subjects from the field: the verification samplers that inference engines ship, written in
+this project from the published algorithms, for the referee to judge.
+
+:data:`SUBJECTS` maps a name to a :class:`Subject`: the sampler, its protocol (``"position"``:
+``sampler(p, q, drafts, rng) -> int``; ``"tree"``: ``sampler(tokens, parents, p, q, rng) ->
+(nodes, bonus)`` on one row of :func:`otlp.decoding.verify_tree`'s layout, see
+:mod:`otlp.referee.subjects.common`), the draft scheme its drafts must be drawn under (an
+:class:`otlp.Instance` scheme), whether it is expected lossless and where the algorithm comes
+from.
+
+>>> import numpy as np
+>>> from otlp.referee.subjects import SUBJECTS
+>>> subject = SUBJECTS["specinfer"]
+>>> subject.protocol, subject.scheme, subject.expected_lossless
+('position', 'iid', True)
+>>> p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
+>>> token = subject.sampler(p, q, np.array([2, 0]), np.random.default_rng(0))
+>>> token in (0, 1, 2)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from otlp.referee.subjects.block import block_verification_tree
+from otlp.referee.subjects.rejection import (
+    sequoia,
+    sequoia_tree,
+    single_chain_tree,
+    single_draft,
+    specinfer,
+    specinfer_tree,
+)
+from otlp.referee.subjects.suspects import (
+    sibling_ratio_no_residual,
+    sibling_ratio_no_residual_tree,
+    top_n_id_sorted_residual,
+    top_n_id_sorted_residual_tree,
+)
+from otlp.referee.subjects.target_only import (
+    eagle_target_only,
+    eagle_target_only_tree,
+    sglang_target_only,
+    sglang_target_only_tree,
+    sglang_target_only_tree_iid,
+    target_only,
+    target_only_tree,
+)
+from otlp.referee.subjects.typical import typical_acceptance, typical_acceptance_chain_tree
+
+PROTOCOLS = ("position", "tree")
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A sampler from the field and what the referee needs to know to judge it.
+
+    ``max_children``: the most drafts per position (position) or children per node (tree) the
+    sampler reads; 1 = the first draft / the chain of first children (it ignores the rest),
+    None = all.
+    """
+
+    name: str
+    sampler: Callable[..., Any]
+    protocol: str
+    scheme: str
+    expected_lossless: bool
+    source: str
+    max_children: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol: expected one of {PROTOCOLS}, got {self.protocol!r}")
+
+
+_SPECINFER = (
+    "SpecInfer (Miao et al. 2024), multi-step speculative sampling; llama.cpp examples/speculative"
+)
+_SEQUOIA = "Sequoia (Chen et al. 2024), sampling without replacement; [SpecHub] §3.3"
+_CHAIN = (
+    "Leviathan et al. 2023, Algorithm 1; vLLM rejection sampler, FlashInfer "
+    "chain_speculative_sampling, transformers assisted generation"
+)
+_TARGET = "EAGLE (Li et al. 2024); SGLang tree verification with sampling"
+_SGLANG = "SGLang tree_speculative_sampling_target_only (one coin per level, thresholds 1)"
+_EAGLE = "EAGLE (Li et al. 2024) reference code: recursive rejection with q = 1 at the draft"
+_TYPICAL = "Medusa (Cai et al. 2024) typical acceptance; vLLM TypicalAcceptanceSampler"
+_BLOCK = "Block verification (Sun et al., ICLR 2025); [GBV] §2.1"
+_SUSPECT_A = "a stored TensorRT-LLM tree rejection sampling kernel (issue 26): no residual update"
+_SUSPECT_B = "llama.cpp examples/speculative residual from id-sorted top-N lists (issue 26)"
+
+SUBJECTS: dict[str, Subject] = {
+    s.name: s
+    for s in (
+        Subject("target_only", target_only, "position", "iid", True, _TARGET),
+        Subject("target_only_tree", target_only_tree, "tree", "iid", True, _TARGET),
+        Subject("eagle_target_only", eagle_target_only, "position", "iid", True, _EAGLE),
+        Subject("eagle_target_only_tree", eagle_target_only_tree, "tree", "iid", True, _EAGLE),
+        Subject(
+            "sglang_target_only",
+            sglang_target_only,
+            "position",
+            "without_replacement",
+            True,
+            _SGLANG,
+        ),
+        Subject(
+            "sglang_target_only_tree",
+            sglang_target_only_tree,
+            "tree",
+            "without_replacement",
+            True,
+            _SGLANG,
+        ),
+        Subject(
+            "sglang_target_only_tree_iid",
+            sglang_target_only_tree_iid,
+            "tree",
+            "iid",
+            False,
+            _SGLANG,
+        ),
+        Subject("specinfer", specinfer, "position", "iid", True, _SPECINFER),
+        Subject("specinfer_tree", specinfer_tree, "tree", "iid", True, _SPECINFER),
+        Subject("sequoia", sequoia, "position", "without_replacement", True, _SEQUOIA),
+        Subject("sequoia_tree", sequoia_tree, "tree", "without_replacement", True, _SEQUOIA),
+        Subject("single_draft", single_draft, "position", "iid", True, _CHAIN, 1),
+        Subject("single_chain_tree", single_chain_tree, "tree", "iid", True, _CHAIN, 1),
+        Subject("block_verification_tree", block_verification_tree, "tree", "iid", True, _BLOCK, 1),
+        Subject(
+            "sibling_ratio_no_residual",
+            sibling_ratio_no_residual,
+            "position",
+            "iid",
+            False,
+            _SUSPECT_A,
+        ),
+        Subject(
+            "sibling_ratio_no_residual_tree",
+            sibling_ratio_no_residual_tree,
+            "tree",
+            "iid",
+            False,
+            _SUSPECT_A,
+        ),
+        Subject(
+            "top_n_id_sorted_residual",
+            top_n_id_sorted_residual,
+            "position",
+            "iid",
+            False,
+            _SUSPECT_B,
+        ),
+        Subject(
+            "top_n_id_sorted_residual_tree",
+            top_n_id_sorted_residual_tree,
+            "tree",
+            "iid",
+            False,
+            _SUSPECT_B,
+        ),
+        Subject("typical_acceptance", typical_acceptance, "position", "iid", False, _TYPICAL, 1),
+        Subject(
+            "typical_acceptance_chain_tree",
+            typical_acceptance_chain_tree,
+            "tree",
+            "iid",
+            False,
+            _TYPICAL,
+            1,
+        ),
+    )
+}
+
+# The referee reads a bare sampler's own ``protocol`` and ``scheme`` attributes (``otlp
+# referee otlp.referee.subjects.rejection:sequoia``): each function declares its own.
+for _subject in SUBJECTS.values():
+    setattr(_subject.sampler, "protocol", _subject.protocol)  # noqa: B010
+    setattr(_subject.sampler, "scheme", _subject.scheme)  # noqa: B010
+
+__all__ = ["PROTOCOLS", "SUBJECTS", "Subject"]

@@ -1,0 +1,558 @@
+"""The subjects from the field (otlp.referee.subjects) do what their docstrings say.
+
+Lossless subjects: at one position, the joint law of (drafts, output) matches the exact law of
+the equivalent otlp rule (``otlp.rules``: rrs, rrs_without_replacement, sps; the target for
+target-only) by a chi-square test, and that exact law's output marginal is p, checked by
+enumerating every drafted tuple; on trees, the emitted tokens completed to depth D + 1 with
+target draws follow the target's product law (chi-square). Lossy subjects: on a stated
+instance, the sampled law sits at the total-variation distance derived by hand in the test,
+and the suspect that over-accepts does so beyond alpha*. Acceptance of the lossless subjects
+stays at most alpha* of their scheme.
+
+Every chi-square test runs at significance SIGNIFICANCE (cells expected below 5 draws pooled)
+on fixed seeds, so the suite is deterministic; a draw where the exact law has no mass fails
+outright.
+"""
+
+from __future__ import annotations
+
+import doctest
+import inspect
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import otlp
+import otlp.referee.subjects
+import otlp.rules
+from otlp.decoding import children_probability, outcome_law
+from otlp.referee.subjects import PROTOCOLS, SUBJECTS, Subject
+from otlp.referee.subjects.suspects import top_list, top_n_id_sorted_residual
+
+SIGNIFICANCE = 1e-4
+DRAWS = 12_000  # per position test
+TREE_DRAWS = 6_000  # per tree test: V ** (DEPTH + 1) = 27 cells
+
+
+def chi_square_pvalue(observed: np.ndarray, expected: np.ndarray) -> float:
+    """Chi-square goodness of fit, pooling the cells expected to hold fewer than 5 draws."""
+    observed, expected = observed.ravel(), expected.ravel()
+    assert observed[expected <= 1e-12].sum() == 0, "a draw landed where the exact law has no mass"
+    small = expected < 5
+    obs = np.append(observed[~small], observed[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    exp = exp[keep] * obs[keep].sum() / exp[keep].sum()
+    return float(stats.chisquare(obs[keep], exp).pvalue)
+
+
+def _draw(law: np.ndarray, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+    """Inverse-CDF draws from ``law`` (cheaper than Generator.choice per call)."""
+    return np.searchsorted(np.cumsum(law), rng.random(size), side="right")
+
+
+# ----- the registry ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", SUBJECTS)
+def test_each_subject_states_its_protocol_scheme_verdict_and_source(name: str) -> None:
+    subject = SUBJECTS[name]
+    assert subject.name == name
+    assert subject.protocol in PROTOCOLS and subject.scheme in otlp.SCHEMES
+    assert subject.source
+    doc = " ".join((inspect.getdoc(subject.sampler) or "").split())
+    assert f"Protocol: {subject.protocol}" in doc
+    assert "Expected lossless" in doc or "Expected lossy" in doc
+    assert subject.expected_lossless or "lossy" in doc
+    params = list(inspect.signature(subject.sampler).parameters)
+    expected = ["p", "q", "drafts", "rng"] if subject.protocol == "position" else None
+    assert params[:4] == (expected or ["tokens", "parents", "p", "q", "rng"])[:4]
+
+
+def test_each_sampler_declares_its_protocol_and_scheme_for_the_referee() -> None:
+    """A bare sampler (``otlp referee MODULE:FUNCTION``) carries its protocol and scheme: one
+    function per registration."""
+    assert len({id(s.sampler) for s in SUBJECTS.values()}) == len(SUBJECTS)
+    for name, subject in SUBJECTS.items():
+        declared = (subject.sampler.protocol, subject.sampler.scheme)
+        assert declared == (subject.protocol, subject.scheme), name
+
+
+def test_the_package_example_runs() -> None:
+    result = doctest.testmod(otlp.referee.subjects)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_registry_holds_the_field_s_algorithms() -> None:
+    lossless = {s.name for s in SUBJECTS.values() if s.expected_lossless}
+    lossy = {s.name for s in SUBJECTS.values() if not s.expected_lossless}
+    assert {
+        "target_only_tree",
+        "specinfer",
+        "specinfer_tree",
+        "sequoia",
+        "sequoia_tree",
+        "single_draft",
+        "single_chain_tree",
+        "block_verification_tree",
+        "sglang_target_only_tree",
+        "eagle_target_only_tree",
+    } <= lossless
+    assert {
+        "sibling_ratio_no_residual",
+        "sibling_ratio_no_residual_tree",
+        "top_n_id_sorted_residual",
+        "top_n_id_sorted_residual_tree",
+        "typical_acceptance_chain_tree",
+    } <= lossy
+
+
+# ----- one position: exact laws by enumeration, samples by chi-square ----------------------
+P3 = np.array([0.45, 0.35, 0.2])
+Q3 = np.array([0.2, 0.3, 0.5])
+Q3_OTHER = np.array([0.5, 0.1, 0.4])
+P4 = np.array([0.1, 0.4, 0.3, 0.2])
+Q4 = np.array([0.4, 0.1, 0.2, 0.3])
+
+
+def _tuple_mass(q: np.ndarray, omega: tuple[int, ...], scheme: str) -> float:
+    if scheme == "independent":
+        return float(np.prod([q[j, x] for j, x in enumerate(omega)]))
+    return children_probability(q, omega, scheme)
+
+
+def _conditional(rule: str | None, inst: otlp.Instance, omega: tuple[int, ...]) -> np.ndarray:
+    """The exact output law given the drafts of the otlp rule a subject models (None: p)."""
+    if rule is None:
+        return inst.p
+    return otlp.rules.get(rule).conditional(inst, list(omega))
+
+
+# (subject, the equivalent otlp rule, p, q, n, scheme)
+POSITION_CASES = [
+    ("specinfer", "rrs", P3, Q3, 2, "iid"),
+    ("specinfer", "rrs", P3, np.stack([Q3, Q3_OTHER]), 2, "independent"),
+    ("specinfer", "rrs", P4, Q4, 2, "iid"),
+    ("sequoia", "rrs_without_replacement", P3, Q3, 2, "without_replacement"),
+    ("sequoia", "rrs_without_replacement", P4, Q4, 3, "without_replacement"),
+    ("single_draft", "sps", P4, Q4, 1, "iid"),
+    ("single_draft", "sps", P3, Q3, 2, "iid"),  # verifies the first draft, as otlp's sps
+    ("target_only", None, P3, Q3, 2, "iid"),
+    ("eagle_target_only", None, P3, Q3, 2, "iid"),
+    ("sglang_target_only", None, P4, Q4, 3, "without_replacement"),
+    # suspect B is right where both candidate lists hold the same ids (full support, V <= 8)
+    ("top_n_id_sorted_residual", "rrs", P4, Q4, 2, "iid"),
+]
+
+
+def _position_joint(
+    rule: str | None, p: np.ndarray, q: np.ndarray, n: int, scheme: str
+) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """Every drafted tuple (draw order) of positive mass and the exact joint law of
+    (tuple, output) as an array (tuples, V)."""
+    inst = otlp.Instance(p, list(q) if scheme == "independent" else q, n, scheme)
+    tuples, rows = [], []
+    for omega in itertools.product(range(p.shape[0]), repeat=n):
+        mass = _tuple_mass(q, omega, scheme)
+        if mass > 0:
+            tuples.append(omega)
+            rows.append(mass * _conditional(rule, inst, omega))
+    return tuples, np.array(rows)
+
+
+@pytest.mark.parametrize(("name", "rule", "p", "q", "n", "scheme"), POSITION_CASES)
+def test_position_subject_follows_the_exact_law_and_outputs_p(
+    name: str, rule: str | None, p: np.ndarray, q: np.ndarray, n: int, scheme: str
+) -> None:
+    tuples, joint = _position_joint(rule, p, q, n, scheme)
+    assert joint.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(joint.sum(axis=0), p, atol=1e-12)  # the rule is lossless
+    rng = np.random.default_rng(7)
+    counts = np.zeros_like(joint)
+    picks = rng.choice(len(tuples), size=DRAWS, p=joint.sum(axis=1))
+    sampler = SUBJECTS[name].sampler
+    for t in picks:
+        counts[t, sampler(p, q, np.array(tuples[t]), rng)] += 1
+    assert chi_square_pvalue(counts, DRAWS * joint) > SIGNIFICANCE
+
+
+def _empirical(sampler: Callable, p: np.ndarray, q: np.ndarray, n: int, seed: int = 3):
+    """DRAWS outputs of a position sampler on i.i.d. drafts: (output law, acceptance rate)."""
+    rng = np.random.default_rng(seed)
+    counts = np.zeros(p.shape[0])
+    accepted = 0
+    for _ in range(DRAWS):
+        drafts = _draw(q, rng, n)
+        y = sampler(p, q, drafts, rng)
+        counts[y] += 1
+        accepted += int(y in drafts)
+    return counts / DRAWS, accepted / DRAWS
+
+
+def _spread(rate: float) -> float:
+    return 4.0 * np.sqrt(max(rate * (1 - rate), 1e-4) / DRAWS)
+
+
+@pytest.mark.parametrize(("name", "rule", "p", "q", "n", "scheme"), POSITION_CASES)
+def test_position_acceptance_is_at_most_alpha_star(
+    name: str, rule: str | None, p: np.ndarray, q: np.ndarray, n: int, scheme: str
+) -> None:
+    """P(output in drafts) sampled, against alpha* of the scheme; the subject's acceptance is
+    also the exact acceptance of the rule it models."""
+    inst = otlp.Instance(p, list(q) if scheme == "independent" else q, n, scheme)
+    alpha_star = otlp.optimal_acceptance(inst).alpha_star
+    tuples, joint = _position_joint(rule, p, q, n, scheme)
+    exact = sum(joint[t, list(set(omega))].sum() for t, omega in enumerate(tuples))
+    assert exact <= alpha_star + 1e-12
+    rng = np.random.default_rng(5)
+    picks = rng.choice(len(tuples), size=DRAWS, p=joint.sum(axis=1))
+    sampler = SUBJECTS[name].sampler
+    hits = sum(int(sampler(p, q, np.array(tuples[t]), rng) in tuples[t]) for t in picks)
+    assert abs(hits / DRAWS - exact) <= _spread(exact)
+
+
+def test_suspect_a_over_accepts_and_misses_p_by_tv_0_2() -> None:
+    """p = (0.5, 0.5), q = (0.9, 0.1), n = 2: each draft of 0 is accepted with 5/9, so a try
+    returns 0 w.p. 0.9 * 5/9 = 0.5, 1 w.p. 0.1 and falls through w.p. 0.4 (to the next try,
+    which ignores the first rejection); P(y = 0) = 0.5 + 0.4 * 0.5 = 0.7, TV 0.2; acceptance
+    0.6 + 0.4 * 0.6 = 0.84 > alpha* = 0.69 (no lossless rule exceeds alpha*)."""
+    p, q = np.array([0.5, 0.5]), np.array([0.9, 0.1])
+    law, acceptance = _empirical(SUBJECTS["sibling_ratio_no_residual"].sampler, p, q, 2)
+    assert abs(law[0] - 0.7) <= _spread(0.7)
+    assert 0.5 * np.abs(law - p).sum() >= 0.2 - _spread(0.7)
+    alpha_star = otlp.optimal_acceptance(otlp.Instance(p, q, 2)).alpha_star
+    assert alpha_star == pytest.approx(0.69)
+    assert abs(acceptance - 0.84) <= _spread(0.84)
+    assert acceptance > alpha_star + _spread(0.84)
+
+
+def test_suspect_a_is_right_with_one_draft() -> None:
+    p, q = np.array([0.5, 0.5]), np.array([0.9, 0.1])
+    law, _ = _empirical(SUBJECTS["sibling_ratio_no_residual"].sampler, p, q, 1)
+    assert chi_square_pvalue(law * DRAWS, p * DRAWS) > SIGNIFICANCE
+
+
+def test_sglang_target_only_counts_a_repeated_sibling_twice() -> None:
+    """p = (0.5, 0.5), drafts (0, 0): the running sum reaches 1 at the second sibling, so the
+    coin always accepts token 0 (law (1, 0), TV 0.5); with distinct drafts it is y ~ p."""
+    rng = np.random.default_rng(0)
+    sampler = SUBJECTS["sglang_target_only"].sampler
+    p = np.array([0.5, 0.5])
+    assert {sampler(p, p, np.array([0, 0]), rng) for _ in range(200)} == {0}
+
+
+def test_candidate_lists_keep_the_most_likely_positive_tokens_ties_to_lower_ids() -> None:
+    law = np.array([0.2, 0.3, 0.0, 0.3, 0.2])
+    ids, probs = top_list(law, 3)
+    assert ids.tolist() == [0, 1, 3] and probs.tolist() == [0.2, 0.3, 0.3]
+    assert top_list(law, 10)[0].tolist() == [0, 1, 3, 4]  # no zero-probability candidate
+    assert top_list(law, 1)[0].tolist() == [1]
+
+
+def test_typical_acceptance_follows_q_above_its_threshold_and_argmax_below() -> None:
+    """p = (0.5, 0.5), q = (0.9, 0.1): both drafts pass min(0.09, 0.3 exp(-H(p))) = 0.09, so
+    y ~ q (TV 0.4); p = (0.6, 0.35, 0.05), q = (0, 0, 1): the draft 2 fails it and y = argmax
+    p = 0 always (TV 0.4)."""
+    sampler = SUBJECTS["typical_acceptance"].sampler
+    p, q = np.array([0.5, 0.5]), np.array([0.9, 0.1])
+    law, _ = _empirical(sampler, p, q, 1)
+    np.testing.assert_allclose(law, q, atol=_spread(0.1))
+    rng = np.random.default_rng(0)
+    p, q = np.array([0.6, 0.35, 0.05]), np.array([0.0, 0.0, 1.0])
+    assert {sampler(p, q, np.array([2]), rng) for _ in range(100)} == {0}
+
+
+def test_suspect_b_misaligned_lists_miss_p_by_tv_0_5() -> None:
+    """p = (0.5, 0.3, 0.2), q = (0, 0.5, 0.5), n = 1: the draft list [1, 2] is subtracted from
+    the target's first entries [0, 1]: residual (0, 0, 0.2) instead of (0.5, 0, 0). Accepts 1
+    w.p. 0.5 * 0.6, 2 w.p. 0.5 * 0.4, else emits 2: law (0, 0.3, 0.7), TV 0.5."""
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.0, 0.5, 0.5])
+    law, _ = _empirical(SUBJECTS["top_n_id_sorted_residual"].sampler, p, q, 1)
+    np.testing.assert_allclose(law, [0.0, 0.3, 0.7], atol=_spread(0.5))
+    assert 0.5 * np.abs(law - p).sum() >= 0.5 - _spread(0.5)
+
+
+def test_suspect_b_top_n_shorter_than_the_support_misses_p_by_tv_0_1() -> None:
+    """Full supports, top_n = 2: p = (0.6, 0.3, 0.1) lists [0, 1], q = (0.1, 0.3, 0.6) lists
+    [1, 2]. Draft 0 (0.1) is outside q's list (q read as 0): accepted; 1 (0.3) accepted; 2
+    (0.6) is outside p's list: rejected, residual (0.6 - 0.3, 0.3 - 0.6)+ on ids [0, 1]: token
+    0. Law (0.7, 0.3, 0), TV 0.1."""
+    p, q = np.array([0.6, 0.3, 0.1]), np.array([0.1, 0.3, 0.6])
+
+    def top_two(p: np.ndarray, q: np.ndarray, drafts: np.ndarray, rng: np.random.Generator):
+        return top_n_id_sorted_residual(p, q, drafts, rng, top_n=2)
+
+    law, _ = _empirical(top_two, p, q, 1)
+    np.testing.assert_allclose(law, [0.7, 0.3, 0.0], atol=_spread(0.5))
+
+
+# ----- trees: the emitted stream against the target's product law ---------------------------
+V, DEPTH = 3, 2
+
+
+def _language_model(seed: int) -> dict[tuple[int, ...], np.ndarray]:
+    """A law over V tokens for every prefix of length <= DEPTH (Dirichlet, seeded)."""
+    rng = np.random.default_rng(seed)
+    prefixes = [()] + [
+        pre for d in range(1, DEPTH + 1) for pre in itertools.product(range(V), repeat=d)
+    ]
+    return {pre: rng.dirichlet(np.full(V, 2.0)) for pre in prefixes}
+
+
+TARGET, DRAFT = _language_model(1), _language_model(2)
+# the draft without token 0: the candidate lists of suspect B then hold different ids
+SPARSE_DRAFT = {pre: np.append(0.0, law[1:] / law[1:].sum()) for pre, law in DRAFT.items()}
+CHAIN = np.array([-1, 0])
+BINARY = np.array([-1, -1, 0, 0, 1, 1])  # two children at the root, two under each
+
+
+def _draft_children(law: np.ndarray, k: int, scheme: str, rng: np.random.Generator) -> np.ndarray:
+    """k children drafted from ``law``: i.i.d., or without replacement (Gumbel-top-k, whose
+    order is the order of sequential draws without replacement)."""
+    if scheme == "iid":
+        return _draw(law, rng, k)
+    with np.errstate(divide="ignore"):
+        keys = np.log(law) + rng.gumbel(size=law.shape[0])
+    return np.argsort(-keys)[:k]
+
+
+def _draft_tree(
+    parents: np.ndarray,
+    scheme: str,
+    rng: np.random.Generator,
+    draft: dict[tuple[int, ...], np.ndarray] = DRAFT,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tokens drafted node by node (children of a node jointly, under ``scheme``) and the
+    target and draft laws at the contexts, (N + 1, V) each."""
+    tokens = np.full(parents.shape[0], -1, dtype=np.int64)
+    prefix: dict[int, tuple[int, ...]] = {-1: ()}
+    for node in [-1, *range(parents.shape[0])]:
+        kids = np.flatnonzero(parents == node)
+        if kids.shape[0]:
+            law = draft[prefix[node]]
+            tokens[kids] = _draft_children(law, kids.shape[0], scheme, rng)
+            for k in kids:
+                prefix[int(k)] = (*prefix[node], int(tokens[k]))
+    contexts = [prefix[i] for i in range(-1, parents.shape[0])]
+    return tokens, np.array([TARGET[c] for c in contexts]), np.array([draft[c] for c in contexts])
+
+
+def _check_path(nodes: list[int], parents: np.ndarray) -> None:
+    for depth, node in enumerate(nodes):
+        assert parents[node] == (nodes[depth - 1] if depth else -1), "not a root-to-node path"
+
+
+def _emitted_counts(
+    subject: Subject,
+    parents: np.ndarray,
+    seed: int,
+    draft: dict[tuple[int, ...], np.ndarray] = DRAFT,
+) -> np.ndarray:
+    """Counts over V ** (DEPTH + 1) sequences: the emitted tokens (accepted path + bonus)
+    completed to DEPTH + 1 tokens with draws from the target."""
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((V,) * (DEPTH + 1))
+    for _ in range(TREE_DRAWS):
+        tokens, p, q = _draft_tree(parents, subject.scheme, rng, draft)
+        nodes, bonus = subject.sampler(tokens, parents, p, q, rng)
+        _check_path(list(nodes), parents)
+        out = [int(t) for t in tokens[list(nodes)]] + [int(bonus)]
+        while len(out) < DEPTH + 1:
+            out.append(int(_draw(TARGET[tuple(out)], rng)))
+        counts[tuple(out)] += 1
+    return counts
+
+
+def _product_law() -> np.ndarray:
+    law = np.zeros((V,) * (DEPTH + 1))
+    for seq in itertools.product(range(V), repeat=DEPTH + 1):
+        law[seq] = np.prod([TARGET[seq[:i]][seq[i]] for i in range(DEPTH + 1)])
+    return law
+
+
+TREE_CASES = [
+    ("target_only_tree", BINARY),
+    ("specinfer_tree", BINARY),
+    ("sequoia_tree", BINARY),
+    ("sglang_target_only_tree", BINARY),
+    ("eagle_target_only_tree", BINARY),
+    ("single_chain_tree", CHAIN),
+    ("block_verification_tree", CHAIN),
+    # chain verifiers on a wider tree read the chain of first children
+    ("single_chain_tree", BINARY),
+    ("block_verification_tree", BINARY),
+]
+
+
+@pytest.mark.parametrize(("name", "parents"), TREE_CASES)
+def test_tree_subject_emits_the_target_s_stream(name: str, parents: np.ndarray) -> None:
+    counts = _emitted_counts(SUBJECTS[name], parents, seed=11)
+    assert chi_square_pvalue(counts, TREE_DRAWS * _product_law()) > SIGNIFICANCE
+
+
+@pytest.mark.parametrize(
+    ("name", "parents"),
+    [
+        ("sibling_ratio_no_residual_tree", BINARY),
+        ("top_n_id_sorted_residual_tree", BINARY),
+        ("sglang_target_only_tree_iid", BINARY),
+        ("typical_acceptance_chain_tree", CHAIN),
+    ],
+)
+def test_lossy_tree_subject_is_caught(name: str, parents: np.ndarray) -> None:
+    """The same test flags the lossy subjects (two i.i.d. children per node where they take
+    trees) when the draft puts no mass on token 0; the emitted stream's TV from the target's
+    is measured beside it."""
+    counts = _emitted_counts(SUBJECTS[name], parents, seed=11, draft=SPARSE_DRAFT)
+    law = _product_law()
+    assert chi_square_pvalue(counts, TREE_DRAWS * law) < SIGNIFICANCE
+    # measured: 0.26 (suspect A), 0.45 (suspect B), 0.29 (SGLang's coin on repeated siblings),
+    # 0.46 (typical acceptance)
+    assert 0.5 * np.abs(counts / TREE_DRAWS - law).sum() > 0.15
+
+
+def test_block_verification_keeps_its_exact_efficiency_above_the_token_wise_chain() -> None:
+    """The mean accepted length on drafted chains of 2 matches the exact block efficiency of
+    otlp's block verification (``outcome_law``, every chain enumerated), which exceeds the
+    token-wise rule's (block verification is optimal among valid chain verifiers, Sun et al.
+    2025: optimal in the expected number of tokens per iteration)."""
+    exact = {}
+    for method in ("block", "sps"):
+        total = 0.0
+        for chain in itertools.product(range(V), repeat=2):
+            mass = DRAFT[()][chain[0]] * DRAFT[chain[:1]][chain[0 + 1]]
+            p = np.array([TARGET[()], TARGET[chain[:1]], TARGET[chain]])
+            q = np.array([DRAFT[()], DRAFT[chain[:1]], DRAFT[chain]])
+            law = outcome_law(np.array(chain), CHAIN, p, q, method=method)
+            total += mass * sum(share * (len(out) - 1) for out, share in law.items())
+        exact[method] = total
+    assert exact["block"] > exact["sps"] + 0.02
+    rng = np.random.default_rng(13)
+    lengths = []
+    for _ in range(TREE_DRAWS):
+        tokens, p, q = _draft_tree(CHAIN, "iid", rng)
+        nodes, _ = SUBJECTS["block_verification_tree"].sampler(tokens, CHAIN, p, q, rng)
+        lengths.append(len(nodes))
+    assert abs(np.mean(lengths) - exact["block"]) <= 4 * np.std(lengths) / np.sqrt(TREE_DRAWS)
+
+
+# ----- bad input ---------------------------------------------------------------------------
+def test_position_arguments_are_checked_by_name() -> None:
+    rng = np.random.default_rng(0)
+    specinfer = SUBJECTS["specinfer"].sampler
+    with pytest.raises(ValueError, match=r"^q:"):
+        specinfer(P3, Q4, np.array([0]), rng)
+    with pytest.raises(ValueError, match=r"^drafts:"):
+        specinfer(P3, Q3, np.array([3]), rng)
+    with pytest.raises(ValueError, match=r"^drafts:"):
+        specinfer(P3, np.array([0.0, 0.5, 0.5]), np.array([0]), rng)
+    with pytest.raises(ValueError, match=r"^drafts:"):
+        SUBJECTS["sequoia"].sampler(P3, Q3, np.array([1, 1]), rng)
+    with pytest.raises(ValueError, match=r"^q:"):
+        SUBJECTS["sequoia"].sampler(P3, np.stack([Q3, Q3]), np.array([0, 1]), rng)
+    with pytest.raises(ValueError, match=r"^drafts:"):
+        SUBJECTS["single_draft"].sampler(P3, Q3, np.array([], dtype=np.int64), rng)
+
+
+def test_tree_arguments_are_checked_by_name() -> None:
+    rng = np.random.default_rng(0)
+    laws = np.full((3, 3), 1 / 3)
+    with pytest.raises(ValueError, match=r"^parents:"):
+        SUBJECTS["specinfer_tree"].sampler(np.array([0, 1]), np.array([-1, 1]), laws, laws, rng)
+    with pytest.raises(ValueError, match=r"^p:"):
+        SUBJECTS["specinfer_tree"].sampler(np.array([0, 1]), CHAIN, laws[:2], laws, rng)
+    with pytest.raises(ValueError, match=r"^tokens:"):
+        SUBJECTS["specinfer_tree"].sampler(np.array([0, 3]), CHAIN, laws, laws, rng)
+    for name in ("specinfer_tree", "block_verification_tree"):
+        with pytest.raises(ValueError, match=r"^tokens:"):  # a present node, absent parent
+            SUBJECTS[name].sampler(np.array([-1, 1]), CHAIN, laws, laws, rng)
+
+
+def test_absent_nodes_end_the_walk() -> None:
+    """-1 marks an absent node (verify_tree's layout): a chain cut there ends at its last
+    present node and the bonus comes from that node's context."""
+    rng = np.random.default_rng(0)
+    p = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    for name in ("specinfer_tree", "single_chain_tree", "block_verification_tree"):
+        nodes, bonus = SUBJECTS[name].sampler(np.array([1, -1]), CHAIN, p, p, rng)
+        assert (list(nodes), bonus) == ([0], 2)
+
+
+# ----- exact laws through the referee's exact mode (after the merge with its branch) --------
+# (subject, p, q, n, scheme, the exact TV from p: 0 for the lossless ones, the stated value
+# for the suspects)
+EXACT_POSITION_CASES = [
+    ("specinfer", P4, Q4, 3, "iid", 0.0),
+    ("specinfer", P3, np.stack([Q3, Q3_OTHER]), 2, "independent", 0.0),
+    ("sequoia", P4, Q4, 3, "without_replacement", 0.0),
+    ("single_draft", P4, Q4, 1, "iid", 0.0),
+    ("target_only", P4, Q4, 3, "iid", 0.0),
+    ("eagle_target_only", P4, Q4, 3, "iid", 0.0),
+    ("sglang_target_only", P4, Q4, 3, "without_replacement", 0.0),
+    ("top_n_id_sorted_residual", P4, Q4, 3, "iid", 0.0),
+    ("sibling_ratio_no_residual", np.array([0.5, 0.5]), np.array([0.9, 0.1]), 2, "iid", 0.2),
+    ("top_n_id_sorted_residual", np.array([0.5, 0.3, 0.2]), np.array([0, 0.5, 0.5]), 1, "iid", 0.5),
+    ("typical_acceptance", np.array([0.5, 0.5]), np.array([0.9, 0.1]), 1, "iid", 0.4),
+]
+
+
+@pytest.mark.parametrize(("name", "p", "q", "n", "scheme", "tv"), EXACT_POSITION_CASES)
+def test_exact_output_law_by_the_referee_s_branching_generator(
+    name: str, p: np.ndarray, q: np.ndarray, n: int, scheme: str, tv: float
+) -> None:
+    """Every drafted tuple enumerated with its probability, every uniform of the subject
+    branched by the referee's exact mode: the output law is p to rounding (lossless) or sits
+    at exactly the TV derived by hand in the lossy tests above."""
+    symbolic = pytest.importorskip("otlp.referee.symbolic")
+    sampler = SUBJECTS[name].sampler
+    law = np.zeros(p.shape[0])
+    for omega in itertools.product(range(p.shape[0]), repeat=n):
+        mass = _tuple_mass(q, omega, scheme)
+        if mass > 0:
+            drafts = np.array(omega)
+            given = symbolic.exact_law(lambda rng, d=drafts: sampler(p, q, d, rng))
+            for token, share in given.items():
+                law[token] += mass * share
+    assert 0.5 * np.abs(law - p).sum() == pytest.approx(tv, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "single_chain_tree",
+        "block_verification_tree",
+        "specinfer_tree",
+        "target_only_tree",
+        "typical_acceptance_chain_tree",
+    ],
+)
+def test_exact_emitted_stream_on_chains_by_the_referee_s_branching_generator(name: str) -> None:
+    """Every drafted chain of two enumerated with its draft probability, the subject's exact
+    law of (accepted nodes, bonus) by the referee's exact mode, the emitted tokens completed to
+    DEPTH + 1 with the target's laws: the stream's law is the target's product law to rounding
+    for the lossless subjects, and far from it for typical acceptance."""
+    symbolic = pytest.importorskip("otlp.referee.symbolic")
+    subject = SUBJECTS[name]
+    law = np.zeros((V,) * (DEPTH + 1))
+    for chain in itertools.product(range(V), repeat=2):
+        mass = DRAFT[()][chain[0]] * DRAFT[chain[:1]][chain[1]]
+        contexts = [(), chain[:1], chain]
+        p = np.array([TARGET[c] for c in contexts])
+        q = np.array([DRAFT[c] for c in contexts])
+        tokens = np.array(chain)
+        outcomes = symbolic.exact_law(
+            lambda rng, t=tokens, p=p, q=q: subject.sampler(t, CHAIN, p, q, rng),
+            key=lambda out: (tuple(int(i) for i in out[0]), int(out[1])),
+        )
+        for (nodes, bonus), share in outcomes.items():
+            emitted = (*(chain[i] for i in nodes), bonus)
+            for seq in itertools.product(range(V), repeat=DEPTH + 1 - len(emitted)):
+                full = emitted + seq
+                rest = np.prod([TARGET[full[:i]][full[i]] for i in range(len(emitted), DEPTH + 1)])
+                law[full] += mass * share * rest
+    tv = 0.5 * np.abs(law - _product_law()).sum()
+    if subject.expected_lossless:
+        assert tv < 1e-12
+    else:
+        assert tv > 0.1
