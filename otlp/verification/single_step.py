@@ -32,7 +32,7 @@ from otlp.args import (
     positive_int,
 )
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
-from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
@@ -94,8 +94,11 @@ def verify_drafts(
         schemes and their methods are in :mod:`otlp.verification.single_step_schemes`.
     time_budget:
         Global resolution only: seconds a row's convex solve may run (default
-        ``DEFAULT_TIME_BUDGET``, 5 s; None for no limit). A row past it stops and is solved
-        exactly (``fallback=True``, "time budget exhausted" in its report's message).
+        ``DEFAULT_TIME_BUDGET``, 5 s; None for no limit); no Newton iteration starts that is
+        predicted to end past it. A row past it stops and is solved exactly
+        (``fallback=True``, "time budget exhausted" in its report's message), or, where its
+        unit's exact network is over ``otlp.limits``, by the scheme's lossless rule
+        (``fallback_rule``, e.g. ``"rrs"``, with ``acceptance_lost``).
     """
     if handles(scheme, method):
         return verify_scheme_drafts(
@@ -185,14 +188,16 @@ def global_resolution_rows(
         status, system, block, variables, iterations, deviation, budget, newton = table[b]
         fallback = bool(status == 1)
         message = NEWTON_MESSAGES[int(newton)]
+        rule, lost = None, None
         if fallback:
             tokens[b], exact = _exact_fallback(
                 p_arr, q_arr, draft_arr, b, top_k, tau, max_iter, atol, uniforms[b], time_budget
             )
             message = (
                 f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; "
-                f"object API: {exact}"
+                f"object API: {exact.message}"
             )
+            rule, lost = exact.fallback_rule, exact.acceptance_lost
         reports.append(
             RowReport(
                 system="outer" if system == 0 else "inner",
@@ -203,6 +208,8 @@ def global_resolution_rows(
                 budget=float(budget),
                 fallback=fallback,
                 message=message,
+                fallback_rule=rule,
+                acceptance_lost=lost,
             )
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
@@ -258,7 +265,7 @@ def _exact_fallback(
     atol: float,
     u: NDArray[np.float64],
     time_budget: float | None,
-) -> tuple[int, str]:
+) -> tuple[int, TokenReport]:
     """Row ``b``, whose unit missed its budget: :func:`object_api_token` on its instance."""
     inst, _ = _row_instance(p, q, drafts, b, top_k, atol)
     return object_api_token(inst, drafts[b], u, tau=tau, max_iter=max_iter, time_budget=time_budget)

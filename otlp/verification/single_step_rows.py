@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import real_number
-from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.instance import Instance
 from otlp.tensors import as_float64, as_index_array, check_distributions
 
@@ -92,10 +92,11 @@ def object_api_token(
     tau: float,
     max_iter: int,
     time_budget: float | None,
-) -> tuple[int, str]:
+) -> tuple[int, TokenReport]:
     """A decoder row the fused path could not certify: the object API solves the unit the
     drafts need (within the same ``time_budget``; exactly by max-flow where its own
-    certificate fails too) and draws the token; returns (token, the unit's report message)."""
+    certificate fails too, by the scheme's lossless rule where that max-flow is over
+    ``otlp.limits``) and draws the token; returns (token, the token's report)."""
     import otlp
 
     plan = otlp.solve(
@@ -107,7 +108,7 @@ def object_api_token(
         check=False,
     )
     probs, report = plan.token_report(drafts)  # type: ignore[attr-defined]
-    return draw_token(inst, probs, u), str(report.message)
+    return draw_token(inst, probs, u), report
 
 
 def exact_verification(

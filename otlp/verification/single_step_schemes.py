@@ -36,7 +36,7 @@ from otlp.global_resolution.constants import (
     check_unit_size,
 )
 from otlp.global_resolution.fused import scheme_row
-from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
@@ -142,11 +142,13 @@ def verify_scheme_drafts(
             _raise_for_row(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
         fallback = result.status == FALLBACK
         message = result.message
+        rule, lost = None, None
         if fallback:
             tokens[b], exact = _exact_fallback(
                 pb, qb, draft_arr[b], scheme, top_k, tau, max_iter, atol, uniforms[b], time_budget
             )
-            message = f"{message}; exact: {exact}"
+            message = f"{message}; exact: {exact.message}"
+            rule, lost = exact.fallback_rule, exact.acceptance_lost
         else:
             tokens[b] = result.token
         reports.append(
@@ -159,6 +161,8 @@ def verify_scheme_drafts(
                 budget=result.budget,
                 fallback=fallback,
                 message=message,
+                fallback_rule=rule,
+                acceptance_lost=lost,
             )
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
@@ -234,7 +238,7 @@ def _exact_fallback(
     atol: float,
     u: NDArray[np.float64],
     time_budget: float | None,
-) -> tuple[int, str]:
+) -> tuple[int, TokenReport]:
     """A row the fused path could not certify: :func:`object_api_token` on its instance."""
     inst = _instance(pb, qb, drafts.shape[0], scheme, top_k, atol, 0)
     return object_api_token(inst, drafts, u, tau=tau, max_iter=max_iter, time_budget=time_budget)
