@@ -105,3 +105,44 @@ def test_iid_row_over_the_limits_gets_the_rrs_token_and_its_acceptance_loss() ->
     alpha_star = otlp.optimal_acceptance(inst).alpha_star
     assert report.acceptance_lost == pytest.approx(alpha_star - rrs.acceptance(inst), abs=1e-12)
     assert report.acceptance_lost > 0
+
+
+@pytest.mark.parametrize(
+    ("scheme", "rule"), [("iid", "rrs"), ("without_replacement", "rrs_without_replacement")]
+)
+def test_rows_too_large_for_any_newton_step_are_the_rules_rows(scheme: str, rule: str) -> None:
+    """A draft vocabulary whose one Newton evaluation is over the limits raised ProblemTooLarge
+    for valid rows; every row of such a call is now the scheme's lossless rule's (the same
+    tokens as that method with the same seed), reported as such."""
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.ones(50), size=4), rng.dirichlet(np.ones(50), size=4)
+    drafts = np.array([rng.choice(50, 3, replace=False, p=row) for row in q])
+    with otlp.limits.limited(max_variables=5_000):  # 64 nodes x 2 x 50 = 6,400
+        out = otlp.verify_drafts(p, q, drafts, scheme=scheme, rng=3)
+    expected = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=rule, rng=3)
+    np.testing.assert_array_equal(out.tokens, expected.tokens)
+    assert all(r.fallback and r.fallback_rule == rule for r in out.reports)
+    assert "over the limit" in out.reports[0].message
+
+
+def test_budget_fuzz_cases_give_every_row_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fuzz class of issue 24 (``budget:<scheme>``): a budget case on a small vocabulary
+    runs its check, which fails on a row left without a token."""
+    from otlp.errors import ProblemTooLarge
+    from otlp.fuzz import checks
+    from otlp.fuzz.cases import budget_case, make_case
+    from otlp.fuzz.checks import components_for, run_case
+
+    seeds = (np.random.default_rng([0, i]) for i in range(1000))
+    case = next(c for c in (budget_case(r, 7) for r in seeds) if len(c["p"]) == 100)
+    assert components_for(case) == [f"budget:{case['scheme']}"]
+    run_case(case)  # compiles what the case needs: campaigns warm up before timing checks
+    outcomes = run_case(case)
+    assert [o.status for o in outcomes] == ["ok"], outcomes
+    assert any(make_case(3, i)["kind"] == "budget" for i in range(10, 200))
+
+    def no_token(*args: object, **kwargs: object) -> None:
+        raise ProblemTooLarge("a valid row", 2, 0, 1)
+
+    monkeypatch.setattr(checks, "verify_drafts", no_token)
+    assert run_case(case)[0].status == "failed"  # a row without a token is a failure

@@ -31,6 +31,7 @@ from otlp.args import (
     canonical_name,
     positive_int,
 )
+from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.instance import Instance
@@ -41,6 +42,7 @@ from otlp.verification.single_step_rows import (
     exact_verification,
     local_drafts,
     object_api_token,
+    rule_rows,
 )
 from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
 
@@ -140,7 +142,11 @@ def verify_drafts(
     if method != "global_resolution":
         return _exact_rule(p_arr, q_arr, draft_arr, method, top_k, atol, uniforms)
     tau = check_tau(tau)
-    check_unit_size(vocab if top_k is None else top_k, n)
+    try:
+        check_unit_size(vocab if top_k is None else top_k, n)
+    except ProblemTooLarge as exc:  # a valid row still gets a token: the i.i.d. rule's
+        verified = _exact_rule(p_arr, q_arr, draft_arr, "rrs", top_k, atol, uniforms)
+        return rule_rows(verified, str(exc))
     return global_resolution_rows(
         p_arr,
         q_arr,
@@ -174,6 +180,7 @@ def global_resolution_rows(
     misses its budget, or whose Newton runs past ``time_budget`` seconds (None: no limit),
     are solved exactly (fallback)."""
     from solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
+    from solvers.global_resolution.newton import OUT_OF_TIME
     from solvers.global_resolution.token import batch, batch_parallel
 
     rows = draft_arr.shape[0]
@@ -189,9 +196,10 @@ def global_resolution_rows(
         fallback = bool(status == 1)
         message = NEWTON_MESSAGES[int(newton)]
         rule, lost = None, None
-        if fallback:
+        if fallback:  # a row that spent its budget goes straight to the exact fallback
+            left = 0 if int(newton) == OUT_OF_TIME else max_iter
             tokens[b], exact = _exact_fallback(
-                p_arr, q_arr, draft_arr, b, top_k, tau, max_iter, atol, uniforms[b], time_budget
+                p_arr, q_arr, draft_arr, b, top_k, tau, left, atol, uniforms[b], time_budget
             )
             message = (
                 f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; "

@@ -5,6 +5,7 @@ draft positions and the draw from a local law (one home for the i.i.d. path in
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,3 +128,20 @@ def exact_verification(
     )
     accepted = (tokens[:, None] == drafts).any(axis=1)
     return DraftVerification(tokens, accepted, (report,) * tokens.shape[0], method)
+
+
+def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification:
+    """Rows that global resolution could not take at all (its one Newton evaluation over the
+    draft vocabulary is over ``otlp.limits``), verified instead by the scheme's lossless rule
+    (``verification``, e.g. ``rrs``): every row is that rule's, whatever its drafts, so the
+    batch keeps the rule's exact law; each report says so (``fallback_rule``) and why."""
+    reports = tuple(
+        dataclasses.replace(
+            report,
+            fallback=True,
+            fallback_rule=verification.method,
+            message=f"{reason}; every row verified by {verification.method}",
+        )
+        for report in verification.reports
+    )
+    return dataclasses.replace(verification, reports=reports, method="global_resolution")

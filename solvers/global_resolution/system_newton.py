@@ -22,8 +22,15 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.direction import direction
-from solvers.global_resolution.newton import MAX_STEP, MAX_TRIALS, MinimizeResult
+from solvers.global_resolution.direction import compile_direction, direction
+from solvers.global_resolution.newton import (
+    LINE_SEARCH_FAILED,
+    MAX_STEP,
+    MAX_TRIALS,
+    MESSAGES,
+    OUT_OF_TIME,
+    MinimizeResult,
+)
 from solvers.global_resolution.softmax_system import Evaluation
 
 FloatArray = NDArray[np.float64]
@@ -104,6 +111,7 @@ def system_newton(
 ) -> MinimizeResult:
     """Minimise F until the certified deviation is at most ``tol`` (within ``time_budget``
     seconds from this call, None: no limit; see the module docstring)."""
+    compile_direction()
     start = time.perf_counter()
     deadline = math.inf if time_budget is None else start + time_budget
     free = np.arange(system.size, dtype=np.int64)
@@ -127,7 +135,7 @@ def system_newton(
         now = time.perf_counter()
         last = now - iteration_start if iterations > 1 else 0.0
         if iterations > 0 and now + last > deadline:
-            message = "time budget exhausted"
+            message = MESSAGES[OUT_OF_TIME]
             break
         iteration_start = now
         assert ev.row_sums is not None and ev.low_rank is not None and ev.blocks is not None
@@ -137,7 +145,7 @@ def system_newton(
         iterations += 1
         if trial is None:
             late = time.perf_counter() > deadline
-            message = "time budget exhausted" if late else "line search failed"
+            message = MESSAGES[OUT_OF_TIME if late else LINE_SEARCH_FAILED]
             break
         ev = trial
     return MinimizeResult(
