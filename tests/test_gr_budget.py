@@ -79,6 +79,8 @@ def test_without_replacement_row_over_the_limits_gets_the_rule_token() -> None:
     row = result.reports[0]
     assert row.fallback and row.fallback_rule == "rrs_without_replacement"
     assert row.iterations <= 1
+    # The row's budget was spent by the fused Newton: the object API runs no second one.
+    assert row.message.count("time budget exhausted") == 1, row.message
     position = np.flatnonzero(inst.tokens == result.tokens[0])  # empty: outside the draft
     assert probs[position[0] if position.size else -1] > 0
 
