@@ -6,9 +6,9 @@ sums rho (see :class:`~solvers.global_resolution.softmax_system.Evaluation`); th
 or, where those are too costly, conjugate gradients, so that every step's flops are bounded.
 With a deadline, a large unit (an iteration of more than ``TIMED_WORK`` flops) reads the
 clock before every iteration and does not start one that would end past it if it took as
-long as the last one; the line search stops at the deadline. A solve then overruns its
-deadline by at most one iteration of bounded flops (the first, or one slower than the last),
-instead of running unbounded dense steps.
+long as the last one (the first: once it has passed); the line search stops at the deadline.
+A solve then overruns its deadline by at most one iteration of bounded flops (the first, or
+one slower than the last), instead of running unbounded dense steps.
 Steps are chosen on the convex objective itself, from receipts only: along a direction d,
 phi'(t) = d . (g - x) is nondecreasing, so a trial with phi'(t) <= 0 has decreased F (see
 :func:`_line_search`); backtracking on ||g - x|| instead zigzags when the inner system has
@@ -223,9 +223,9 @@ def newton_kernel(
     ``UNRESOLVED`` (the rounding error of the receipts alone exceeds ``tol``) or
     ``OUT_OF_TIME``: past ``deadline`` (``time.perf_counter()``), read before each iteration
     after the first ``first_check`` (most solves finish before the clock is ever read) or,
-    for a unit whose iteration exceeds ``TIMED_WORK`` flops, before every iteration but the
-    first, which does not start if it would end past the deadline taking as long as the last
-    one (see the module docstring).
+    for a unit whose iteration exceeds ``TIMED_WORK`` flops, before every iteration, which
+    does not start if it would end past the deadline taking as long as the last one (see the
+    module docstring).
     """
     q_pow, base_pow = power_table(q, base, n)
     m = q.shape[0]
@@ -263,9 +263,10 @@ def newton_kernel(
             break
         if iterations >= max_iter:
             break
-        if timed:  # the first iteration always runs (its direction's flops are bounded)
+        if timed:  # the first iteration runs unless the deadline has passed
             now = clock()
-            if iterations > 0 and now + (now - iteration_start) > deadline:
+            last = now - iteration_start if iterations > 0 else 0.0
+            if now + last > deadline:
                 status = OUT_OF_TIME
                 break
             iteration_start = now

@@ -9,8 +9,9 @@ direction d, phi'(t) = d . (g - x) is nondecreasing, so a trial with phi'(t) in
 [phi'(0) / 2, 0] (or the full step in the quadratic regime) decreases F; its root is
 bracketed by Illinois regula falsi. Iteration stops when the certified deviation
 ||g - x||_1 + (quadrature bound) reaches ``tol``. With a time budget no iteration starts
-that would end past it if it took as long as the last one, and the line search stops at it:
-the budget is overrun by at most one iteration, whose direction has bounded flops.
+that would end past it if it took as long as the last one (the first two: none once it has
+passed), and the line search stops at it: the budget is overrun by at most one iteration,
+whose direction has bounded flops.
 """
 
 from __future__ import annotations
@@ -129,12 +130,12 @@ def system_newton(
             break
         if iterations >= max_iter:
             break
-        # The first iteration always runs (bounded flops) and the second unless the deadline
-        # has passed (the first may have compiled kernels); later ones only if they would end
-        # before it, taking as long as the last.
+        # The first two iterations start unless the deadline has passed (the first may have
+        # compiled kernels); later ones only if they would end before it, taking as long as
+        # the last.
         now = time.perf_counter()
         last = now - iteration_start if iterations > 1 else 0.0
-        if iterations > 0 and now + last > deadline:
+        if now + last > deadline:
             message = MESSAGES[OUT_OF_TIME]
             break
         iteration_start = now
