@@ -33,7 +33,7 @@ def test_cases_are_seeded_and_cover_every_class() -> None:
     from otlp.fuzz import INSTANCE_CLASSES
     from otlp.fuzz.cases import REPRODUCERS
 
-    assert classes == set(INSTANCE_CLASSES) | {"multistep", "reproducer"}
+    assert classes == set(INSTANCE_CLASSES) | {"multistep", "reproducer", "budget"}
     assert [make_case(5, i)["class"] for i in range(len(REPRODUCERS))] == ["reproducer"] * len(
         REPRODUCERS
     )

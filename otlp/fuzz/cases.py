@@ -314,6 +314,56 @@ def make_case(seed: int, index: int) -> Case:
     if index < len(REPRODUCERS):
         return REPRODUCERS[index] | {"index": index}
     rng = np.random.default_rng([seed, index])
-    if rng.random() < MULTISTEP_SHARE:
+    draw = rng.random()
+    if draw < MULTISTEP_SHARE:
         return multistep_case(rng, index)
+    if draw >= 1.0 - BUDGET_SHARE:
+        return budget_case(rng, index)
     return instance_case(rng, index)
+
+
+# ----- budget adherence (issue 24) -------------------------------------------------------------
+# Global resolution's decoder call under tiny time budgets on peaked drafts with large n and k,
+# every scheme: every valid row must get a token, and the call may overrun its budget by at
+# most 20% plus one bounded step (otlp.fuzz.checks.BOUNDED_STEP_S).
+BUDGET_SHARE = 0.05  # fraction of cases that are budget cases (drawn from the same uniform)
+BUDGET_VOCABS = (100, 300, 1000)
+BUDGET_DRAFTS = (2, 4, 8)
+BUDGET_SECONDS = (1e-4, 1e-3, 1e-2, 0.1)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    return _normalised(np.exp(logits - logits.max()))
+
+
+def budget_case(rng: np.random.Generator, index: int) -> Case:
+    """One budget case: a peaked pair (softmaxes of correlated N(0, 9) logits at temperature
+    0.05-0.1, or a near-one-hot draft), V up to 1,000, n up to 8, every scheme, tau down to
+    1e-6 and a time budget of 1e-4 .. 0.1 s."""
+    v = int(rng.choice(BUDGET_VOCABS))
+    scheme = str(rng.choice(SCHEMES))
+    n = 2 if scheme == "independent" else int(rng.choice(BUDGET_DRAFTS))
+    logits = rng.normal(0.0, 3.0, v)
+    temperature = float(rng.choice((0.05, 0.1)))
+
+    def draft() -> np.ndarray:
+        if rng.random() < 0.3:  # near one-hot: the top holds 1 - 1e-6
+            out = _dirichlet(rng, v) * 1e-6
+            out[int(rng.integers(v))] += 1.0 - out.sum()
+            return out
+        return _softmax((0.8 * logits + 0.2 * rng.normal(0.0, 3.0, v)) / temperature)
+
+    p = _softmax(logits / temperature)
+    q = [_as_list(draft()), _as_list(draft())] if scheme == "independent" else _as_list(draft())
+    return {
+        "kind": "budget",
+        "index": index,
+        "class": "budget",
+        "p": _as_list(p),
+        "q": q,
+        "n": n,
+        "scheme": scheme,
+        "top_k": None,
+        "tau": float(rng.choice((1e-3, 1e-6))),
+        "time_budget": float(rng.choice(BUDGET_SECONDS)),
+    }

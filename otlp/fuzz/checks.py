@@ -84,6 +84,8 @@ def components_for(case: dict[str, Any]) -> list[str]:
     if case["kind"] == "multistep":
         suffix = f":{case['rule']}" if case["method"] == "spectr" else ""
         return [f"multistep:{case['method']}{suffix}"]
+    if case["kind"] == "budget":
+        return [f"budget:{case['scheme']}"]
     if "components" in case:
         return list(case["components"])
     decoders = []
@@ -102,6 +104,7 @@ def known_components() -> list[str]:
     names = [f"scheme:{s}" for s in SCHEMES] + [f"method:{m}" for m in method_names()]
     names += [f"rule:{r}" for r in rules.names()] + [f"decode:{m}" for m in DECODE_METHODS]
     names += [f"multistep:{m}" for m in MULTISTEP_METHODS if m != "spectr"]
+    names += [f"budget:{s}" for s in SCHEMES]
     from otlp.fuzz.cases import MULTISTEP_RULES
 
     return names + [f"multistep:spectr:{r}" for r in MULTISTEP_RULES]
@@ -124,6 +127,8 @@ def run_case(case: dict[str, Any], only: frozenset[str] = frozenset()) -> list[O
     wanted = [c for c in components_for(case) if not only or any(c.startswith(o) for o in only)]
     if case["kind"] == "multistep":
         return [_guarded(name, _check_multistep, case) for name in wanted]
+    if case["kind"] == "budget":
+        return [_guarded(name, _check_budget, case) for name in wanted]
     try:
         inst = build_instance(case)
     except ValueError as exc:  # a clear refusal of the input itself (e.g. n > support)
@@ -406,6 +411,49 @@ def _check_decode(
     if np.any(p_used[tokens] <= 0):
         return [f"a token with p = 0 among {tokens.tolist()} for drafts {drafts.tolist()}"]
     return []
+
+
+# ----- budget adherence (issue 24) -------------------------------------------------------------
+BUDGET_ROWS = 1  # decoder rows per budget case
+# One bounded step: a Newton iteration (its direction at most EXACT_WORK + CG_WORK flops;
+# 1-3 s on this 2-core machine under load) or a unit's exact fallback within otlp.limits.
+BOUNDED_STEP_S = 3.0
+
+
+def _check_budget(case: dict[str, Any]) -> list[str]:
+    """:func:`otlp.verify_drafts` (global resolution) under the case's tiny ``time_budget``:
+    every row of valid drafts gets a token with p > 0 (never ProblemTooLarge), and the call
+    takes at most ``BUDGET_ROWS`` x (1.2 budget + ``BOUNDED_STEP_S``)."""
+    p = np.asarray(case["p"], dtype=np.float64)
+    q = np.asarray(case["q"], dtype=np.float64)
+    inst = Instance(p, q, case["n"], case["scheme"])
+    drafts = inst.sample_drafts(np.random.default_rng(case["index"]), BUDGET_ROWS)
+    budget = case["time_budget"]
+    start = time.perf_counter()
+    try:
+        result = verify_drafts(
+            p,
+            q,
+            drafts,
+            scheme=case["scheme"],
+            tau=case["tau"],
+            time_budget=budget,
+            rng=case["index"],
+        )
+    except ValueError as exc:
+        return [f"no token for valid drafts {drafts.tolist()}: {exc}"]
+    seconds = time.perf_counter() - start
+    problems = []
+    tokens = np.asarray(result.tokens)
+    if tokens.min() < 0 or tokens.max() >= p.size or np.any(p[tokens] <= 0):
+        problems.append(f"tokens {tokens.tolist()} out of range or with p = 0")
+    allowed = BUDGET_ROWS * (1.2 * budget + BOUNDED_STEP_S)
+    if seconds > allowed:
+        problems.append(
+            f"{seconds:.2f} s for {BUDGET_ROWS} rows at a budget of {budget:g} s per row "
+            f"(allowed {allowed:.2f} s)"
+        )
+    return problems
 
 
 # ----- multi-step ----------------------------------------------------------------------------

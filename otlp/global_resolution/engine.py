@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 from otlp.args import canonical_name, positive_int
 from otlp.builders import BipartiteSystem, inner_system, outer_system
 from otlp.columns import DraftColumns
+from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import (
     BUDGET_FACTOR,
     DEFAULT_TIME_BUDGET,
@@ -49,6 +50,7 @@ from otlp.global_resolution.exact import (
     unit_network,
 )
 from otlp.global_resolution.reports import SolveReport, TokenReport
+from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
 from otlp.plan import carry_stranded_columns, fit_columns
 from otlp.subset import SubsetSelection
@@ -112,6 +114,9 @@ class GlobalResolution:
         self.allow_fallback = fallback
         self.reports: dict[Unit, SolveReport] = {}
         self.exact: dict[Unit, ExactUnit] = {}
+        # Units whose solve missed its budget and whose exact network is over otlp.limits:
+        # their failed report (their tokens come from the scheme's lossless rule).
+        self.over_limits: dict[Unit, SolveReport] = {}
         self.seconds = 0.0
         self._alpha = np.zeros(inst.k)  # each solved unit's alpha, per variable token
 
@@ -173,7 +178,9 @@ class GlobalResolution:
 
     # ----- solving units ------------------------------------------------------------------
     def solve(self, unit: Unit) -> SolveReport:
-        """Solve one unit (cached). If it misses its budget, solve it exactly by max-flow."""
+        """Solve one unit (cached). If it misses its budget, solve it exactly by max-flow;
+        if that network is over ``otlp.limits``, the unit is recorded in ``over_limits`` and
+        :class:`~otlp.errors.ProblemTooLarge` raised."""
         if unit not in self.reports:
             tokens, system = self._system(unit)
             alpha, report = self._solve_unit(unit, system)
@@ -181,7 +188,14 @@ class GlobalResolution:
             self.reports[unit] = report
             self.seconds += report.seconds
             if report.fallback:
-                self._solve_exactly(unit)
+                try:
+                    self._solve_exactly(unit)
+                except ProblemTooLarge as exc:
+                    del self.reports[unit]
+                    self.over_limits[unit] = dataclasses.replace(
+                        report, message=f"{report.message}; exact fallback: {exc}"
+                    )
+                    raise
         return self.reports[unit]
 
     def solve_all(self) -> None:
@@ -366,8 +380,15 @@ class GlobalResolution:
         inst = self.instance
         local = inst.to_local(omega)
         unit = self.unit_of(local)
-        cached = unit in self.reports
-        report = self.solve(unit)
+        cached = unit in self.reports or unit in self.over_limits
+        if unit not in self.over_limits:
+            try:
+                report = self.solve(unit)
+            except ProblemTooLarge:
+                if unit not in self.over_limits:
+                    raise  # not the unit's exact fallback
+        if unit in self.over_limits:
+            return self._rule_slice(omega, local, unit, start, cached)
         if unit in self.exact:
             out = self._exact_slice(unit, local)
         else:
@@ -388,6 +409,24 @@ class GlobalResolution:
             time_budget=self.time_budget,
         )
         return out, token_report
+
+    def _rule_slice(
+        self, omega: ArrayLike, local: IntArray, unit: Unit, start: float, cached: bool
+    ) -> tuple[FloatArray, TokenReport]:
+        """The slice of the scheme's lossless rule for a unit over the limits
+        (:mod:`otlp.global_resolution.rule_fallback`), and its report."""
+        found = rule_token(self.instance, local, self.selection.alpha_star)
+        failed = self.over_limits[unit]
+        report = TokenReport.of_unit(
+            dataclasses.replace(failed, message=f"{failed.message}; token by {found.rule}"),
+            omega=tuple(int(t) for t in np.atleast_1d(omega)),
+            seconds=time.perf_counter() - start,
+            cached=cached,
+            time_budget=self.time_budget,
+            fallback_rule=found.rule,
+            acceptance_lost=found.acceptance_lost,
+        )
+        return found.probs, report
 
     def _exact_slice(self, unit: Unit, local: IntArray) -> FloatArray:
         exact = self.exact[unit]

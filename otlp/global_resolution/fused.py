@@ -44,6 +44,7 @@ from otlp.global_resolution.scheme_parts import (
 from solvers.global_resolution import OuterTargets
 from solvers.global_resolution.clocks import QuadratureRangeError
 from solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
+from solvers.global_resolution.newton import MESSAGES, OUT_OF_TIME
 from solvers.global_resolution.scheme_token import greedy_slice, independent_vocabulary
 from solvers.global_resolution.sorting import top_tokens
 from solvers.global_resolution.system_newton import system_newton
@@ -78,6 +79,7 @@ class RowResult:
     budget: float = 0.0
     message: str = ""
     detail: int = 0
+    out_of_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -201,9 +203,19 @@ def row_slice(
         alpha, iterations, deviation = result.alpha, result.iterations, result.deviation
         message = result.message
         if not deviation <= budget:
+            late = message == MESSAGES[OUT_OF_TIME]
             message = f"{message}; deviation {deviation:.3g} > budget {budget:.3g}"
             report = RowResult(
-                FALLBACK, -1, name, block_id, system.size, iterations, deviation, budget, message
+                FALLBACK,
+                -1,
+                name,
+                block_id,
+                system.size,
+                iterations,
+                deviation,
+                budget,
+                message,
+                out_of_time=late,
             )
             return report, None, None
     solved = np.zeros(k)

@@ -50,11 +50,16 @@ class TokenReport(SolveReport):
     is the wall time of this call (H*, targets and solves included when they were not cached
     yet) and ``cached`` says the unit had already been solved for an earlier slice of the
     same (p, q); ``time_budget`` is the limit (seconds, None: none) its convex solve ran
-    under."""
+    under. ``fallback_rule`` names the lossless rule the slice came from when even the
+    unit's exact fallback was over ``otlp.limits``
+    (:mod:`otlp.global_resolution.rule_fallback`), with ``acceptance_lost`` = alpha* minus
+    that rule's acceptance (None if not computed)."""
 
     omega: tuple[int, ...]
     cached: bool
     time_budget: float | None = None
+    fallback_rule: str | None = None
+    acceptance_lost: float | None = None
 
     @classmethod
     def of_unit(
@@ -65,11 +70,18 @@ class TokenReport(SolveReport):
         seconds: float,
         cached: bool,
         time_budget: float | None = None,
+        fallback_rule: str | None = None,
+        acceptance_lost: float | None = None,
     ) -> TokenReport:
         """``report``'s fields with this token's ``omega``, ``seconds`` and ``cached``."""
         fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(SolveReport)}
         return cls(
-            **(fields | {"seconds": seconds}), omega=omega, cached=cached, time_budget=time_budget
+            **(fields | {"seconds": seconds}),
+            omega=omega,
+            cached=cached,
+            time_budget=time_budget,
+            fallback_rule=fallback_rule,
+            acceptance_lost=acceptance_lost,
         )
 
 
@@ -77,6 +89,9 @@ class TokenReport(SolveReport):
 class RowReport(UnitReport):
     """How one row of :func:`otlp.verification.single_step.verify_drafts` got its token: for
     global resolution the unit omega needed with its ``budget`` (5 tau, an outer block its
-    share); exact rules report no system and zeros."""
+    share); exact rules report no system and zeros. ``fallback_rule`` and
+    ``acceptance_lost`` as in :class:`TokenReport`."""
 
     budget: float
+    fallback_rule: str | None = None
+    acceptance_lost: float | None = None

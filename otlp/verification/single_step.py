@@ -31,8 +31,9 @@ from otlp.args import (
     canonical_name,
     positive_int,
 )
+from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
-from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
@@ -41,6 +42,7 @@ from otlp.verification.single_step_rows import (
     exact_verification,
     local_drafts,
     object_api_token,
+    rule_rows,
 )
 from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
 
@@ -94,8 +96,11 @@ def verify_drafts(
         schemes and their methods are in :mod:`otlp.verification.single_step_schemes`.
     time_budget:
         Global resolution only: seconds a row's convex solve may run (default
-        ``DEFAULT_TIME_BUDGET``, 5 s; None for no limit). A row past it stops and is solved
-        exactly (``fallback=True``, "time budget exhausted" in its report's message).
+        ``DEFAULT_TIME_BUDGET``, 5 s; None for no limit); no Newton iteration starts that is
+        predicted to end past it. A row past it stops and is solved exactly
+        (``fallback=True``, "time budget exhausted" in its report's message), or, where its
+        unit's exact network is over ``otlp.limits``, by the scheme's lossless rule
+        (``fallback_rule``, e.g. ``"rrs"``, with ``acceptance_lost``).
     """
     if handles(scheme, method):
         return verify_scheme_drafts(
@@ -137,7 +142,11 @@ def verify_drafts(
     if method != "global_resolution":
         return _exact_rule(p_arr, q_arr, draft_arr, method, top_k, atol, uniforms)
     tau = check_tau(tau)
-    check_unit_size(vocab if top_k is None else top_k, n)
+    try:
+        check_unit_size(vocab if top_k is None else top_k, n)
+    except ProblemTooLarge as exc:  # a valid row still gets a token: the i.i.d. rule's
+        verified = _exact_rule(p_arr, q_arr, draft_arr, "rrs", top_k, atol, uniforms)
+        return rule_rows(verified, str(exc))
     return global_resolution_rows(
         p_arr,
         q_arr,
@@ -171,6 +180,7 @@ def global_resolution_rows(
     misses its budget, or whose Newton runs past ``time_budget`` seconds (None: no limit),
     are solved exactly (fallback)."""
     from solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
+    from solvers.global_resolution.newton import OUT_OF_TIME
     from solvers.global_resolution.token import batch, batch_parallel
 
     rows = draft_arr.shape[0]
@@ -185,14 +195,17 @@ def global_resolution_rows(
         status, system, block, variables, iterations, deviation, budget, newton = table[b]
         fallback = bool(status == 1)
         message = NEWTON_MESSAGES[int(newton)]
-        if fallback:
+        rule, lost = None, None
+        if fallback:  # a row that spent its budget goes straight to the exact fallback
+            left = 0 if int(newton) == OUT_OF_TIME else max_iter
             tokens[b], exact = _exact_fallback(
-                p_arr, q_arr, draft_arr, b, top_k, tau, max_iter, atol, uniforms[b], time_budget
+                p_arr, q_arr, draft_arr, b, top_k, tau, left, atol, uniforms[b], time_budget
             )
             message = (
                 f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; "
-                f"object API: {exact}"
+                f"object API: {exact.message}"
             )
+            rule, lost = exact.fallback_rule, exact.acceptance_lost
         reports.append(
             RowReport(
                 system="outer" if system == 0 else "inner",
@@ -203,6 +216,8 @@ def global_resolution_rows(
                 budget=float(budget),
                 fallback=fallback,
                 message=message,
+                fallback_rule=rule,
+                acceptance_lost=lost,
             )
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
@@ -258,7 +273,7 @@ def _exact_fallback(
     atol: float,
     u: NDArray[np.float64],
     time_budget: float | None,
-) -> tuple[int, str]:
+) -> tuple[int, TokenReport]:
     """Row ``b``, whose unit missed its budget: :func:`object_api_token` on its instance."""
     inst, _ = _row_instance(p, q, drafts, b, top_k, atol)
     return object_api_token(inst, drafts[b], u, tau=tau, max_iter=max_iter, time_budget=time_budget)

@@ -5,13 +5,14 @@ draft positions and the draw from a local law (one home for the i.i.d. path in
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import real_number
-from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.instance import Instance
 from otlp.tensors import as_float64, as_index_array, check_distributions
 
@@ -92,10 +93,11 @@ def object_api_token(
     tau: float,
     max_iter: int,
     time_budget: float | None,
-) -> tuple[int, str]:
+) -> tuple[int, TokenReport]:
     """A decoder row the fused path could not certify: the object API solves the unit the
     drafts need (within the same ``time_budget``; exactly by max-flow where its own
-    certificate fails too) and draws the token; returns (token, the unit's report message)."""
+    certificate fails too, by the scheme's lossless rule where that max-flow is over
+    ``otlp.limits``) and draws the token; returns (token, the token's report)."""
     import otlp
 
     plan = otlp.solve(
@@ -107,7 +109,7 @@ def object_api_token(
         check=False,
     )
     probs, report = plan.token_report(drafts)  # type: ignore[attr-defined]
-    return draw_token(inst, probs, u), str(report.message)
+    return draw_token(inst, probs, u), report
 
 
 def exact_verification(
@@ -126,3 +128,20 @@ def exact_verification(
     )
     accepted = (tokens[:, None] == drafts).any(axis=1)
     return DraftVerification(tokens, accepted, (report,) * tokens.shape[0], method)
+
+
+def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification:
+    """Rows that global resolution could not take at all (its one Newton evaluation over the
+    draft vocabulary is over ``otlp.limits``), verified instead by the scheme's lossless rule
+    (``verification``, e.g. ``rrs``): every row is that rule's, whatever its drafts, so the
+    batch keeps the rule's exact law; each report says so (``fallback_rule``) and why."""
+    reports = tuple(
+        dataclasses.replace(
+            report,
+            fallback=True,
+            fallback_rule=verification.method,
+            message=f"{reason}; every row verified by {verification.method}",
+        )
+        for report in verification.reports
+    )
+    return dataclasses.replace(verification, reports=reports, method="global_resolution")

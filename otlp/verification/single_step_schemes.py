@@ -29,6 +29,7 @@ from otlp.args import (
     canonical_name,
     positive_int,
 )
+from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import (
     DEFAULT_TIME_BUDGET,
     check_tau,
@@ -36,7 +37,8 @@ from otlp.global_resolution.constants import (
     check_unit_size,
 )
 from otlp.global_resolution.fused import scheme_row
-from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.reports import RowReport, TokenReport
+from otlp.global_resolution.rule_fallback import FALLBACK_RULES
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
@@ -45,6 +47,7 @@ from otlp.verification.single_step_rows import (
     exact_verification,
     local_drafts,
     object_api_token,
+    rule_rows,
 )
 from solvers.global_resolution.constants import (
     BAD_DRAFT,
@@ -130,7 +133,13 @@ def verify_scheme_drafts(
     if method != "global_resolution":
         return _exact_rows(p_arr, q_arr, draft_arr, scheme, method, top_k, atol, uniforms)
     tau = check_tau(tau)
-    check_unit_size(vocab if top_k is None else top_k, n)
+    try:
+        if scheme != "greedy":  # the greedy plan is closed form: no Newton evaluation
+            check_unit_size(vocab if top_k is None else top_k, n)
+    except ProblemTooLarge as exc:  # a valid row still gets a token: the scheme's rule's
+        name = FALLBACK_RULES[scheme].name
+        verified = _exact_rows(p_arr, q_arr, draft_arr, scheme, name, top_k, atol, uniforms)
+        return rule_rows(verified, str(exc))
     tokens = np.empty(rows, dtype=np.int64)
     reports = []
     for b in range(rows):
@@ -142,11 +151,14 @@ def verify_scheme_drafts(
             _raise_for_row(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
         fallback = result.status == FALLBACK
         message = result.message
-        if fallback:
+        rule, lost = None, None
+        if fallback:  # a row that spent its budget goes straight to the exact fallback
+            left = 0 if result.out_of_time else max_iter
             tokens[b], exact = _exact_fallback(
-                pb, qb, draft_arr[b], scheme, top_k, tau, max_iter, atol, uniforms[b], time_budget
+                pb, qb, draft_arr[b], scheme, top_k, tau, left, atol, uniforms[b], time_budget
             )
-            message = f"{message}; exact: {exact}"
+            message = f"{message}; exact: {exact.message}"
+            rule, lost = exact.fallback_rule, exact.acceptance_lost
         else:
             tokens[b] = result.token
         reports.append(
@@ -159,6 +171,8 @@ def verify_scheme_drafts(
                 budget=result.budget,
                 fallback=fallback,
                 message=message,
+                fallback_rule=rule,
+                acceptance_lost=lost,
             )
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
@@ -262,7 +276,7 @@ def _exact_fallback(
     atol: float,
     u: NDArray[np.float64],
     time_budget: float | None,
-) -> tuple[int, str]:
+) -> tuple[int, TokenReport]:
     """A row the fused path could not certify: :func:`object_api_token` on its instance."""
     inst = _instance(pb, qb, drafts.shape[0], scheme, top_k, atol, 0)
     return object_api_token(inst, drafts, u, tau=tau, max_iter=max_iter, time_budget=time_budget)

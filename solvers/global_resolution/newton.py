@@ -1,10 +1,14 @@
 """Damped Newton for the softmax systems, with the exact (quadrature) Hessian.
 
 The Hessian of F is diag(rho + M 1) - M with M = U Λ U^T of rank R (n - 1) and exact row
-sums rho (see :class:`~solvers.global_resolution.softmax_system.Evaluation`).
-When the rank is below half the number of variables the step uses the Woodbury identity in
-O(m (R n)^2) — a Newton step at (k, n) = (1000, 2) costs about as much as one gradient —
-and otherwise the dense m x m system.
+sums rho (see :class:`~solvers.global_resolution.softmax_system.Evaluation`); the direction
+(:mod:`~solvers.global_resolution.direction`) uses the Woodbury identity, the dense system
+or, where those are too costly, conjugate gradients, so that every step's flops are bounded.
+With a deadline, a large unit (an iteration of more than ``TIMED_WORK`` flops) reads the
+clock before every iteration and does not start one that would end past it if it took as
+long as the last one (the first: once it has passed); the line search stops at the deadline.
+A solve then overruns its deadline by at most one iteration of bounded flops (the first, or
+one slower than the last), instead of running unbounded dense steps.
 Steps are chosen on the convex objective itself, from receipts only: along a direction d,
 phi'(t) = d . (g - x) is nondecreasing, so a trial with phi'(t) <= 0 has decreased F (see
 :func:`_line_search`); backtracking on ||g - x|| instead zigzags when the inner system has
@@ -24,12 +28,12 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from solvers.global_resolution.direction import direction, step_work
 from solvers.global_resolution.expsum import coarsest_level
 from solvers.global_resolution.softmax_system import SoftmaxSystem, evaluate_kernel, power_table
 
 FloatArray = NDArray[np.float64]
 
-RIDGE = 1e-13  # relative diagonal shift against exactly singular Hessians
 MAX_STEP = 10.0  # largest change of any alpha in one step (each coordinate is clipped)
 MAX_TRIALS = 40  # line-search evaluations per step
 SHIFT_LIMIT = 50.0  # largest common shift of the inner start (see :func:`_shift_start`)
@@ -43,6 +47,8 @@ MESSAGES = (
     "time budget exhausted",
 )
 FIRST_CHUNK = 4  # Newton iterations before the clock is first checked (most solves need fewer)
+TIMED_WORK = 1e7  # flops above which an iteration reads the clock before it starts (~10 ms)
+EXPECTED_TRIALS = 2.0  # line-search evaluations an iteration is expected to use
 
 
 @dataclass(frozen=True)
@@ -60,70 +66,11 @@ class MinimizeResult:
 
 
 @nb.njit(cache=True)
-def _factors(low_rank: FloatArray, blocks: FloatArray, m: int) -> tuple[FloatArray, FloatArray]:
-    """U Λ U^T = W diag(sign) W^T: per node Λ_t = V diag(λ) V^T, W = U V |λ|^(1/2).
-
-    Returns W^T (one row per node and eigenvector, like ``low_rank``: rows are contiguous
-    over the m variables) and the signs."""
-    nodes, rank = blocks.shape[0], blocks.shape[1]
-    w_t = np.zeros((nodes * rank, m))
-    sign = np.zeros(nodes * rank)
-    for t in range(nodes):
-        if rank == 1:
-            lam = np.array([blocks[t, 0, 0]])
-            vec = np.ones((1, 1))
-        else:
-            lam, vec = np.linalg.eigh(blocks[t])
-        for b in range(rank):
-            col = t * rank + b
-            root = np.sqrt(np.abs(lam[b]))
-            sign[col] = np.sign(lam[b])
-            for a in range(rank):
-                coef = vec[a, b] * root
-                source = t * rank + a
-                for i in range(m):
-                    w_t[col, i] += coef * low_rank[source, i]
-    return w_t, sign
-
-
-@nb.njit(cache=True)
-def _direction(
-    residual: FloatArray,
-    row_sums: FloatArray,
-    low_rank: FloatArray,
-    blocks: FloatArray,
-    free: NDArray[np.int64],
-) -> FloatArray:
-    """Solve H d = -residual on the ``free`` variables (d = 0 elsewhere)."""
-    m = residual.shape[0]
-    w_all, sign = _factors(low_rank, blocks, m)  # W^T: (k, m)
-    k = sign.shape[0]
-    # H = diag(row_sums + M 1) - M with M = W diag(sign) W^T (Laplacian form)
-    spread = (sign * (w_all @ np.ones(m))) @ w_all
-    size = free.shape[0]
-    w = w_all if size == m else np.ascontiguousarray(w_all[:, free])  # W^T on the free rows
-    d = np.empty(size)
-    rhs = np.empty(size)
-    for row in range(size):
-        i = free[row]
-        rhs[row] = -residual[i]
-        d[row] = row_sums[i] + spread[i]
-    d += RIDGE * max(np.abs(d).max(), 1e-300)  # singular directions: MAX_STEP bounds them
-    out = np.zeros(m)
-    if 2 * k < size and (d > 0).all():  # Woodbury: (D - W S W^T)^-1 = D^-1 + ...
-        scaled = w / d.reshape(1, size)  # (D^-1 W)^T
-        capacitance = np.diag(sign) - scaled @ w.T
-        correction = np.linalg.solve(capacitance, scaled @ rhs) @ scaled
-        solution: NDArray[np.floating] = rhs / d + correction
-    else:
-        hess = np.diag(d) - (w.T * sign.reshape(1, k)) @ w
-        # Least squares, not solve: a Hessian singular to machine precision makes solve raise,
-        # and numba 0.68 cannot re-raise through a try/except in compiled code ("Unreachable
-        # condition reached (op code RERAISE)", found by otlp fuzz). This branch is small.
-        solution = np.linalg.lstsq(hess, rhs)[0]
-    for row in range(size):
-        out[free[row]] = solution[row]
-    return out
+def clock() -> float:
+    """``time.perf_counter()`` from compiled code (an object-mode block, a few microseconds)."""
+    with nb.objmode(now="float64"):
+        now = time.perf_counter()
+    return now  # noqa: RET504 (objmode variables must be assigned, then returned)
 
 
 @nb.njit(cache=True)
@@ -136,7 +83,8 @@ def _line_search(
     base_pow: FloatArray,
     slack: float,
     level: int,
-) -> tuple[bool, Any, FloatArray, int]:
+    deadline: float = math.inf,
+) -> tuple[bool, bool, Any, FloatArray, int]:
     """A step along ``direction`` that decreases the convex F, from receipts only.
 
     phi(t) = F(alpha + t d) is convex, so phi'(t) = d . (g - x) is nondecreasing and a
@@ -145,7 +93,8 @@ def _line_search(
     |phi'| <= |phi'(0)| / 4 (the quadratic regime). Otherwise phi' is bracketed and its
     root approached by Illinois regula falsi until phi'(t) lies in [phi'(0) / 2, 0]: far
     from the solution receipts grow like e^alpha and Newton overshoots by orders of
-    magnitude, where plain backtracking would take tiny steps. Returns (found, the trial's
+    magnitude, where plain backtracking would take tiny steps. Returns (found, whether it
+    stopped at ``deadline`` (read before every trial after the first), the trial's
     evaluation — receipts only, no Hessian parts —, its residual, evaluations used).
     """
     # Coordinates that Newton would move by more than MAX_STEP are clipped one by one (they
@@ -164,15 +113,17 @@ def _line_search(
     trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0, 0.0)
     trial_residual = residual
     for used in range(1, MAX_TRIALS + 1):
+        if used > 1 and deadline < math.inf and clock() > deadline:
+            return False, True, trial, trial_residual, used - 1
         trial = evaluate_kernel(alpha + step * direction, q_pow, base_pow, slack, False, level)
         trial_residual = trial[1] - targets
         slope = float(direction @ trial_residual)
         if step == full and (
             slope <= 0 or (abs(slope) <= -0.25 * slope0 and trial_residual @ trial_residual < merit)
         ):
-            return True, trial, trial_residual, used
+            return True, False, trial, trial_residual, used
         if 0.5 * slope0 <= slope <= 0:
-            return True, trial, trial_residual, used
+            return True, False, trial, trial_residual, used
         if slope < 0:
             lo, slope_lo = step, slope
             kept = kept + 1 if kept > 0 else 1  # the upper end was kept
@@ -184,7 +135,7 @@ def _line_search(
             if kept < -1:
                 slope_lo *= 0.5
         step = lo + (hi - lo) * slope_lo / (slope_lo - slope_hi)
-    return False, trial, trial_residual, MAX_TRIALS
+    return False, False, trial, trial_residual, MAX_TRIALS
 
 
 @nb.njit(cache=True)
@@ -255,14 +206,6 @@ def _common_shift(
 
 
 @nb.njit(cache=True)
-def clock() -> float:
-    """``time.perf_counter()`` from compiled code (an object-mode block, a few microseconds)."""
-    with nb.objmode(now="float64"):
-        now = time.perf_counter()
-    return now  # noqa: RET504 (objmode variables must be assigned, then returned)
-
-
-@nb.njit(cache=True)
 def newton_kernel(
     q: FloatArray,
     targets: FloatArray,
@@ -278,8 +221,11 @@ def newton_kernel(
     """Damped Newton from ``alpha0``: (alpha, iterations, evaluations, ||grad||_1, certified
     deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT``, ``LINE_SEARCH_FAILED`` or
     ``UNRESOLVED`` (the rounding error of the receipts alone exceeds ``tol``) or
-    ``OUT_OF_TIME`` (``time.perf_counter()`` past ``deadline``, read before each iteration
-    after the first ``first_check``: most solves finish before the clock is ever read).
+    ``OUT_OF_TIME``: past ``deadline`` (``time.perf_counter()``), read before each iteration
+    after the first ``first_check`` (most solves finish before the clock is ever read) or,
+    for a unit whose iteration exceeds ``TIMED_WORK`` flops, before every iteration, which
+    does not start if it would end past the deadline taking as long as the last one (see the
+    module docstring).
     """
     q_pow, base_pow = power_table(q, base, n)
     m = q.shape[0]
@@ -295,11 +241,17 @@ def newton_kernel(
         alpha0, used = _shift_start(alpha0, targets, q_pow, base_pow, total**n - base**n, level)
         evaluations += used
     ev = evaluate_kernel(alpha0, q_pow, base_pow, slack, True, level)
+    # One iteration's flops: a Hessian evaluation, the direction and the line-search trials.
+    work = step_work(free.shape[0], ev[4].shape[0], ev[4].shape[1], m)
+    work += (1.0 + EXPECTED_TRIALS) * float(ev[4].shape[0]) * m * (n + 1) ** 2
+    timed = deadline < math.inf and work > TIMED_WORK
+    trial_deadline = deadline if timed else math.inf
     has_hessian = True
     residual = ev[1] - targets
     wanted = (base_pow[1] + q.sum()) ** n - base**n - targets.sum()  # the residual's share
     iterations, status = 0, ITERATION_LIMIT
     grad_norm = deviation = np.inf
+    iteration_start = 0.0
     while True:
         grad_norm = np.abs(residual).sum()
         deviation = grad_norm + ev[5]
@@ -311,7 +263,14 @@ def newton_kernel(
             break
         if iterations >= max_iter:
             break
-        if iterations >= first_check and deadline < math.inf and clock() > deadline:
+        if timed:  # the first iteration runs unless the deadline has passed
+            now = clock()
+            last = now - iteration_start if iterations > 0 else 0.0
+            if now + last > deadline:
+                status = OUT_OF_TIME
+                break
+            iteration_start = now
+        elif iterations >= first_check and deadline < math.inf and clock() > deadline:
             status = OUT_OF_TIME
             break
         if slack > 0.0 and m > 1 and -residual.sum() > COMMON_SHARE * grad_norm:
@@ -325,14 +284,14 @@ def newton_kernel(
             ev = evaluate_kernel(ev[0], q_pow, base_pow, slack, True, level)
             evaluations += 1
             has_hessian = True
-        direction = _direction(residual, ev[2], ev[3], ev[4], free)
-        found, trial, trial_residual, used = _line_search(
-            ev[0], direction, residual, targets, q_pow, base_pow, slack, level
+        step = direction(residual, ev[2], ev[3], ev[4], free)
+        found, late, trial, trial_residual, used = _line_search(
+            ev[0], step, residual, targets, q_pow, base_pow, slack, level, trial_deadline
         )
         evaluations += used
         iterations += 1
         if not found:
-            status = LINE_SEARCH_FAILED
+            status = OUT_OF_TIME if late else LINE_SEARCH_FAILED
             break
         ev, residual, has_hessian = trial, trial_residual, False
     return ev[0], iterations, evaluations, grad_norm, deviation, status
@@ -348,9 +307,12 @@ def newton(
 ) -> MinimizeResult:
     """Minimise F until the certified deviation is at most ``tol`` (:func:`newton_kernel`).
 
-    With a ``time_budget`` (seconds, counted from this call) the kernel reads the clock
-    before each iteration after the first ``FIRST_CHUNK`` and stops past it.
+    With a ``time_budget`` (seconds, counted from this call) the kernel stops at it (see
+    :func:`newton_kernel`).
     """
+    if not newton_kernel.signatures:  # compile before the clock starts (numba: on first call)
+        half = np.full(2, 0.5)
+        newton_kernel(half, half, 0.0, 1.0, 2, 1e-3, np.zeros(2), 1, math.inf, FIRST_CHUNK)
     start = time.perf_counter()
     alpha = system.initial_alpha() if alpha0 is None else np.array(alpha0, dtype=np.float64)
     deadline = math.inf if time_budget is None else start + time_budget

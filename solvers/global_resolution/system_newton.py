@@ -3,23 +3,35 @@
 The i.i.d. systems run the compiled loop of :mod:`~solvers.global_resolution.newton`; systems
 of other draft schemes (pair masses, sampling without replacement) bring their own
 ``evaluate(alpha, hessian) -> Evaluation``, so their loop is driven from Python around the
-same compiled Newton step (:func:`~solvers.global_resolution.newton._direction`, Woodbury or
-dense on the Laplacian-form Hessian) and the same step rule on the convex objective: along a
+same compiled Newton step (:func:`~solvers.global_resolution.direction.direction`, of bounded
+flops) and the same step rule on the convex objective: along a
 direction d, phi'(t) = d . (g - x) is nondecreasing, so a trial with phi'(t) in
 [phi'(0) / 2, 0] (or the full step in the quadratic regime) decreases F; its root is
 bracketed by Illinois regula falsi. Iteration stops when the certified deviation
-||g - x||_1 + (quadrature bound) reaches ``tol``.
+||g - x||_1 + (quadrature bound) reaches ``tol``. With a time budget no iteration starts
+that would end past it if it took as long as the last one (the first two: none once it has
+passed), and the line search stops at it: the budget is overrun by at most one iteration,
+whose direction has bounded flops.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.newton import MAX_STEP, MAX_TRIALS, MinimizeResult, _direction
+from solvers.global_resolution.direction import compile_direction, direction
+from solvers.global_resolution.newton import (
+    LINE_SEARCH_FAILED,
+    MAX_STEP,
+    MAX_TRIALS,
+    MESSAGES,
+    OUT_OF_TIME,
+    MinimizeResult,
+)
 from solvers.global_resolution.softmax_system import Evaluation
 
 FloatArray = NDArray[np.float64]
@@ -43,11 +55,15 @@ class SelfEvaluating(Protocol):
 
 
 def _step(
-    system: SelfEvaluating, alpha: FloatArray, direction: FloatArray, residual: FloatArray
+    system: SelfEvaluating,
+    alpha: FloatArray,
+    direction: FloatArray,
+    residual: FloatArray,
+    deadline: float = math.inf,
 ) -> tuple[Evaluation | None, int]:
-    """A trial along ``direction`` that decreases F, or None. Trials carry the Hessian
-    parts: for these systems they cost little next to the receipts, and the accepted trial
-    is the next iterate."""
+    """A trial along ``direction`` that decreases F, or None (also when ``deadline`` passes
+    before a trial after the first). Trials carry the Hessian parts: for these systems they
+    cost little next to the receipts, and the accepted trial is the next iterate."""
     direction = np.clip(direction, -MAX_STEP, MAX_STEP)
     slope0 = float(direction @ residual)
     if not slope0 < 0:  # not a descent direction (approximate Hessian): steepest descent
@@ -58,6 +74,8 @@ def _step(
     merit = float(residual @ residual)
     lo, slope_lo, hi, slope_hi, step, kept = 0.0, slope0, 1.0, 0.0, 1.0, 0
     for used in range(1, MAX_TRIALS + 1):
+        if used > 1 and time.perf_counter() > deadline:
+            return None, used - 1
         trial = system.evaluate(system.clip(alpha + step * direction), hessian=True)
         trial_residual = trial.receipts - system.targets
         slope = float(direction @ trial_residual)
@@ -92,13 +110,17 @@ def system_newton(
     max_iter: int = 50,
     time_budget: float | None = None,
 ) -> MinimizeResult:
-    """Minimise F until the certified deviation is at most ``tol``."""
+    """Minimise F until the certified deviation is at most ``tol`` (within ``time_budget``
+    seconds from this call, None: no limit; see the module docstring)."""
+    compile_direction()
     start = time.perf_counter()
+    deadline = math.inf if time_budget is None else start + time_budget
     free = np.arange(system.size, dtype=np.int64)
     if system.gauge_free:  # pin one variable (the largest target) to fix the gauge
         free = np.delete(free, int(np.argmax(system.targets)))
     ev = system.evaluate(_initial_alpha(system), hessian=True)
     evaluations, iterations, message = 1, 0, "iteration limit"
+    iteration_start = start  # an iteration does not start if it would end past the deadline
     while True:
         residual = ev.receipts - system.targets
         grad_norm = float(np.abs(residual).sum())
@@ -108,16 +130,23 @@ def system_newton(
             break
         if iterations >= max_iter:
             break
-        if time_budget is not None and time.perf_counter() - start > time_budget:
-            message = "time budget exhausted"
+        # The first two iterations start unless the deadline has passed (the first may have
+        # compiled kernels); later ones only if they would end before it, taking as long as
+        # the last.
+        now = time.perf_counter()
+        last = now - iteration_start if iterations > 1 else 0.0
+        if now + last > deadline:
+            message = MESSAGES[OUT_OF_TIME]
             break
+        iteration_start = now
         assert ev.row_sums is not None and ev.low_rank is not None and ev.blocks is not None
-        direction = _direction(residual, ev.row_sums, ev.low_rank, ev.blocks, free)
-        trial, used = _step(system, ev.alpha, direction, residual)
+        step = direction(residual, ev.row_sums, ev.low_rank, ev.blocks, free)
+        trial, used = _step(system, ev.alpha, step, residual, deadline)
         evaluations += used
         iterations += 1
         if trial is None:
-            message = "line search failed"
+            late = time.perf_counter() > deadline
+            message = MESSAGES[OUT_OF_TIME if late else LINE_SEARCH_FAILED]
             break
         ev = trial
     return MinimizeResult(

@@ -126,21 +126,21 @@ class WithoutReplacementSystem(SoftmaxSystem):
         assert iid.low_rank is not None and iid.blocks is not None
         blocks = iid.blocks
         if iid.low_rank.shape[0]:  # scale M to the exact Σ_{i≠j} M_ij (its diagonal cancels)
-            lam, u = _block_diag(blocks), iid.low_rank
-            rows = u.sum(axis=1)
-            off = float(rows @ lam @ rows) - float(np.einsum("ri,rs,si->", u, lam, u))
+            off = _off_diagonal_sum(iid.low_rank, blocks)
             if off > 0:
                 blocks = blocks * (float(spread.sum()) / off)
         return Evaluation(alpha, receipts, rho, iid.low_rank, blocks, quad_error)
 
 
-def _block_diag(blocks: FloatArray) -> FloatArray:
-    """The Λ blocks of a low-rank Hessian part as one block-diagonal matrix."""
+def _off_diagonal_sum(low_rank: FloatArray, blocks: FloatArray) -> float:
+    """Σ_{i≠j} M_ij of M = U Λ U^T with block-diagonal Λ (``low_rank`` = U^T, one row per node
+    and rank): per node 1^T U_t Λ_t U_t^T 1 - Σ_i (U_t Λ_t U_t^T)_ii, O(nodes rank^2 m)."""
     nodes, rank = blocks.shape[0], blocks.shape[1]
-    out = np.zeros((nodes * rank, nodes * rank))
-    for r in range(nodes):
-        out[r * rank : (r + 1) * rank, r * rank : (r + 1) * rank] = blocks[r]
-    return out
+    u = low_rank.reshape(nodes, rank, -1)
+    rows = u.sum(axis=2)
+    total = float(np.einsum("ta,tab,tb->", rows, blocks, rows))
+    diagonal = float(np.sum(blocks * np.einsum("tai,tbi->tab", u, u)))
+    return total - diagonal
 
 
 def _base_polynomials(u: FloatArray, base_q: FloatArray, excluded: float, n: int) -> FloatArray:

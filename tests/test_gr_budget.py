@@ -1,0 +1,150 @@
+"""Issue 24, items 1-2: every global-resolution token within its budget, and every valid row
+gets a token (bounded Newton steps; exact fallback on omega's unit; the scheme's lossless rule
+where even that is over ``otlp.limits``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import otlp
+import otlp.limits
+from otlp.global_resolution import GlobalResolutionPlan
+from otlp.rules.rrs import RecursiveRejection, RecursiveRejectionWithoutReplacement
+from solvers.global_resolution import direction as step
+
+
+def _plan(inst: otlp.Instance, **options: object) -> GlobalResolutionPlan:
+    plan = otlp.solve(inst, "global_resolution", check=False, **options)
+    assert isinstance(plan, GlobalResolutionPlan)
+    return plan
+
+
+def _near_one_hot_without_replacement() -> tuple[np.ndarray, np.ndarray]:
+    """The issue's second reproducer: V = 1,000, a near-one-hot q (top 1 - 1e-6)."""
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(1000))
+    q = rng.dirichlet(np.ones(1000)) * 1e-6
+    q[0] = 1 - q[1:].sum()
+    return p, q
+
+
+# ----- bounded Newton steps -------------------------------------------------------------------
+def test_a_large_dense_step_is_matrix_free() -> None:
+    """The issue's first reproducer spent 241 s in two dense steps on a 4,946-variable outer
+    block (2 x rank >= variables, so no Woodbury): 4 * 4946^3 = 4.8e11 flops per step. Such a
+    step is now conjugate gradients, capped at CG_WORK flops; small steps stay exact."""
+    nodes, rank = 310, 8  # n = 8 at tau = 1e-6: R (n) columns of the low-rank part
+    assert step.direction_method(4945, nodes, rank, 4946, True) == step.CONJUGATE_GRADIENTS
+    assert step.direction_method(4945, 40, rank, 4946, True) == step.WOODBURY
+    assert step.direction_method(300, nodes, rank, 301, True) == step.DENSE
+    assert step.step_work(4945, nodes, rank, 4946) <= 2.0 * (step.EXACT_WORK + step.CG_WORK)
+
+
+def test_conjugate_gradients_solve_the_laplacian_form() -> None:
+    """CG on Hessian-vector products of diag(d) - W^T diag(sign) W solves the system."""
+    rng = np.random.default_rng(0)
+    size, k = 60, 40
+    w = rng.normal(size=(k, size)) / np.sqrt(size)
+    sign = np.where(np.arange(k) % 3 == 0, -1.0, 1.0)
+    d = 5.0 + rng.random(size)
+    hessian = np.diag(d) - (w.T * sign) @ w
+    assert np.linalg.eigvalsh(hessian).min() > 0
+    rhs = rng.normal(size=size)
+    solution = step.conjugate_gradients(d, w, sign, rhs, size)
+    np.testing.assert_allclose(hessian @ solution, rhs, rtol=0, atol=1e-8 * np.abs(rhs).max())
+    few = step.conjugate_gradients(d, w, sign, rhs, 2)  # truncated: still a descent direction
+    assert few @ rhs > 0
+
+
+# ----- every valid row gets a token -----------------------------------------------------------
+def test_without_replacement_row_over_the_limits_gets_the_rule_token() -> None:
+    """The issue's second reproducer: without replacement, n = 8, k = 1,000, near-one-hot q. Its
+    inner unit (857 tokens) misses a small budget and its exact network (5.6e19 draft sets) is
+    over the limits: token_report and verify_drafts raised ProblemTooLarge. The token now comes
+    from rrs_without_replacement's exact conditional law, after at most one Newton iteration."""
+    p, q = _near_one_hot_without_replacement()
+    inst = otlp.Instance(p, q, 8, scheme="without_replacement")
+    omega = np.argsort(-q, kind="stable")[:8]
+    probs, report = _plan(inst, time_budget=0.01).token_report(omega)
+    assert report.fallback and report.fallback_rule == "rrs_without_replacement"
+    assert report.iterations <= 1 and "over the limit" in report.message
+    expected = RecursiveRejectionWithoutReplacement().local_conditionals(
+        inst, inst.to_local(omega)[None, :]
+    )[0]
+    np.testing.assert_array_equal(probs, expected)
+    result = otlp.verify_drafts(
+        p, q, omega[None], scheme="without_replacement", time_budget=0.01, rng=0
+    )
+    row = result.reports[0]
+    assert row.fallback and row.fallback_rule == "rrs_without_replacement"
+    assert row.iterations <= 1
+    # The row's budget was spent by the fused Newton: the object API runs no second one.
+    assert row.message.count("time budget exhausted") == 1, row.message
+    position = np.flatnonzero(inst.tokens == result.tokens[0])  # empty: outside the draft
+    assert probs[position[0] if position.size else -1] > 0
+
+
+def test_iid_row_over_the_limits_gets_the_rrs_token_and_its_acceptance_loss() -> None:
+    """i.i.d.: a unit that misses its budget (no iteration allowed) and whose exact network is
+    over the (lowered) limits is served by rrs; the report gives alpha* minus rrs' exact
+    acceptance. The same unit stays exact (max-flow) under the default limits."""
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.full(30, 0.3)), rng.dirichlet(np.full(30, 0.3))
+    inst = otlp.Instance(p, q, 4)
+    omega = np.full(4, int(np.argmax(q)))
+    exact = _plan(inst, tau=1e-6, max_iter=0).token_report(omega)[1]
+    assert exact.fallback and exact.fallback_rule is None
+    with otlp.limits.limited(max_variables=10_000):  # the solve fits, its exact unit not
+        plan = _plan(inst, tau=1e-6, max_iter=0)
+        probs, report = plan.token_report(omega)
+        again = plan.token_report(omega)[1]
+    assert report.fallback_rule == "rrs" and again.cached and again.fallback_rule == "rrs"
+    rrs = RecursiveRejection()
+    np.testing.assert_array_equal(
+        probs, rrs.local_conditionals(inst, inst.to_local(omega)[None, :])[0]
+    )
+    alpha_star = otlp.optimal_acceptance(inst).alpha_star
+    assert report.acceptance_lost == pytest.approx(alpha_star - rrs.acceptance(inst), abs=1e-12)
+    assert report.acceptance_lost > 0
+
+
+@pytest.mark.parametrize(
+    ("scheme", "rule"), [("iid", "rrs"), ("without_replacement", "rrs_without_replacement")]
+)
+def test_rows_too_large_for_any_newton_step_are_the_rules_rows(scheme: str, rule: str) -> None:
+    """A draft vocabulary whose one Newton evaluation is over the limits raised ProblemTooLarge
+    for valid rows; every row of such a call is now the scheme's lossless rule's (the same
+    tokens as that method with the same seed), reported as such."""
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.ones(50), size=4), rng.dirichlet(np.ones(50), size=4)
+    drafts = np.array([rng.choice(50, 3, replace=False, p=row) for row in q])
+    with otlp.limits.limited(max_variables=5_000):  # 64 nodes x 2 x 50 = 6,400
+        out = otlp.verify_drafts(p, q, drafts, scheme=scheme, rng=3)
+    expected = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=rule, rng=3)
+    np.testing.assert_array_equal(out.tokens, expected.tokens)
+    assert all(r.fallback and r.fallback_rule == rule for r in out.reports)
+    assert "over the limit" in out.reports[0].message
+
+
+def test_budget_fuzz_cases_give_every_row_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fuzz class of issue 24 (``budget:<scheme>``): a budget case on a small vocabulary
+    runs its check, which fails on a row left without a token."""
+    from otlp.errors import ProblemTooLarge
+    from otlp.fuzz import checks
+    from otlp.fuzz.cases import budget_case, make_case
+    from otlp.fuzz.checks import components_for, run_case
+
+    seeds = (np.random.default_rng([0, i]) for i in range(1000))
+    case = next(c for c in (budget_case(r, 7) for r in seeds) if len(c["p"]) == 100)
+    assert components_for(case) == [f"budget:{case['scheme']}"]
+    run_case(case)  # compiles what the case needs: campaigns warm up before timing checks
+    outcomes = run_case(case)
+    assert [o.status for o in outcomes] == ["ok"], outcomes
+    assert any(make_case(3, i)["kind"] == "budget" for i in range(10, 200))
+
+    def no_token(*args: object, **kwargs: object) -> None:
+        raise ProblemTooLarge("a valid row", 2, 0, 1)
+
+    monkeypatch.setattr(checks, "verify_drafts", no_token)
+    assert run_case(case)[0].status == "failed"  # a row without a token is a failure
