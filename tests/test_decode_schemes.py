@@ -65,13 +65,9 @@ def test_fused_slice_agrees_with_the_object_api(
         assert fused.min() >= 0 and abs(fused.sum() - 1) <= 1e-12
 
 
-@pytest.mark.parametrize(
-    ("seed", "n", "top_k"), [(s, 2 + s % 3, [None, 4, 7][s % 3]) for s in range(12)]
-)
-def test_greedy_closed_form_is_an_optimal_plan(seed: int, n: int, top_k: int | None) -> None:
+def _assert_greedy_plan_optimal(p: np.ndarray, q: np.ndarray, n: int, top_k: int | None) -> None:
     """Every greedy column's fused slice, weighted by its mass: the marginal is p (1e-12)
     and the acceptance is alpha* (= the exact OT's)."""
-    p, q = _pair(9, seed, seed % 2 == 0)
     inst = otlp.Instance(p, q, n, "greedy", top_k)
     members, mass = otlp.rules.joints.DraftJoint.of(inst, "greedy").enumerate()
     marginal = np.zeros(inst.k + 1)
@@ -87,6 +83,39 @@ def test_greedy_closed_form_is_an_optimal_plan(seed: int, n: int, top_k: int | N
     assert abs(acceptance - otlp.optimal_acceptance(inst).alpha_star) <= 1e-12
     exact = otlp.solve(inst, "maxflow-cs")
     assert abs(acceptance - exact.acceptance) <= 1e-9
+
+
+@pytest.mark.parametrize(
+    ("seed", "n", "top_k"), [(s, 2 + s % 3, [None, 4, 7][s % 3]) for s in range(12)]
+)
+def test_greedy_closed_form_is_an_optimal_plan(seed: int, n: int, top_k: int | None) -> None:
+    p, q = _pair(9, seed, seed % 2 == 0)
+    _assert_greedy_plan_optimal(p, q, n, top_k)
+
+
+GREEDY_Q = np.array([0.2, 0.1, 0.4, 0.1, 0.2])  # top token 2: T = {2} for n = 2
+
+
+@pytest.mark.parametrize(
+    ("p", "n"),
+    [
+        (np.eye(5)[3], 2),  # temperature 0: p one-hot on a token the draft can produce
+        (np.eye(5)[3], 3),
+        (np.array([0.0, 0.5, 0.0, 0.5, 0.0]), 2),  # p = 0 on T = {2} and on drafts 0 and 4
+        (np.array([0.0, 0.0, 0.0, 1.0, 0.0]), 4),
+    ],
+)
+def test_greedy_with_zero_target_mass_on_the_fixed_tokens(p: np.ndarray, n: int) -> None:
+    """p(T) = 0 (issue 27: greedy_slice divided by p(T)): T receives nothing, keeps its p
+    (0), and every rejected column's mass goes to the residual target; the plan stays an
+    optimal coupling, and verify_drafts returns a token of p's support for every column."""
+    _assert_greedy_plan_optimal(p, GREEDY_Q, n, None)
+    inst = otlp.Instance(p, GREEDY_Q, n, "greedy")
+    members, _ = otlp.rules.joints.DraftJoint.of(inst, "greedy").enumerate()
+    drafts = inst.tokens[members]
+    for method in ("global_resolution", "maxflow_cs"):
+        out = otlp.verify_drafts(p, GREEDY_Q, drafts, scheme="greedy", method=method, rng=0)
+        assert (p[out.tokens] > 0).all()
 
 
 SCHEME_CASES = [

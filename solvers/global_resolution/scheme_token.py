@@ -110,8 +110,11 @@ def greedy_slice(
     rejected = (1.0 - share) * excess_last / r_last
     if rejected > 0:  # the residual target: p minus what every column keeps or sends to T
         residual = np.zeros(k + 1)
+        # T keeps what it did not receive: p on T scaled by 1 - share * excess_total / p(T),
+        # all of p on T (0 there) when p(T) = 0 and no column can send anything to T.
+        kept_fixed = 1.0 - share * excess_total / fixed_p if fixed_p > 0 else 1.0
         for j in range(n - 1):
-            residual[j] = max(p_local[j] * (1.0 - share * excess_total / fixed_p), 0.0)
+            residual[j] = max(p_local[j] * kept_fixed, 0.0)
         for j in range(n - 1, k):
             residual[j] = max(p_local[j] - min(q_local[j] / rest, p_local[j]), 0.0)
         residual[k] = p_outside
