@@ -121,7 +121,8 @@ def verify_drafts(
     method = canonical_name(method, "method")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
-    p_arr, q_arr, draft_arr, atol = batch_arrays(p, q, drafts, atol)
+    p_arr, q_rows, draft_arr, atol = batch_arrays(p, q, drafts, atol)
+    q_arr = q_rows[:, 0]
     rows, n = draft_arr.shape
     vocab = p_arr.shape[1]
     if top_k is not None:

@@ -100,7 +100,8 @@ def verify_scheme_drafts(
         raise ValueError(
             f"method: scheme {scheme!r} takes {', '.join(SCHEME_METHODS[scheme])}, got {method!r}"
         )
-    p_arr, q_arr, draft_arr, atol = _scheme_arrays(p, q, drafts, scheme, atol)
+    draft_rows = 2 if scheme == "independent" else 1
+    p_arr, q_arr, draft_arr, atol = batch_arrays(p, q, drafts, atol, draft_rows=draft_rows)
     rows, n = draft_arr.shape
     vocab = p_arr.shape[1]
     if scheme == "independent" and n != 2:
@@ -163,27 +164,6 @@ def verify_scheme_drafts(
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
     return DraftVerification(tokens, accepted, tuple(reports), method)
-
-
-def _scheme_arrays(
-    p: ArrayLike, q: ArrayLike, drafts: ArrayLike, scheme: str, atol: float | None
-) -> tuple[NDArray, NDArray, NDArray[np.int64], float]:
-    """p as (1 or B, V), q as (1 or B, d, V) with d = 2 for independent drafts, else 1, and
-    the compiled scan's atol (each array judged at its own precision, as in verify_drafts)."""
-    if scheme != "independent":
-        p_arr, q_arr, draft_arr, tol = batch_arrays(p, q, drafts, atol)
-        return p_arr, q_arr[:, None, :], draft_arr, tol
-    q_raw = np.asarray(q)
-    if q_raw.ndim not in (2, 3) or q_raw.shape[-2] != 2:
-        raise ValueError(
-            f"q: scheme 'independent' takes one row per draft, shape (2, V) or (B, 2, V), "
-            f"got {q_raw.shape}"
-        )
-    q_raw = q_raw.reshape(-1, 2, q_raw.shape[-1])
-    parts = [batch_arrays(p, q_raw[:, d], drafts, atol) for d in range(2)]
-    p_arr, draft_arr = parts[0][0], parts[0][2]
-    tol = max(parts[0][3], parts[1][3])
-    return p_arr, np.stack([parts[0][1], parts[1][1]], axis=1), draft_arr, tol
 
 
 def _row(arr: NDArray, b: int) -> NDArray:
