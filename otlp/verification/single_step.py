@@ -76,7 +76,9 @@ def verify_drafts(
         float64, 1e-4 for float32, 2 eps for 16-bit formats; :func:`otlp.tensors.sum_tolerance`).
     drafts:
         (B, n) integer token ids (numpy, torch or lists) drawn i.i.d. from the draft restricted
-        to its top k; they are checked against q as given, never rounded.
+        to its top k; they are checked against q as given, never rounded. For
+        ``scheme="independent"`` the pair is ordered: ``drafts[b, d]`` is drafter d's token
+        and must be possible under q's row d (docs: gr-schemes, "Which drafts a row may hold").
     method:
         One of ``global_resolution``, ``sps`` (n = 1), ``rrs``, ``kseq``, ``maxflow_cs``.
     top_k:

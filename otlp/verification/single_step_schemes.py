@@ -35,7 +35,7 @@ from otlp.global_resolution.constants import (
     check_time_budget,
     check_unit_size,
 )
-from otlp.global_resolution.fused import scheme_row
+from otlp.global_resolution.fused import checked_row, scheme_row
 from otlp.global_resolution.reports import RowReport
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
@@ -179,9 +179,11 @@ def _raise_for_row(
                 f"drafts[{b}]: {drafts[b].tolist()} is not a greedy draft tuple (the top "
                 f"{drafts.shape[1] - 1} draft tokens plus one other token of positive probability)"
             )
+        drafter = f" by its drafter q[{b if q.shape[0] > 1 else 0}, {detail}]"
         raise ValueError(
-            f"drafts[{b}, {detail}]: token {int(drafts[b, detail])} cannot be drafted (draft "
-            "probability 0, or outside the top-k draft)"
+            f"drafts[{b}, {detail}]: token {int(drafts[b, detail])} cannot be drafted"
+            f"{drafter if scheme == 'independent' else ''} (draft probability 0, or outside "
+            "the top-k draft)"
         )
     if status in (BAD_P, SUM_P):
         name = f"p[{b if p.shape[0] > 1 else 0}]"
@@ -241,6 +243,11 @@ def _exact_rows(
     inst: Instance | None = None
     plan = None
     for b in range(rows):
+        status, detail, _, _ = checked_row(
+            _row(p, b), _row(q, b), drafts[b], scheme, top_k or 0, atol
+        )
+        if status != OK:  # the fused path's own checks: every method refuses the same rows
+            _raise_for_row(status, detail, b, p, q, drafts, scheme)
         if inst is None or not shared:
             inst = _instance(_row(p, b), _row(q, b), n, scheme, top_k, atol, b)
             plan = otlp.solve(inst, "maxflow-cs", check=False) if rule is None else None
