@@ -248,7 +248,8 @@ def instance_case(rng: np.random.Generator, index: int) -> Case:
         others = [INSTANCE_CLASSES[name](rng, v)[1] for _ in range(n - 1)]
         rows = [_as_list(q), *(_as_list(o) for o in others)]
     top_k = int(rng.integers(1, v + 1)) if shape == "top_k" or rng.random() < 0.2 else None
-    if scheme == "without_replacement" and rng.random() < 0.9:  # mostly n <= draft support
+    distinct = scheme in ("without_replacement", "greedy")  # n distinct drafts
+    if distinct and rng.random() < 0.9:  # mostly n <= draft support
         support = int(np.count_nonzero(np.asarray(q) > 0))
         n = max(1, min(n, support, top_k or support))
     return {
