@@ -147,13 +147,79 @@ def _set_columns(draft_rows: FloatArray, n: int, scheme: str, sizes: range) -> D
     )
 
 
-def set_mass(draft_rows: FloatArray, n: int, scheme: str, subsets: NDArray[np.int64]) -> FloatArray:
-    """P(set(omega) = s) for each row s of ``subsets`` (local ids, all of one size)."""
+def set_mass(
+    draft_rows: FloatArray,
+    n: int,
+    scheme: str,
+    subsets: NDArray[np.int64],
+    scale: FloatArray | None = None,
+) -> FloatArray:
+    """P(set(omega) = s) for each row s of ``subsets`` (local ids, all of one size).
+
+    With ``scale`` (one positive number per set; not for the greedy scheme) the members'
+    draft probabilities are divided by it wherever they enter as a drawn token's factor
+    (never in the mass left for the next draw), which divides the mass by ``scale ** n``:
+    every term of a set mass multiplies exactly n such factors (:func:`log_set_mass`).
+    """
     if scheme == "without_replacement":
-        return _without_replacement_mass(draft_rows[0], subsets)
+        return _without_replacement_mass(draft_rows[0], subsets, scale)
     if scheme == "greedy":
         return greedy.set_mass(draft_rows[0], n, subsets)
-    return _independent_set_mass(draft_rows, subsets)
+    return _independent_set_mass(draft_rows, subsets, scale)
+
+
+def log_set_mass(
+    draft_rows: FloatArray, n: int, scheme: str, subsets: NDArray[np.int64]
+) -> FloatArray:
+    """log P(set(omega) = s) for each row s of ``subsets``, finite whenever the mass is
+    positive in exact arithmetic: the project's one rule for draft-tuple masses that may
+    underflow (two drafts of probability 1e-200 each have mass 1e-400, 0 as a double).
+
+    Each set's members' probabilities are scaled by their largest before they are multiplied
+    (:func:`set_mass` with ``scale``), and ``n log(scale)`` is added back; a greedy set mass is
+    one draw's probability (degree 1, no product to underflow). -inf where the mass is 0.
+    """
+    if scheme == "greedy":
+        with np.errstate(divide="ignore"):
+            return np.log(greedy.set_mass(draft_rows[0], n, subsets))
+    largest = draft_rows[:, subsets].max(axis=(0, 2)) if subsets.size else np.ones(0)
+    scale = np.where(largest > 0, largest, 1.0)
+    scaled = set_mass(draft_rows, n, scheme, subsets, scale)
+    with np.errstate(divide="ignore"):
+        return np.where(scaled > 0, np.log(scaled) + n * np.log(scale), -np.inf)
+
+
+def log_tuple_mass(
+    draft_rows: FloatArray, n: int, scheme: str, tuples: NDArray[np.int64]
+) -> FloatArray:
+    """log P(omega = t) for ordered tuples t (rows, local ids, draw order): the same rule as
+    :func:`log_set_mass` (factors summed as logs, the mass left for the next draw without
+    replacement summed over the undrawn tokens)."""
+    if scheme == "greedy":
+        with np.errstate(divide="ignore"):
+            return np.log(greedy.tuple_mass(draft_rows[0], n, tuples))
+    with np.errstate(divide="ignore"):
+        factors = np.log(draft_rows[np.arange(n), tuples])
+        out = factors.sum(axis=1)
+        if scheme == "without_replacement":
+            distinct = (np.diff(np.sort(tuples, axis=1), axis=1) != 0).all(axis=1)
+            ranking = _suffix_ranking(draft_rows[0])
+            for step in range(1, n):
+                out -= np.log(_mass_excluding(draft_rows[0], tuples[:, :step], ranking))
+            out = np.where(distinct, out, -np.inf)
+    return out
+
+
+def log_column_mass(
+    columns: DraftColumns, draft_rows: FloatArray, scheme: str, column: int
+) -> float:
+    """log of column ``column``'s draft mass by the one rule (:func:`log_set_mass`,
+    :func:`log_tuple_mass`): finite for a possible draft whose mass underflowed to 0."""
+    members = columns.members[column]
+    if columns.form == "tuples":
+        return float(log_tuple_mass(draft_rows, columns.n, scheme, members[None, :])[0])
+    members = members[members >= 0]
+    return float(log_set_mass(draft_rows, columns.n, scheme, members[None, :])[0])
 
 
 def set_sizes(scheme: str, k: int, n: int) -> range:
@@ -162,7 +228,14 @@ def set_sizes(scheme: str, k: int, n: int) -> range:
     return range(n, n + 1) if exact_size else range(1, min(n, k) + 1)
 
 
-def _independent_set_mass(draft_rows: FloatArray, subsets: NDArray[np.int64]) -> FloatArray:
+def _scaled(probs: FloatArray, scale: FloatArray | None) -> FloatArray:
+    """Member probabilities (one row per set) divided by their set's ``scale``."""
+    return probs if scale is None else probs / scale[:, None]
+
+
+def _independent_set_mass(
+    draft_rows: FloatArray, subsets: NDArray[np.int64], scale: FloatArray | None = None
+) -> FloatArray:
     """P(set(omega) = s) for independent draws, as a sum of positive terms only (no
     inclusion-exclusion cancellation as in [GR] Appendix K).
 
@@ -172,12 +245,12 @@ def _independent_set_mass(draft_rows: FloatArray, subsets: NDArray[np.int64]) ->
     s covered so far; O(n j 2^j) per set. Neither enumerates the j^n maps of draws to tokens.
     """
     if np.all(draft_rows == draft_rows[:1]):
-        return _iid_set_mass(draft_rows[0], subsets, draft_rows.shape[0])
+        return _iid_set_mass(draft_rows[0], subsets, draft_rows.shape[0], scale)
     count, j = subsets.shape
     covered = np.zeros((count, 1 << j))
     covered[:, 0] = 1.0
     for row in draft_rows:
-        probs = row[subsets]  # (count, j)
+        probs = _scaled(row[subsets], scale)  # (count, j)
         step = np.zeros_like(covered)
         masks = np.arange(1 << j)
         for label in range(j):
@@ -190,13 +263,16 @@ def _independent_set_mass(draft_rows: FloatArray, subsets: NDArray[np.int64]) ->
     return covered[:, -1]
 
 
-def _iid_set_mass(q: FloatArray, subsets: NDArray[np.int64], n: int) -> FloatArray:
+def _iid_set_mass(
+    q: FloatArray, subsets: NDArray[np.int64], n: int, scale: FloatArray | None = None
+) -> FloatArray:
     count, j = subsets.shape
     draws = np.arange(n + 1)
     table = np.zeros((count, n + 1))
     table[:, 0] = 1.0
+    member_probs = _scaled(q[subsets], scale)
     for label in range(j):
-        probs = q[subsets[:, label]][:, None]
+        probs = member_probs[:, label][:, None]
         power = np.ones((count, 1))
         new = np.zeros_like(table)
         for t in range(1, n + 1):
@@ -207,7 +283,9 @@ def _iid_set_mass(q: FloatArray, subsets: NDArray[np.int64], n: int) -> FloatArr
     return table[:, n]
 
 
-def _without_replacement_mass(q: FloatArray, members: NDArray[np.int64]) -> FloatArray:
+def _without_replacement_mass(
+    q: FloatArray, members: NDArray[np.int64], scale: FloatArray | None = None
+) -> FloatArray:
     """P(the n draws without replacement are exactly the given tokens, in any order).
 
     Dynamic programming over the subsets T of each set (O(n 2^n) instead of n! orders):
@@ -221,7 +299,7 @@ def _without_replacement_mass(q: FloatArray, members: NDArray[np.int64]) -> Floa
     left[:, 0] = q.sum()
     for mask in range(1, 1 << n):
         left[:, mask] = _mass_excluding(q, members[:, bits[mask] == 1], ranking)
-    probs = q[members]
+    probs = _scaled(q[members], scale)
     reach = np.zeros((count, 1 << n))
     reach[:, 0] = 1.0
     for mask in range(1, 1 << n):

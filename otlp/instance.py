@@ -179,9 +179,11 @@ class Instance:
                 f"{arr.tolist()!r} (shape {arr.shape})"
             )
         pos = np.clip(np.searchsorted(self._sorted_tokens, arr), 0, self.k - 1)
-        if not np.all(self._sorted_tokens[pos] == arr):
-            raise ValueError("omega: contains a token the draft cannot produce")
-        return self._search_order[pos]
+        local = np.where(self._sorted_tokens[pos] == arr, self._search_order[pos], -1)
+        d = impossible_draw(self.draft_rows, local)
+        if d >= 0:
+            raise ValueError(f"omega[{d}]: token {int(arr[d])} {IMPOSSIBLE_DRAW}")
+        return local
 
     def sample_drafts(self, rng: object, size: int) -> NDArray[np.int64]:
         """Draw ``size`` n-tuples from the draft scheme; returns global token ids, ``(size, n)``.
@@ -222,6 +224,28 @@ class Instance:
             f"Instance(V={self.vocab_size}, n={self.n}, scheme={self.scheme!r}, "
             f"top_k={self.top_k}, k={self.k})"
         )
+
+
+IMPOSSIBLE_DRAW = "cannot be drafted (draft probability 0, or outside the top-k draft)"
+
+
+def impossible_draw(draft_rows: FloatArray, local: NDArray[np.int64]) -> int:
+    """The first draft position whose token its draw cannot produce, else -1: the one rule
+    for which drafted tuples are possible, shared by every method.
+
+    ``local`` holds the drafts' draft-vocabulary positions (-1: outside the vocabulary);
+    ``draft_rows`` is one restricted row per draw, or a single row shared by every draw.
+    Drafts are ordered: draw d comes from row d ([GR] Appendix C: p_draft(i_1, ..., i_n) =
+    q_1(i_1) ... q_n(i_n)), so for two independent drafters the first token must have
+    positive probability under the first drafter's top-k draft and the second under the
+    second's (the union vocabulary is not enough). The optimal slice still depends on the
+    set of drafted tokens only ([GR] Eq. 2), so both orders of a possible pair get one law.
+    """
+    rows = np.minimum(np.arange(local.shape[0]), draft_rows.shape[0] - 1)
+    inside = local >= 0
+    possible = inside & (draft_rows[rows, np.where(inside, local, 0)] > 0)
+    bad = np.flatnonzero(~possible)
+    return int(bad[0]) if bad.size else -1
 
 
 def require_instance(value: object, name: str = "inst") -> Instance:

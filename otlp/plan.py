@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import as_generator, positive_int, real_number
-from otlp.columns import DraftColumns
+from otlp.columns import DraftColumns, log_column_mass
 from otlp.instance import Instance
 from otlp.reprs import plan_repr
 
@@ -92,6 +92,16 @@ def carry_stranded_columns(
     if left > 0 and not row_residual.sum() > 0:
         return target * left
     return row_residual
+
+
+def negligible_column_slice(row_residual: FloatArray, target: FloatArray) -> FloatArray:
+    """pi(. | omega) of a possible draft whose mass underflowed to 0 (positive by
+    :func:`otlp.columns.log_column_mass`): no explicit entry of such a column is representable,
+    so Eq. (3) leaves it the residual term alone, the residual rows normalised (the target
+    where no residual is left). The column carries no representable mass: the plan's
+    marginals and acceptance are unchanged by its slice, which is a probability vector."""
+    rows = carry_stranded_columns(row_residual, np.ones(1), target)
+    return rows / rows.sum()
 
 
 @dataclass
@@ -332,7 +342,10 @@ class TransportPlan:
         """pi(. | column) over the draft vocabulary plus the outside row (length k + 1)."""
         mass = float(self.columns.mass[column])
         if mass <= 0:
-            raise ValueError("omega: has zero probability under the draft scheme")
+            inst = self.instance
+            if log_column_mass(self.columns, inst.draft_rows, inst.scheme, column) == -np.inf:
+                raise ValueError("omega: has zero probability under the draft scheme")
+            return negligible_column_slice(self._residual_rows(), inst.target_rows)
         values = self.explicit[:, column].toarray().ravel() / mass
         return values + self._residual_rows() * (float(self.col_residual[column]) / mass)
 

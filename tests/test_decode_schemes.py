@@ -13,6 +13,7 @@ import otlp.rules
 from instances import dirichlet_pair, zipf_llm_pair
 from otlp.global_resolution.fused import row_slice
 from otlp.rules.base import to_global
+from otlp.verification.single_step_schemes import SCHEME_METHODS as SCHEME_METHODS_OF
 from solvers.global_resolution.constants import OK
 from tests.test_decode import _law_test
 
@@ -67,13 +68,9 @@ def test_fused_slice_agrees_with_the_object_api(
         assert fused.min() >= 0 and abs(fused.sum() - 1) <= 1e-12
 
 
-@pytest.mark.parametrize(
-    ("seed", "n", "top_k"), [(s, 2 + s % 3, [None, 4, 7][s % 3]) for s in range(12)]
-)
-def test_greedy_closed_form_is_an_optimal_plan(seed: int, n: int, top_k: int | None) -> None:
+def _assert_greedy_plan_optimal(p: np.ndarray, q: np.ndarray, n: int, top_k: int | None) -> None:
     """Every greedy column's fused slice, weighted by its mass: the marginal is p (1e-12)
     and the acceptance is alpha* (= the exact OT's)."""
-    p, q = _pair(9, seed, seed % 2 == 0)
     inst = otlp.Instance(p, q, n, "greedy", top_k)
     members, mass = otlp.rules.joints.DraftJoint.of(inst, "greedy").enumerate()
     marginal = np.zeros(inst.k + 1)
@@ -89,6 +86,39 @@ def test_greedy_closed_form_is_an_optimal_plan(seed: int, n: int, top_k: int | N
     assert abs(acceptance - otlp.optimal_acceptance(inst).alpha_star) <= 1e-12
     exact = otlp.solve(inst, "maxflow-cs")
     assert abs(acceptance - exact.acceptance) <= 1e-9
+
+
+@pytest.mark.parametrize(
+    ("seed", "n", "top_k"), [(s, 2 + s % 3, [None, 4, 7][s % 3]) for s in range(12)]
+)
+def test_greedy_closed_form_is_an_optimal_plan(seed: int, n: int, top_k: int | None) -> None:
+    p, q = _pair(9, seed, seed % 2 == 0)
+    _assert_greedy_plan_optimal(p, q, n, top_k)
+
+
+GREEDY_Q = np.array([0.2, 0.1, 0.4, 0.1, 0.2])  # top token 2: T = {2} for n = 2
+
+
+@pytest.mark.parametrize(
+    ("p", "n"),
+    [
+        (np.eye(5)[3], 2),  # temperature 0: p one-hot on a token the draft can produce
+        (np.eye(5)[3], 3),
+        (np.array([0.0, 0.5, 0.0, 0.5, 0.0]), 2),  # p = 0 on T = {2} and on drafts 0 and 4
+        (np.array([0.0, 0.0, 0.0, 1.0, 0.0]), 4),
+    ],
+)
+def test_greedy_with_zero_target_mass_on_the_fixed_tokens(p: np.ndarray, n: int) -> None:
+    """p(T) = 0 (issue 27: greedy_slice divided by p(T)): T receives nothing, keeps its p
+    (0), and every rejected column's mass goes to the residual target; the plan stays an
+    optimal coupling, and verify_drafts returns a token of p's support for every column."""
+    _assert_greedy_plan_optimal(p, GREEDY_Q, n, None)
+    inst = otlp.Instance(p, GREEDY_Q, n, "greedy")
+    members, _ = otlp.rules.joints.DraftJoint.of(inst, "greedy").enumerate()
+    drafts = inst.tokens[members]
+    for method in ("global_resolution", "maxflow_cs"):
+        out = otlp.verify_drafts(p, GREEDY_Q, drafts, scheme="greedy", method=method, rng=0)
+        assert (p[out.tokens] > 0).all()
 
 
 SCHEME_CASES = [
@@ -198,3 +228,60 @@ def test_bad_arguments_name_themselves(kwargs: dict, match: str) -> None:
     call.update(kwargs)
     with pytest.raises(ValueError, match=match):
         otlp.verify_drafts(call.pop("p"), call.pop("q"), call.pop("drafts"), **call)
+
+
+@pytest.mark.parametrize("top_k", [None, 1, 2, 4])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_independent_pairs_are_ordered_in_every_method(seed: int, top_k: int | None) -> None:
+    """Issue 27: drafts[b, d] comes from drafter q[d] ([GR] Appendix C). For every ordered
+    pair over both drafters' vocabularies, every method (fused global resolution, maxflow_cs,
+    and the object API through Instance.to_local) accepts it exactly when each token has
+    positive top-k probability under its own drafter, and a pair possible in both orders
+    gets one slice (the optimal plan depends on the set only)."""
+    rng = np.random.default_rng(seed)
+    vocab = 6
+    p = rng.dirichlet(np.ones(vocab))
+    rows = rng.dirichlet(np.ones(vocab), 2)
+    rows[0, :2] = 0.0  # drafter 0 cannot draw tokens 0, 1; drafter 1 cannot draw 4, 5
+    rows[1, 4:] = 0.0
+    rows /= rows.sum(axis=1, keepdims=True)
+    inst = otlp.Instance(p, list(rows), 2, "independent", top_k)
+    plan = otlp.solve(inst, "global_resolution", tau=1e-3, check=False)
+    possible = [set(np.flatnonzero(inst.draft_rows[d] > 0)) for d in range(2)]
+    for a in inst.tokens:
+        for b in inst.tokens:
+            local = inst.tokens.tolist()
+            ok = local.index(a) in possible[0] and local.index(b) in possible[1]
+            for method in ("global_resolution", "maxflow_cs"):
+                options = {"scheme": "independent", "method": method, "top_k": top_k}
+                if ok:
+                    otlp.verify_drafts(p, rows, [[a, b]], **options)
+                    continue
+                bad = 0 if local.index(a) not in possible[0] else 1
+                with pytest.raises(ValueError, match=rf"drafts\[0, {bad}\]: .* q\[0, {bad}\]"):
+                    otlp.verify_drafts(p, rows, [[a, b]], **options)
+            if not ok:
+                with pytest.raises(ValueError, match=r"omega\[[01]\]: token"):
+                    inst.to_local([a, b])
+            elif local.index(b) in possible[0] and local.index(a) in possible[1]:
+                forward, _ = plan.token_report([a, b])
+                backward, _ = plan.token_report([b, a])
+                np.testing.assert_allclose(forward, backward, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("q", [np.eye(5)[0], np.array([1 - 1e-300, 1e-300, 0.0, 0.0, 0.0])])
+@pytest.mark.parametrize("top_k", [None, 1])
+@pytest.mark.parametrize(
+    ("scheme", "method"),
+    [(s, m) for s in ("without_replacement", "greedy") for m in SCHEME_METHODS_OF[s]],
+)
+def test_impossible_drafts_are_named_as_the_caller_passed_them(
+    scheme: str, method: str, top_k: int | None, q: np.ndarray
+) -> None:
+    """Issue 27: near-one-hot drafts without replacement were refused as ``n[0]: ...`` (an
+    argument verify_drafts does not have) or ``omega: ...``; every method now names the
+    first impossible draft, ``drafts[b, d]``, as the fused path does."""
+    p = np.full(5, 0.2)
+    for drafts in ([[0, 2]], [[2, 3], [0, 1]], [[0, 1, 2]]):
+        with pytest.raises(ValueError, match=r"^drafts\[[01], [0-2]\]: token \d cannot be"):
+            otlp.verify_drafts(p, q, drafts, scheme=scheme, method=method, top_k=top_k)

@@ -199,3 +199,85 @@ def test_max_flow_with_a_subnormal_total_capacity(backend: str) -> None:
     with np.errstate(over="raise", invalid="raise"):
         result = get_backend(backend).solve(problem)
     assert result.objective == pytest.approx(4e-310, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "n"), [("iid", 2), ("iid", 3), ("without_replacement", 2), ("independent", 2)]
+)
+def test_log_set_mass_is_the_set_mass_where_it_does_not_underflow(scheme: str, n: int) -> None:
+    """The one rule for tuple masses (issue 27) agrees with the plain masses on ordinary
+    instances, set by set and tuple by tuple."""
+    from otlp.columns import build_columns, log_set_mass, log_tuple_mass
+
+    rng = np.random.default_rng(n)
+    rows = rng.dirichlet(np.full(5, 0.5), n if scheme == "independent" else 1)
+    rows = rows if scheme == "independent" else np.repeat(rows, n, axis=0)
+    sets = build_columns("sets", rows, n, scheme)
+    for j in sets.set_sizes:
+        block = sets.members[(sets.members >= 0).sum(axis=1) == j][:, :j]
+        mass = sets.mass[(sets.members >= 0).sum(axis=1) == j]
+        with np.errstate(divide="ignore"):
+            np.testing.assert_allclose(
+                log_set_mass(rows, n, scheme, block), np.log(mass), rtol=1e-12
+            )
+    tuples = build_columns("tuples", rows, n, scheme)
+    with np.errstate(divide="ignore"):
+        expected = np.log(tuples.mass)
+    np.testing.assert_allclose(
+        log_tuple_mass(rows, n, scheme, tuples.members), expected, rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_draft_tuples_whose_mass_underflows_are_verified_by_every_method(
+    scheme: str, n: int
+) -> None:
+    """Issue 27: drafts of probability 1e-200 each form a tuple of mass 1e-400 (0 as a
+    double); maxflow_cs refused it ("omega: has zero probability") while global resolution
+    and rrs returned tokens. By the one rule (log_set_mass: finite log 2 + 2 log 1e-200),
+    every method now returns a token, the plan's slice there is a probability vector, and a
+    draft the scheme cannot produce is still refused."""
+    from otlp.columns import log_set_mass
+
+    tiny = 1e-200
+    q = np.array([1 - 3 * tiny, tiny, tiny, tiny, 0.0, 0.0])
+    p = np.full(6, 1 / 6)
+    drafts = np.array([[1, 2, 3][:n], [3, 1, 2][:n]])
+    inst = otlp.Instance(p, q, n, scheme)
+    local = inst.to_local(drafts[0])
+    logs = log_set_mass(inst.draft_rows, n, scheme, np.sort(local)[None, :])
+    ways = 2.0 if n == 2 else 6.0  # n! orders of n distinct tokens (both schemes, to rounding)
+    assert logs[0] == pytest.approx(np.log(ways) + n * np.log(tiny), rel=1e-12)
+    methods = otlp.verification.single_step_schemes.SCHEME_METHODS.get(scheme, ())
+    for method in (
+        "global_resolution",
+        "maxflow_cs",
+        *(("rrs", "kseq") if scheme == "iid" else methods),
+    ):
+        out = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=method, rng=0)
+        assert (p[out.tokens] > 0).all()
+    plan = otlp.solve(inst, "maxflow_cs")
+    lazy = otlp.solve(inst, "global_resolution", check=False)  # its exact units divided by 0
+    for omega in drafts:
+        for probs in (plan.local_slice(omega), lazy.token_report(omega)[0]):
+            assert np.isfinite(probs).all()
+            assert probs.min() >= 0 and abs(probs.sum() - 1) <= 1e-12
+    with pytest.raises(ValueError, match="omega"):
+        plan.local_slice([4, 1, 2][:n])
+
+
+@pytest.mark.parametrize("tiny", [1e-100, 1e-200])
+@pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
+def test_no_method_draws_a_token_of_target_probability_zero(scheme: str, tiny: float) -> None:
+    """Issue 27's fuzz classes (seed 21: 8 of 3,000 cases): global resolution's slice for a
+    column of negligible mass (drafts of probability 1e-100 whose p is 0) put all its mass on
+    a drafted token of p = 0, and verify_drafts emitted it. No coupling of p can; every
+    method's draw now skips such entries (and draws from p when nothing else is left)."""
+    p = np.array([0.0, 0.0, 0.0, 1.0])
+    q = np.array([tiny, 0.3, 0.7 - 2 * tiny, tiny])
+    drafts = [[0, 1], [1, 0], [0, 2]] if scheme == "without_replacement" else [[0, 0], [0, 1]]
+    methods = ("global_resolution", "maxflow_cs")
+    for method in methods:
+        out = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=method, top_k=3, rng=1)
+        assert (p[out.tokens] > 0).all(), (method, out.tokens)

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from otlp import rules
@@ -85,3 +86,49 @@ def test_cli_runs_in_parallel_and_rejects_bad_input(tmp_path: Path, capsys) -> N
     bad.write_text("[1, 2]")
     assert main(["fuzz", "--replay", str(bad)]) == 2
     assert "--replay" in capsys.readouterr().err
+
+
+def _first_case(name: str, scheme: str, n: int, **extra: object) -> dict:
+    """The first generated case (seed 0) of instance class ``name`` set to ``scheme`` and n."""
+    for index in range(10, 4000):
+        case = make_case(0, index)
+        if case["class"] == name and case["scheme"] == scheme and len(case["p"]) > n:
+            return case | {"n": n, "top_k": None} | extra
+    raise AssertionError(f"no case of class {name}")
+
+
+def test_decode_checks_every_scheme_with_the_issue_27_classes(monkeypatch) -> None:
+    """Issue 27's fuzz classes reach verify_drafts for every scheme (greedy with p = 0 on
+    the top drafts, underflowing draft tuples, drafters of split supports, torch
+    bfloat16/float16 inputs), pass on the fixed code, and the decode check fails when
+    independent pairs are checked against the union vocabulary only (the old rule)."""
+    from otlp.fuzz.checks import run_case
+
+    pytest.importorskip("torch")
+    torch_bf16 = {"decoder_dtypes": ["torch.bfloat16", "torch.bfloat16"]}
+    cases = [
+        _first_case("p_off_the_top_drafts", "greedy", 2),
+        _first_case("underflowing_tuples", "iid", 2),
+        _first_case("underflowing_tuples", "without_replacement", 2),
+        _first_case("split_supports", "independent", 2, **torch_bf16),
+        _first_case("random", "greedy", 3, decoder_dtypes=["torch.float16", "float64"]),
+    ]
+    for case in cases:
+        outcomes = run_case(case, frozenset({"decode:"}))
+        assert outcomes and all(o.status == "ok" for o in outcomes), (case["class"], outcomes)
+    split = [
+        c for c in (make_case(0, i) for i in range(10, 4000)) if c["class"] == "split_supports"
+    ]
+    import otlp.global_resolution.fused as fused
+
+    monkeypatch.setattr(
+        fused,
+        "impossible_draw",
+        lambda rows, local: int(np.argmin(local)) if (local < 0).any() else -1,
+    )
+    caught = []
+    for case in split[:40]:
+        case = case | {"n": 2, "top_k": None} | torch_bf16
+        outcomes = run_case(case, frozenset({"decode:global_resolution"}))
+        caught += [o.message for o in outcomes if o.status == "failed"]
+    assert any("misordered independent pair" in m for m in caught), caught

@@ -3,6 +3,7 @@ probability vector, and the verifier says which one is not."""
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -22,9 +23,14 @@ def _omega(plan: otlp.TransportPlan, column: int) -> np.ndarray:
     if plan.columns.form == "tuples":
         return plan.instance.tokens[members]
     local = members[members >= 0]
-    # a drafted tuple with this set: pad with its first token
-    padded = np.concatenate([local, np.full(plan.instance.n - local.size, local[0])])
-    return plan.instance.tokens[padded]
+    rows = plan.instance.draft_rows
+    # a drafted tuple with this set that the scheme can produce (draw d from row d:
+    # independent drafts are ordered)
+    for order in itertools.product(local, repeat=plan.instance.n):
+        tuple_ = np.array(order)
+        if set(order) == set(local) and (rows[np.arange(tuple_.size), tuple_] > 0).all():
+            return plan.instance.tokens[tuple_]
+    raise AssertionError(f"column {column} of positive mass has no possible tuple")
 
 
 @settings(max_examples=60, deadline=None)

@@ -166,3 +166,60 @@ def test_numpy_kind_wraps_to_itself() -> None:
     assert kind == ArrayKind("numpy", "float32", None, float(np.finfo(np.float32).eps))
     out = np.array([1, 2])
     assert kind.wrap(out) is out
+
+
+SCHEME_METHODS = [
+    ("iid", "global_resolution", 2),
+    ("iid", "sps", 1),
+    ("iid", "rrs", 3),
+    ("iid", "kseq", 2),
+    ("iid", "maxflow_cs", 2),
+    ("iid", "spechub", 2),
+    ("without_replacement", "global_resolution", 3),
+    ("without_replacement", "rrs_without_replacement", 2),
+    ("without_replacement", "maxflow_cs", 2),
+    ("independent", "global_resolution", 2),
+    ("independent", "maxflow_cs", 2),
+    ("greedy", "global_resolution", 3),
+    ("greedy", "maxflow_cs", 2),
+]
+
+
+@pytest.mark.parametrize("dtype_name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize(("scheme", "method", "n"), SCHEME_METHODS)
+def test_half_precision_tensors_for_every_scheme_and_input(
+    scheme: str, method: str, n: int, batched: bool, dtype_name: str
+) -> None:
+    """Issue 27: torch bfloat16/float16 p and q (q of shape (2, V) or (B, 2, V) for
+    independent drafts) and torch int64 drafts go through the one reading path of
+    verify_drafts: the tokens equal those of the call on the same values widened to float64
+    numpy (same seed, same tolerance)."""
+    torch = pytest.importorskip("torch")
+    dtype = getattr(torch, dtype_name)
+    rng = np.random.default_rng(3)
+    rows, vocab = 4, 7
+    draft_count = 2 if scheme == "independent" else 1
+    batch = rows if batched else 1
+    p_t = torch.tensor(rng.dirichlet(np.ones(vocab), batch)).to(dtype)
+    q_t = torch.tensor(rng.dirichlet(np.ones(vocab), (batch, draft_count))).to(dtype)
+    p_w = p_t.to(torch.float64).numpy()
+    q_w = q_t.to(torch.float64).numpy()
+    tol = otlp.tensors.sum_tolerance(float(torch.finfo(dtype).eps))
+    drafts = np.empty((rows, n), dtype=np.int64)
+    for b in range(rows):
+        r = b if batched else 0
+        q_arg = list(q_w[r]) if scheme == "independent" else q_w[r, 0]
+        inst = otlp.Instance(p_w[r], q_arg, n, scheme, atol=tol)
+        drafts[b] = inst.sample_drafts(b, 1)[0]
+        if method == "spechub":  # its pair always holds the hub, argmax q
+            hub = int(inst.tokens[np.argmax(inst.q_local)])
+            drafts[b] = [hub, drafts[b, 1] if drafts[b, 1] != hub else drafts[b, 0]]
+    if scheme != "independent":
+        q_t, q_w = q_t[:, 0], q_w[:, 0]
+    if not batched:
+        p_t, q_t, p_w, q_w = p_t[0], q_t[0], p_w[0], q_w[0]
+    options = {"scheme": scheme, "method": method, "rng": 11}
+    got = otlp.verify_drafts(p_t, q_t, torch.tensor(drafts), **options)
+    ref = otlp.verify_drafts(p_w, q_w, drafts, atol=tol, **options)
+    assert got.tokens.tolist() == ref.tokens.tolist()

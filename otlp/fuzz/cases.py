@@ -12,9 +12,12 @@ Instance classes (:data:`INSTANCE_CLASSES`) cover what broke solvers and rules b
 p or q, near one-hot q (1 - 1e-12), peaked q (1 - 1e-15 with the rest spread over 1e-18 ..
 1e-16), subnormal and 1e-300 masses, column masses in the subnormal range, p = q, disjoint
 supports, ties, float32 and float16 input, tiny vocabularies, top-k, every scheme, independent
-drafts and the largest n the size limits allow on a tiny vocabulary. Every case also carries
-the ``tau`` global resolution runs at (down to 1e-6) and the ``decoder_dtypes`` its p and q
-are handed to :func:`otlp.verify_drafts` in (float16, bfloat16, float32, float64, mixed).
+drafts and the largest n the size limits allow on a tiny vocabulary; since issue 27 also p = 0
+on the draft's top tokens (greedy with p = 0 on every draft), draft tokens of 1e-200 .. 1e-160
+(tuple masses that underflow) and drafts on part of the vocabulary (independent drafters of
+different supports). Every case also carries the ``tau`` global resolution runs at (down to
+1e-6) and the ``decoder_dtypes`` its p and q are handed to :func:`otlp.verify_drafts` in
+(float16, bfloat16, float32, float64, mixed; numpy, or torch bfloat16/float16).
 
 The first :data:`REPRODUCERS` cases of every campaign (indices 0, 1, ...) are fixed instances
 that once failed (issue 17); they run with whatever seed.
@@ -144,6 +147,39 @@ def _subnormal_columns(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np
     return (p / p.sum(), q) if rng.random() < 0.7 else (_dirichlet(rng, v), q)
 
 
+def _p_off_the_top_drafts(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """p = 0 on q's most likely tokens (greedy's fixed tokens, and often every draft), one-hot
+    elsewhere half the time (temperature 0; issue 27: greedy divided by p(T) = 0)."""
+    q = _dirichlet(rng, v)
+    p = _dirichlet(rng, v)
+    top = np.argsort(-q, kind="stable")[: max(1, v // 2)]
+    p[top] = 0.0
+    if not p.sum() > 0 or rng.random() < 0.5:
+        rest = np.setdiff1d(np.arange(v), top)
+        p = _one_hot(v, int(rng.choice(rest)) if rest.size else 0)
+    return _normalised(p), q
+
+
+def _underflowing_tuples(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """Several draft tokens of probability 1e-200 .. 1e-160: a tuple of two or more of them
+    has a mass below the smallest double (issue 27: maxflow_cs refused such drafts)."""
+    q = _dirichlet(rng, v)
+    tiny = rng.random(v) < 0.6
+    tiny[int(rng.integers(v))] = False
+    q[tiny] = 10.0 ** rng.uniform(-200, -160, size=int(tiny.sum()))
+    return _dirichlet(rng, v), _normalised(q)
+
+
+def _split_supports(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """A draft on part of the vocabulary only: with the next draw of the class, two
+    independent drafters of different supports (a token only the second can produce)."""
+    q = _dirichlet(rng, v)
+    q[rng.random(v) < 0.5] = 0.0
+    if not q.sum() > 0:
+        q[int(rng.integers(v))] = 1.0
+    return _dirichlet(rng, v), _normalised(q)
+
+
 INSTANCE_CLASSES: dict[str, Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]]
 INSTANCE_CLASSES = {
     "random": _random,
@@ -159,6 +195,9 @@ INSTANCE_CLASSES = {
     "float16": _float16,
     "q_peaked": _peaked,
     "subnormal_columns": _subnormal_columns,
+    "p_off_the_top_drafts": _p_off_the_top_drafts,
+    "underflowing_tuples": _underflowing_tuples,
+    "split_supports": _split_supports,
 }
 SHAPES = ("small", "tiny_v", "extreme_n", "top_k", "huge_n")
 TAUS = (1e-3, 1e-3, 1e-4, 1e-6)  # global resolution's threshold, down to 1e-6
@@ -172,6 +211,10 @@ DECODER_DTYPES = (
     ("float16", "float64"),
     ("bfloat16", "float32"),
     ("bfloat16", "bfloat16"),
+    ("torch.bfloat16", "torch.bfloat16"),
+    ("torch.float16", "torch.float16"),
+    ("torch.float16", "torch.bfloat16"),
+    ("float64", "torch.bfloat16"),
 )
 
 
@@ -205,7 +248,8 @@ def instance_case(rng: np.random.Generator, index: int) -> Case:
         others = [INSTANCE_CLASSES[name](rng, v)[1] for _ in range(n - 1)]
         rows = [_as_list(q), *(_as_list(o) for o in others)]
     top_k = int(rng.integers(1, v + 1)) if shape == "top_k" or rng.random() < 0.2 else None
-    if scheme == "without_replacement" and rng.random() < 0.9:  # mostly n <= draft support
+    distinct = scheme in ("without_replacement", "greedy")  # n distinct drafts
+    if distinct and rng.random() < 0.9:  # mostly n <= draft support
         support = int(np.count_nonzero(np.asarray(q) > 0))
         n = max(1, min(n, support, top_k or support))
     return {

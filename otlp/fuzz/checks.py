@@ -2,9 +2,9 @@
 
 Components are ``method:NAME`` (every :func:`otlp.method_names` method), ``rule:NAME`` (every
 :func:`otlp.rules.names` rule), ``scheme:NAME`` (the draft scheme itself: column masses,
-sampled drafts, alpha*), ``decode:METHOD`` (:func:`otlp.verify_drafts` on i.i.d. cases, p
-and q in the case's ``decoder_dtypes``) and ``multistep:METHOD`` (``spectr:RULE`` for
-traversal).
+sampled drafts, alpha*), ``decode:METHOD`` (:func:`otlp.verify_drafts` for the case's
+scheme, p and q in the case's ``decoder_dtypes``, numpy or torch) and ``multistep:METHOD``
+(``spectr:RULE`` for traversal).
 
 Each check returns an :class:`Outcome`: ``ok``; ``refused`` (a ``ValueError`` — a clear
 refusal such as a size guard or a rule that does not apply is correct behaviour); or
@@ -23,6 +23,7 @@ import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib.util import find_spec
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from otlp.subset import optimal_acceptance
 from otlp.tensors import as_float64
 from otlp.verification.single_step import METHODS as DECODE_METHODS
 from otlp.verification.single_step import verify_drafts
+from otlp.verification.single_step_schemes import SCHEME_METHODS
 from otlp.verify import verify
 
 SLICE_TOL = 1e-9  # per-conditional sign and sum tolerance (exact methods and rules)
@@ -89,8 +91,8 @@ def components_for(case: dict[str, Any]) -> list[str]:
     if "components" in case:
         return list(case["components"])
     decoders = []
-    if case["scheme"] == "iid" and "decoder_dtypes" in case:
-        decoders = [f"decode:{m}" for m in DECODE_METHODS if m != "sps" or case["n"] == 1]
+    if "decoder_dtypes" in case:
+        decoders = [f"decode:{m}" for m in decode_methods(case["scheme"], case["n"])]
     return (
         [f"scheme:{case['scheme']}"]
         + [f"method:{m}" for m in method_names()]
@@ -102,7 +104,9 @@ def components_for(case: dict[str, Any]) -> list[str]:
 def known_components() -> list[str]:
     """Every component name a campaign can produce (for checking ``--only`` prefixes)."""
     names = [f"scheme:{s}" for s in SCHEMES] + [f"method:{m}" for m in method_names()]
-    names += [f"rule:{r}" for r in rules.names()] + [f"decode:{m}" for m in DECODE_METHODS]
+    decoders = dict.fromkeys(m for scheme in SCHEMES for m in decode_methods(scheme, 2))
+    decoders |= dict.fromkeys(decode_methods("iid", 1))
+    names += [f"rule:{r}" for r in rules.names()] + [f"decode:{m}" for m in decoders]
     names += [f"multistep:{m}" for m in MULTISTEP_METHODS if m != "spectr"]
     names += [f"budget:{s}" for s in SCHEMES]
     from otlp.fuzz.cases import MULTISTEP_RULES
@@ -376,40 +380,115 @@ def _check_rule(
 
 
 # ----- decoder inputs ------------------------------------------------------------------------
+def decode_methods(scheme: str, n: int) -> list[str]:
+    """The ``verify_drafts`` methods a case of ``scheme`` with n drafts goes through."""
+    if scheme == "iid":
+        methods = [m for m in DECODE_METHODS if m != "sps" or n == 1]
+        return methods + (["spechub"] if n == 2 else [])
+    if scheme == "independent" and n != 2:
+        return []
+    return list(SCHEME_METHODS[scheme])
+
+
+def _decoder_array(values: Any, dtype: str) -> Any:
+    """A softmax normalised in float64, then rounded to the model's dtype: numpy (float16,
+    bfloat16, float32, float64) or a torch tensor (``torch.bfloat16``, ``torch.float16``)."""
+    arr = np.asarray(values, dtype=np.float64)
+    arr = arr / arr.sum(axis=-1, keepdims=True)
+    if dtype.startswith("torch."):
+        import torch
+
+        return torch.tensor(arr).to(getattr(torch, dtype.removeprefix("torch.")))
+    return arr.astype(_float_dtype(dtype))
+
+
+def _least_likely_drafts(given: Instance, method: str) -> np.ndarray:
+    """A possible draft row of the least likely tokens (tuple masses near underflow): draw d
+    takes row d's smallest positive token (distinct tokens without replacement; greedy: the
+    fixed tokens plus the least likely other; SpecHub: the hub plus the least likely other)."""
+    rows = given.draft_rows
+    order = np.argsort(np.where(rows[0] > 0, rows[0], np.inf))  # least likely first
+    if given.scheme in ("without_replacement",):
+        local = order[: given.n]
+    elif given.scheme == "greedy":
+        local = np.append(np.arange(given.n - 1), max(order[0], given.n - 1))
+    elif method == "spechub":
+        hub = int(np.argmax(rows[0]))
+        others = order[(order != hub) & (rows[0][order] > 0)]
+        local = np.array([hub, others[0] if others.size else hub])  # one-hot: (hub, hub)
+    else:
+        local = np.array([np.argmin(np.where(row > 0, row, np.inf)) for row in rows])
+    return given.tokens[local][None, :]
+
+
+def _misordered_pair(given: Instance) -> np.ndarray | None:
+    """An independent pair whose first token only the second drafter can produce, or None."""
+    if given.scheme != "independent":
+        return None
+    rows = given.draft_rows
+    only_second = np.flatnonzero((rows[0] <= 0) & (rows[1] > 0))
+    if only_second.size == 0:
+        return None
+    return given.tokens[[only_second[0], int(np.argmax(rows[1]))]][None, :]
+
+
 def _check_decode(
     inst: Instance, method: str, rng: np.random.Generator, case: dict[str, Any]
 ) -> list[str]:
     """:func:`otlp.verify_drafts` on p and q in the case's ``decoder_dtypes`` (a model's
-    float16/bfloat16/float32/float64 softmax, possibly mixed), with drafts drawn from the q
-    the decoder is handed (and any drafts the case names). Those inputs are valid, so any
-    refusal other than a size limit is a failure; every token must be in range with p > 0."""
-    p_in, q_in = (  # a softmax normalised in float64, then rounded to the model's dtype
-        (np.asarray(case[key], dtype=np.float64) / np.sum(case[key])).astype(_float_dtype(dtype))
+    float16/bfloat16/float32/float64 softmax as numpy or torch, possibly mixed), for the
+    case's scheme, with drafts drawn from the q the decoder is handed, the least likely
+    possible drafts (tuple masses near underflow) and any drafts the case names. Those inputs
+    are valid, so any refusal other than a size limit is a failure; every token must be in
+    range with p > 0. An independent pair whose first token only the second drafter can
+    produce must be refused, naming ``drafts[b, 0]`` (pairs are ordered)."""
+    scheme = case["scheme"]
+    if any(d.startswith("torch.") for d in case["decoder_dtypes"]) and not find_spec("torch"):
+        return []  # torch is optional: its dtypes are checked where it is installed
+    p_in, q_in = (
+        _decoder_array(case[key], dtype)
         for key, dtype in zip(("p", "q"), case["decoder_dtypes"], strict=True)
     )
-    p_used, q_used = p_in.astype(np.float64), q_in.astype(np.float64)
-    atol = max(as_float64(name, a)[1].sum_tolerance for name, a in (("p", p_in), ("q", q_in)))
+    p_used, kind_p = as_float64("p", p_in)
+    q_used, kind_q = as_float64("q", q_in)
+    atol = max(kind_p.sum_tolerance, kind_q.sum_tolerance)
+    q_arg = list(q_used) if scheme == "independent" else q_used
     try:
-        given = Instance(p_used, q_used, inst.n, top_k=inst.top_k, atol=atol)
+        given = Instance(p_used, q_arg, inst.n, scheme, top_k=inst.top_k, atol=atol)
     except ValueError:  # the rounded q cannot draw n tokens (e.g. its support underflowed)
         return []
-    drafts = given.sample_drafts(rng, 4)
+    drafts = np.vstack([given.sample_drafts(rng, 4), _least_likely_drafts(given, method)])
     if "drafts" in case:
         drafts = np.vstack([np.asarray(case["drafts"], dtype=np.int64), drafts])
-    options = {"tau": case["tau"]} if method == "global_resolution" and "tau" in case else {}
+    if method == "spechub":  # its pairs always hold the hub
+        hub = int(given.tokens[np.argmax(given.draft_rows[0])])
+        distinct = (drafts[:, 0] != drafts[:, 1]) | (given.k == 1)
+        drafts = drafts[(drafts == hub).any(axis=1) & distinct]
+        if drafts.shape[0] == 0:
+            return []
+    options: dict[str, Any] = {"scheme": scheme, "method": method, "top_k": inst.top_k}
+    if method == "global_resolution" and "tau" in case:
+        options["tau"] = case["tau"]
     try:
-        result = verify_drafts(
-            p_in, q_in, drafts, method=method, top_k=inst.top_k, rng=case["index"], **options
-        )
+        result = verify_drafts(p_in, q_in, drafts, rng=case["index"], **options)
     except ValueError as exc:
         if not re.match(r"(p|q|drafts)[\[:]", str(exc)):
             raise  # a stated limit (size, n for the method): a clear refusal
         return [f"refused a valid decoder input ({'/'.join(case['decoder_dtypes'])}): {exc}"]
     tokens = np.asarray(result.tokens)
-    if tokens.min() < 0 or tokens.max() >= p_used.size:
+    if tokens.min() < 0 or tokens.max() >= p_used.shape[-1]:
         return [f"token ids {tokens.tolist()} out of range"]
-    if np.any(p_used[tokens] <= 0):
+    if np.any(p_used.reshape(-1)[tokens] <= 0):
         return [f"a token with p = 0 among {tokens.tolist()} for drafts {drafts.tolist()}"]
+    misordered = _misordered_pair(given)
+    if misordered is not None:
+        try:
+            verify_drafts(p_in, q_in, misordered, rng=0, **options)
+        except ValueError as exc:
+            if not str(exc).startswith("drafts[0, 0]:"):
+                return [f"misordered pair {misordered.tolist()} refused as: {exc}"]
+        else:
+            return [f"accepted the misordered independent pair {misordered.tolist()}"]
     return []
 
 

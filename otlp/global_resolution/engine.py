@@ -52,7 +52,7 @@ from otlp.global_resolution.exact import (
 from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
-from otlp.plan import carry_stranded_columns, fit_columns
+from otlp.plan import carry_stranded_columns, fit_columns, negligible_column_slice
 from otlp.subset import SubsetSelection
 from solvers.global_resolution import (
     ALPHA_LIMIT,
@@ -432,8 +432,11 @@ class GlobalResolution:
         exact = self.exact[unit]
         cols = exact.network.columns
         column = exact.column(local)
+        mass = float(cols.mass[column])
+        if not mass > 0:  # a possible draft whose mass underflowed: Eq. (3)'s residual only
+            return negligible_column_slice(self.row_residual, self.instance.target_rows)
         out = np.zeros(self.instance.k + 1)
-        out[:-1] = exact.matrix[:, column].toarray().ravel() / float(cols.mass[column])
+        out[:-1] = exact.matrix[:, column].toarray().ravel() / mass
         if unit[0] == INNER:
             out += max(1.0 - float(out.sum()), 0.0) * self._residual_share()
         return out

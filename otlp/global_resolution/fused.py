@@ -41,11 +41,16 @@ from otlp.global_resolution.scheme_parts import (
     unit_system,
     without_replacement_analysis,
 )
+from otlp.instance import impossible_draw
 from solvers.global_resolution import OuterTargets
 from solvers.global_resolution.clocks import QuadratureRangeError
 from solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
 from solvers.global_resolution.newton import MESSAGES, OUT_OF_TIME
-from solvers.global_resolution.scheme_token import greedy_slice, independent_vocabulary
+from solvers.global_resolution.scheme_token import (
+    greedy_last,
+    greedy_slice,
+    independent_vocabulary,
+)
 from solvers.global_resolution.sorting import top_tokens
 from solvers.global_resolution.system_newton import system_newton
 from solvers.global_resolution.token import (
@@ -113,6 +118,28 @@ def row_vocabulary(
     return OK, 0, RowVocabulary(tokens, p_local, q_local[None, :], p_outside)
 
 
+def checked_row(
+    p: NDArray, q_rows: NDArray, drafts: IntArray, scheme: str, top_k: int, atol: float
+) -> tuple[int, int, RowVocabulary | None, IntArray | None]:
+    """(status, detail, vocabulary, the drafts' local ids): one decoder row's inputs and
+    drafts checked the same way for every method of ``verify_drafts``.
+
+    A bad p or draft row gives its status and the draft row (as :func:`row_vocabulary`);
+    drafts that the scheme cannot produce give ``BAD_DRAFT`` and the first impossible
+    position (:func:`otlp.instance.impossible_draw`: token d from draft row d), or -1 for a
+    greedy tuple that is not the top n - 1 tokens plus one other."""
+    status, bad_row, vocab = row_vocabulary(p, q_rows, scheme, top_k, atol)
+    if vocab is None:
+        return status, bad_row, None, None
+    local = local_drafts(vocab.tokens, drafts)
+    position = impossible_draw(vocab.rows, local)
+    if position >= 0:
+        return BAD_DRAFT, position, vocab, None
+    if scheme == "greedy" and greedy_last(local, drafts.shape[0]) < 0:
+        return BAD_DRAFT, -1, vocab, None
+    return OK, 0, vocab, local
+
+
 def analysis(scheme: str, n: int, vocab: RowVocabulary) -> tuple[Selection, OuterTargets] | str:
     """H* and the outer targets of the row, or why this path cannot give them."""
     if scheme == "without_replacement":
@@ -155,13 +182,9 @@ def row_slice(
     ``q_rows`` is (1, V), or (2, V) for two independent drafts; ``top_k`` 0 keeps every
     positive draft token.
     """
-    status, bad_row, vocab = row_vocabulary(p, q_rows, scheme, top_k, atol)
-    if vocab is None:
-        return RowResult(status, -1, detail=bad_row), None, None
-    local = local_drafts(vocab.tokens, drafts)
-    missing = np.flatnonzero(local < 0)
-    if missing.size:
-        return RowResult(BAD_DRAFT, -1, detail=int(missing[0])), None, None
+    status, detail, vocab, local = checked_row(p, q_rows, drafts, scheme, top_k, atol)
+    if vocab is None or local is None:
+        return RowResult(status, -1, detail=detail), None, None
     n = drafts.shape[0]
     k = vocab.p_local.shape[0]
     if scheme == "greedy":

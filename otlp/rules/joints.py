@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp import greedy
-from otlp.columns import build_columns, sequence_probability
+from otlp.columns import build_columns, log_tuple_mass, sequence_probability
 from otlp.instance import Instance
 from otlp.subset import optimal_acceptance
 
@@ -128,9 +128,18 @@ class DraftJoint:
         if not np.all(inst.tokens[order][pos] == arr):
             raise ValueError("omega: contains a token the draft cannot produce")
         local = order[pos].astype(np.int64)
-        if self.tuple_mass(local) <= 0:
+        if not self.possible(local):
             raise ValueError(f"omega: has zero probability under the {self.kind} draft joint")
         return local
+
+    def possible(self, local: IntArray) -> bool:
+        """Whether a drafted tuple (local ids, draw order) has positive probability, judged by
+        the one rule for tuple masses (:func:`otlp.columns.log_tuple_mass`): a tuple whose
+        mass underflows to 0 is still a draft."""
+        if self.kind == "hub":
+            return self.tuple_mass(local) > 0
+        scheme = self.kind if self.kind in ("without_replacement", "greedy") else "independent"
+        return bool(log_tuple_mass(self.rows, self.n, scheme, local[None, :])[0] > -np.inf)
 
     def tuple_mass(self, local: IntArray) -> float:
         """Probability of one drafted tuple of local ids (draw order)."""

@@ -78,7 +78,9 @@ def verify_drafts(
         float64, 1e-4 for float32, 2 eps for 16-bit formats; :func:`otlp.tensors.sum_tolerance`).
     drafts:
         (B, n) integer token ids (numpy, torch or lists) drawn i.i.d. from the draft restricted
-        to its top k; they are checked against q as given, never rounded.
+        to its top k; they are checked against q as given, never rounded. For
+        ``scheme="independent"`` the pair is ordered: ``drafts[b, d]`` is drafter d's token
+        and must be possible under q's row d (docs: gr-schemes, "Which drafts a row may hold").
     method:
         One of ``global_resolution``, ``sps`` (n = 1), ``rrs``, ``kseq``, ``maxflow_cs``.
     top_k:
@@ -126,7 +128,8 @@ def verify_drafts(
     method = canonical_name(method, "method")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
-    p_arr, q_arr, draft_arr, atol = batch_arrays(p, q, drafts, atol)
+    p_arr, q_rows, draft_arr, atol = batch_arrays(p, q, drafts, atol)
+    q_arr = q_rows[:, 0]
     rows, n = draft_arr.shape
     vocab = p_arr.shape[1]
     if top_k is not None:

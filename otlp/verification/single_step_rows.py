@@ -32,25 +32,35 @@ class DraftVerification:
 
 
 def batch_arrays(
-    p: object, q: object, drafts: object, atol: object
+    p: object, q: object, drafts: object, atol: object, *, draft_rows: int = 1
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], float]:
-    """p, q as (1 or B, V) float64 arrays, drafts as (B, n) int64, and the kernel's atol.
+    """p as (1 or B, V), q as (1 or B, draft_rows, V) float64 arrays, drafts as (B, n) int64,
+    and the kernel's atol: the one reading path of every ``verify_drafts`` input.
 
-    Each distribution is judged at its own precision (:func:`otlp.tensors.sum_tolerance`)
-    unless ``atol`` is given; both are computed on in float64, so a float64 q is never rounded
-    to a float32 p's precision. Returns the looser tolerance for the compiled scan once the
-    stricter array has been checked here.
+    q holds one row per draw: ``draft_rows = 1`` (i.i.d., without replacement, greedy) takes
+    q of shape (V,) or (B, V); ``draft_rows = 2`` (two independent drafters) takes (2, V) or
+    (B, 2, V). Every array goes through :func:`otlp.tensors.as_float64` (numpy, ml_dtypes,
+    torch of any floating dtype and device, lists), and each distribution is judged at its
+    own precision (:func:`otlp.tensors.sum_tolerance`) unless ``atol`` is given; both are
+    computed on in float64, so a float64 q is never rounded to a float32 p's precision.
+    Returns the looser tolerance for the compiled scan once the stricter array has been
+    checked here.
     """
-    arrays, tolerances = [], []
-    for name, value in (("p", p), ("q", q)):
-        arr, kind = as_float64(name, value)
-        if arr.ndim not in (1, 2) or arr.shape[-1] == 0:
-            raise ValueError(f"{name}: expected shape (V,) or (B, V), got {arr.shape}")
-        arrays.append(arr.reshape(-1, arr.shape[-1]))
-        tolerances.append(kind.sum_tolerance)
-    p_arr, q_arr = arrays
-    if p_arr.shape[1] != q_arr.shape[1]:
-        raise ValueError(f"q: vocabulary size {q_arr.shape[1]} differs from p's {p_arr.shape[1]}")
+    p_arr, p_kind = as_float64("p", p)
+    if p_arr.ndim not in (1, 2) or p_arr.shape[-1] == 0:
+        raise ValueError(f"p: expected shape (V,) or (B, V), got {p_arr.shape}")
+    q_arr, q_kind = as_float64("q", q)
+    if draft_rows == 1 and (q_arr.ndim not in (1, 2) or q_arr.shape[-1] == 0):
+        raise ValueError(f"q: expected shape (V,) or (B, V), got {q_arr.shape}")
+    if draft_rows > 1 and (q_arr.ndim not in (2, 3) or q_arr.shape[-2] != draft_rows):
+        raise ValueError(
+            f"q: scheme 'independent' takes one row per draft, shape ({draft_rows}, V) or "
+            f"(B, {draft_rows}, V), got {q_arr.shape}"
+        )
+    p_arr = p_arr.reshape(-1, p_arr.shape[-1])
+    q_arr = q_arr.reshape(-1, draft_rows, q_arr.shape[-1])
+    if p_arr.shape[1] != q_arr.shape[-1]:
+        raise ValueError(f"q: vocabulary size {q_arr.shape[-1]} differs from p's {p_arr.shape[1]}")
     vocab = p_arr.shape[1]
     draft_arr, _ = as_index_array("drafts", drafts, size=vocab)
     if draft_arr.ndim != 2 or 0 in draft_arr.shape:
@@ -61,9 +71,14 @@ def batch_arrays(
             raise ValueError(f"{name}: {arr.shape[0]} rows for {rows} rows of drafts")
     if atol is not None:
         return p_arr, q_arr, draft_arr, real_number("atol", atol, minimum=0.0)
+    tolerances = (p_kind.sum_tolerance, q_kind.sum_tolerance)
     if tolerances[0] != tolerances[1]:  # the compiled scan takes one atol: check the stricter
-        strict = 0 if tolerances[0] < tolerances[1] else 1
-        check_distributions("pq"[strict], arrays[strict], tolerances[strict])
+        name, arr, tol = (
+            ("p", p_arr, tolerances[0])
+            if tolerances[0] < tolerances[1]
+            else ("q", q_arr if draft_rows > 1 else q_arr[:, 0], tolerances[1])
+        )
+        check_distributions(name, arr, tol)
     return p_arr, q_arr, draft_arr, max(tolerances)
 
 

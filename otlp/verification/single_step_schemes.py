@@ -36,7 +36,7 @@ from otlp.global_resolution.constants import (
     check_time_budget,
     check_unit_size,
 )
-from otlp.global_resolution.fused import scheme_row
+from otlp.global_resolution.fused import checked_row, scheme_row
 from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.global_resolution.rule_fallback import FALLBACK_RULES
 from otlp.instance import Instance
@@ -103,7 +103,8 @@ def verify_scheme_drafts(
         raise ValueError(
             f"method: scheme {scheme!r} takes {', '.join(SCHEME_METHODS[scheme])}, got {method!r}"
         )
-    p_arr, q_arr, draft_arr, atol = _scheme_arrays(p, q, drafts, scheme, atol)
+    draft_rows = 2 if scheme == "independent" else 1
+    p_arr, q_arr, draft_arr, atol = batch_arrays(p, q, drafts, atol, draft_rows=draft_rows)
     rows, n = draft_arr.shape
     vocab = p_arr.shape[1]
     if scheme == "independent" and n != 2:
@@ -207,27 +208,6 @@ def scheme_row_token(
     return result.token
 
 
-def _scheme_arrays(
-    p: ArrayLike, q: ArrayLike, drafts: ArrayLike, scheme: str, atol: float | None
-) -> tuple[NDArray, NDArray, NDArray[np.int64], float]:
-    """p as (1 or B, V), q as (1 or B, d, V) with d = 2 for independent drafts, else 1, and
-    the compiled scan's atol (each array judged at its own precision, as in verify_drafts)."""
-    if scheme != "independent":
-        p_arr, q_arr, draft_arr, tol = batch_arrays(p, q, drafts, atol)
-        return p_arr, q_arr[:, None, :], draft_arr, tol
-    q_raw = np.asarray(q)
-    if q_raw.ndim not in (2, 3) or q_raw.shape[-2] != 2:
-        raise ValueError(
-            f"q: scheme 'independent' takes one row per draft, shape (2, V) or (B, 2, V), "
-            f"got {q_raw.shape}"
-        )
-    q_raw = q_raw.reshape(-1, 2, q_raw.shape[-1])
-    parts = [batch_arrays(p, q_raw[:, d], drafts, atol) for d in range(2)]
-    p_arr, draft_arr = parts[0][0], parts[0][2]
-    tol = max(parts[0][3], parts[1][3])
-    return p_arr, np.stack([parts[0][1], parts[1][1]], axis=1), draft_arr, tol
-
-
 def _row(arr: NDArray, b: int) -> NDArray:
     return arr[0] if arr.shape[0] == 1 else arr[b]
 
@@ -241,9 +221,11 @@ def _raise_for_row(
                 f"drafts[{b}]: {drafts[b].tolist()} is not a greedy draft tuple (the top "
                 f"{drafts.shape[1] - 1} draft tokens plus one other token of positive probability)"
             )
+        drafter = f" by its drafter q[{b if q.shape[0] > 1 else 0}, {detail}]"
         raise ValueError(
-            f"drafts[{b}, {detail}]: token {int(drafts[b, detail])} cannot be drafted (draft "
-            "probability 0, or outside the top-k draft)"
+            f"drafts[{b}, {detail}]: token {int(drafts[b, detail])} cannot be drafted"
+            f"{drafter if scheme == 'independent' else ''} (draft probability 0, or outside "
+            "the top-k draft)"
         )
     if status in (BAD_P, SUM_P):
         name = f"p[{b if p.shape[0] > 1 else 0}]"
@@ -303,6 +285,11 @@ def _exact_rows(
     inst: Instance | None = None
     plan = None
     for b in range(rows):
+        status, detail, _, _ = checked_row(
+            _row(p, b), _row(q, b), drafts[b], scheme, top_k or 0, atol
+        )
+        if status != OK:  # the fused path's own checks: every method refuses the same rows
+            _raise_for_row(status, detail, b, p, q, drafts, scheme)
         if inst is None or not shared:
             inst = _instance(_row(p, b), _row(q, b), n, scheme, top_k, atol, b)
             plan = otlp.solve(inst, "maxflow-cs", check=False) if rule is None else None

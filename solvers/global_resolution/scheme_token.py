@@ -63,31 +63,45 @@ def independent_vocabulary(
 
 
 @nb.njit(cache=True)
+def greedy_last(drafts: IntArray, n: int) -> int:
+    """The position of the drawn draft if ``drafts`` (local ids, listed by decreasing q) are
+    T = {0, ..., n - 2} in any order plus one id >= n - 1, else -1."""
+    seen = np.zeros(n - 1, dtype=np.bool_)
+    last = -1
+    for position in range(drafts.shape[0]):
+        d = drafts[position]
+        if d < 0:
+            return -1
+        if d < n - 1:
+            if seen[d]:
+                return -1
+            seen[d] = True
+        elif last >= 0:
+            return -1
+        else:
+            last = position
+    return last
+
+
+@nb.njit(cache=True)
 def greedy_slice(
     p_local: FloatArray, q_local: FloatArray, p_outside: float, n: int, drafts: IntArray
 ) -> tuple[int, FloatArray]:
     """(status, pi(.|omega)) of the greedy scheme's closed-form optimal plan.
 
     Local ids list the draft vocabulary by decreasing q, so T = {0, ..., n - 2}; ``drafts``
-    must be T (any order) plus one id x >= n - 1 with r_x > 0.
+    must be T (any order) plus one id x >= n - 1 with r_x > 0 (:func:`greedy_last`).
     """
     k = p_local.shape[0]
     out = np.zeros(k + 1)
-    seen = np.zeros(k, dtype=np.bool_)
-    last = -1
-    for d in drafts:
-        if d < n - 1:
-            if seen[d]:
-                return NOT_GREEDY, out
-            seen[d] = True
-        elif last >= 0:
-            return NOT_GREEDY, out
-        else:
-            last = d
+    position = greedy_last(drafts, n)
+    if position < 0:
+        return NOT_GREEDY, out
+    last = drafts[position]
     rest = 0.0
     for j in range(n - 1, k):
         rest += q_local[j]
-    if last < 0 or not rest > 0 or not q_local[last] > 0:
+    if not rest > 0 or not q_local[last] > 0:
         return NOT_GREEDY, out
     fixed_p = 0.0
     for j in range(n - 1):
@@ -110,8 +124,11 @@ def greedy_slice(
     rejected = (1.0 - share) * excess_last / r_last
     if rejected > 0:  # the residual target: p minus what every column keeps or sends to T
         residual = np.zeros(k + 1)
+        # T keeps what it did not receive: p on T scaled by 1 - share * excess_total / p(T),
+        # all of p on T (0 there) when p(T) = 0 and no column can send anything to T.
+        kept_fixed = 1.0 - share * excess_total / fixed_p if fixed_p > 0 else 1.0
         for j in range(n - 1):
-            residual[j] = max(p_local[j] * (1.0 - share * excess_total / fixed_p), 0.0)
+            residual[j] = max(p_local[j] * kept_fixed, 0.0)
         for j in range(n - 1, k):
             residual[j] = max(p_local[j] - min(q_local[j] / rest, p_local[j]), 0.0)
         residual[k] = p_outside

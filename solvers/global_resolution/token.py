@@ -352,16 +352,45 @@ def local_drafts(tokens: IntArray, drafts: NDArray) -> IntArray:
 
 
 @nb.njit(cache=True)
+def _draw_from(p: NDArray, u: float) -> int:
+    """A token drawn from p itself (one uniform)."""
+    total = 0.0
+    for i in range(p.shape[0]):
+        total += max(float(p[i]), 0.0)
+    target = u * total
+    acc = 0.0
+    last = -1
+    for i in range(p.shape[0]):
+        if p[i] > 0:
+            last = i
+            acc += float(p[i])
+            if acc > target:
+                return i
+    return last
+
+
+@nb.njit(cache=True)
 def draw(probs: FloatArray, p: NDArray, tokens: IntArray, u: float, u_out: float) -> int:
     """A token from a slice over the draft vocabulary plus the outside row; the outside row
-    is spread over the outside tokens in proportion to p (two uniforms)."""
+    is spread over the outside tokens in proportion to p (two uniforms).
+
+    A token of target probability 0 is never drawn: no coupling of p puts mass on it, and an
+    approximate slice can only do so within its error, as global resolution's does on a
+    column of negligible mass (drafts of probability 1e-100 whose p rounded to 0; issue 27's
+    fuzz classes). Such entries are skipped; a slice with nothing else left draws from p.
+    """
     k = tokens.shape[0]
-    total = probs.sum()
+    total = 0.0
+    for j in range(k + 1):
+        if probs[j] > 0 and (j == k or p[tokens[j]] > 0):
+            total += probs[j]
+    if not total > 0:
+        return _draw_from(p, u)
     target = u * total
     acc = 0.0
     pick = -1
     for j in range(k + 1):
-        if probs[j] > 0:
+        if probs[j] > 0 and (j == k or p[tokens[j]] > 0):
             pick = j
             acc += probs[j]
             if acc > target:
