@@ -92,7 +92,10 @@ def _first_case(name: str, scheme: str, n: int, **extra: object) -> dict:
     """The first generated case (seed 0) of instance class ``name`` set to ``scheme`` and n."""
     for index in range(10, 4000):
         case = make_case(0, index)
-        if case["class"] == name and case["scheme"] == scheme and len(case["p"]) > n:
+        if case["class"] != name or case["scheme"] != scheme or len(case["p"]) <= n:
+            continue
+        if scheme != "independent" or (np.ndim(case["q"]) == 2 and len(case["q"]) == n):
+            # (independent drafts: one q row per draft)
             return case | {"n": n, "top_k": None} | extra
     raise AssertionError(f"no case of class {name}")
 
