@@ -21,6 +21,7 @@ a command, and is skipped.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import runpy
 import shlex
@@ -229,8 +230,15 @@ def _parse_script(path: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
     monkeypatch.setattr(sys, "argv", [str(path), *argv])
     monkeypatch.chdir(ROOT)
-    with pytest.raises(_Parsed):
-        runpy.run_path(str(path), run_name="__main__")
+    environment = dict(os.environ)
+    try:
+        with pytest.raises(_Parsed):
+            runpy.run_path(str(path), run_name="__main__")
+    finally:
+        # Scripts pin thread counts at import (e.g. NUMBA_NUM_THREADS=1): left in this process,
+        # numba refuses every later compile once its threads have launched with another count.
+        os.environ.clear()
+        os.environ.update(environment)
 
 
 def _extras() -> set[str]:
