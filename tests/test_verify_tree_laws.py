@@ -66,6 +66,9 @@ CASES = [
 ]
 ROWS = 4000
 TAU = 1e-4
+# methods that solve a plan per row (no compiled row kernel): fewer rows
+SOLVED_PER_ROW = {("maxflow_cs", "iid"), ("maxflow_cs", "without_replacement")}
+SOLVED_PER_ROW.add(("global_resolution", "without_replacement"))
 
 
 def node_laws(p, q, n):
@@ -124,11 +127,12 @@ def sampled_and_exact(method, scheme, node, rows=ROWS):
 
 @pytest.mark.parametrize(("method", "scheme", "node"), CASES)
 def test_each_node_sampler_follows_its_exact_law(method, scheme, node):
-    counts, law = sampled_and_exact(method, scheme, node)
+    rows = 800 if (method, scheme) in SOLVED_PER_ROW else ROWS
+    counts, law = sampled_and_exact(method, scheme, node, rows)
     impossible = {k: c for k, c in counts.items() if law.get(k, 0.0) <= 0.0}
     assert not impossible, f"outcomes of exact probability 0 were emitted: {impossible}"
     keys = sorted(law)
-    expected = np.array([law[k] for k in keys]) * ROWS
+    expected = np.array([law[k] for k in keys]) * rows
     observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
     big = expected >= 5
     expected = np.append(expected[big], expected[~big].sum())
