@@ -19,7 +19,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from otlp.decoding import children_probability, outcome_law, path_tree, verify_tree
+from otlp.decoding import (
+    children_probability,
+    k_ary_tree,
+    outcome_law,
+    path_tree,
+    verify_tree,
+)
+from otlp.multistep.models import model_pair
 
 # (p, q, drafts) at the root of path_tree(n, 1): n children, each a one-token path.
 # - "wor3": without replacement, the first draft rejected for sure (p = 0 there) and the
@@ -167,3 +174,61 @@ def test_final_residual_draw_reaches_the_bottom_of_the_cdf(method, scheme, node)
     assert share > 0.2
     spread = 5 * np.sqrt(ROWS * share * (1 - share))
     assert abs(counts.get((0,), 0) - share * ROWS) <= spread
+
+
+# ----- whole trees: the samplers the tree-level sampler tests of test_decoding_verify lack ---
+TREE_CASES = [
+    ("sps", "without_replacement", k_ary_tree((2, 2))),
+    ("sps", "spechub", k_ary_tree((2, 2))),
+    ("rrs_without_replacement", "without_replacement", path_tree(2, 2)),
+    ("maxflow_cs", "iid", path_tree(2, 2)),
+    ("maxflow_cs", "without_replacement", k_ary_tree((2, 2))),
+]
+
+
+def tree_instance(parents, scheme, seed=4, vocab=3):
+    """Drafted tokens (distinct siblings, so every scheme allows them; the hub argmax q among
+    each SpecHub pair) and the toy models' laws at every context of the tree."""
+    target, draft = model_pair("tree", vocab, seed=seed, distance=0.7, depth=4)
+    tokens = np.zeros(parents.shape[0], dtype=np.int64)
+    prefixes = [()]
+    for i, parent in enumerate(parents):
+        siblings = [j for j in range(i) if parents[j] == parent]
+        order = np.argsort(-draft(prefixes[parent + 1]), kind="stable")
+        tokens[i] = order[len(siblings)]
+        prefixes.append((*prefixes[parent + 1], int(tokens[i])))
+    p = np.array([target(prefix) for prefix in prefixes])
+    q = np.array([draft(prefix) for prefix in prefixes])
+    return tokens, p, q
+
+
+@pytest.mark.parametrize(("method", "scheme", "parents"), TREE_CASES)
+def test_tree_sampler_follows_its_exact_law(method, scheme, parents):
+    tokens, p, q = tree_instance(parents, scheme)
+    law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, tau=TAU)
+    assert sum(law.values()) == pytest.approx(1.0, abs=1e-9)
+    rows = 800 if (method, scheme) in SOLVED_PER_ROW else ROWS
+    result = verify_tree(
+        np.tile(tokens, (rows, 1)),
+        parents,
+        np.broadcast_to(p, (rows, *p.shape)),
+        np.broadcast_to(q, (rows, *q.shape)),
+        method=method,
+        scheme=scheme,
+        tau=TAU,
+        rng=np.random.default_rng(23),
+    )
+    counts: dict[tuple[int, ...], int] = {}
+    for b in range(rows):
+        key = tuple(int(t) for t in result.tokens_out(b))
+        counts[key] = counts.get(key, 0) + 1
+    assert set(counts) <= set(law), "outcomes of exact probability 0 were emitted"
+    keys = sorted(law)
+    expected = np.array([law[k] for k in keys]) * rows
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    big = expected >= 5
+    expected = np.append(expected[big], expected[~big].sum())
+    observed = np.append(observed[big], observed[~big].sum())
+    if expected[-1] == 0.0:
+        expected, observed = expected[:-1], observed[:-1]
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
