@@ -199,3 +199,21 @@ def test_certify_beyond_enumeration_against_brute_force() -> None:
             assert status == REFUTED
             assert w[found].sum() - q1[found].sum() * q2[found].sum() < 0
     assert CERTIFIED in answers and REFUTED in answers
+
+
+def test_certify_refutes_what_the_pairwise_bound_cannot_certify() -> None:
+    """18 candidates (beyond the Gray-code limit), every w_j between a quarter and a half of
+    the elimination threshold q1_j q2(S) + q2_j q1(S) - q1_j q2_j: f(S) = w(S) - q1(S) q2(S)
+    is about -0.4 q1(S) q2(S) < 0, so the answer must be REFUTED with a negative subset. The
+    pairwise bound q1(X) q2(X) <= (q1(X) q2(S) + q2(X) q1(S)) / 2 does not hold for these w;
+    a bound taken at a quarter instead of a half would certify them."""
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        m = 18
+        q1, q2 = rng.dirichlet(np.ones(m)) * 0.9, rng.dirichlet(np.ones(m)) * 0.9
+        theta = rng.uniform(0.27, 0.45, m)
+        w = theta * (q1 * q2.sum() + q2 * q1.sum() - q1 * q2)
+        assert w.sum() - q1.sum() * q2.sum() < -0.1 * q1.sum() * q2.sum()
+        status, found = certify(w, q1, q2, np.arange(m), 1e-14)
+        assert status == REFUTED
+        assert w[found].sum() - q1[found].sum() * q2[found].sum() < 0

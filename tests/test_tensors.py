@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import otlp
+from otlp.decoding import verify_tree
 from otlp.tensors import (
     ArrayKind,
     as_float64,
@@ -70,6 +71,23 @@ def test_each_array_is_judged_at_its_own_precision() -> None:
     otlp.verify_drafts(p16, q, drafts, rng=0)
     # an explicit atol applies to both
     otlp.verify_drafts(p_off, q, drafts, rng=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("total", [0.9, 0.99, 1.01, 1.1])
+@pytest.mark.parametrize("name", ["p", "q"])
+def test_rows_summing_below_or_above_one_are_refused(name: str, total: float) -> None:
+    """Off by 0.1 or 0.01 either way is refused, never silently renormalised (a check
+    without the absolute value passed a p row summing to 0.9)."""
+    p, q = _reproducer()
+    drafts = np.array([[0, 1]])
+    laws = {"p": p, "q": q}
+    laws[name] = laws[name] * total
+    with pytest.raises(ValueError, match=rf"{name}\[0\]: does not sum to 1 within atol"):
+        otlp.verify_drafts(laws["p"], laws["q"], drafts, rng=0)
+    parents = np.array([-1])  # one node: contexts 0 (the root) and 1
+    tree = {key: np.broadcast_to(law, (1, 2, law.shape[-1])) for key, law in laws.items()}
+    with pytest.raises(ValueError, match=rf"{name}\[0, 0\]: does not sum to 1 within atol"):
+        verify_tree(np.array([[0]]), parents, tree["p"], tree["q"], method="sps", rng=0)
 
 
 def test_sum_tolerances_follow_the_precision() -> None:
