@@ -292,8 +292,8 @@ def _exact_rule(
     uniforms: NDArray[np.float64],
 ) -> DraftVerification:
     """Each row's token from the exact conditional law of the rule given its drafts."""
-    import otlp
     import otlp.rules
+    from otlp.api import solve
 
     rows = drafts.shape[0]
     tokens = np.empty(rows, dtype=np.int64)
@@ -303,7 +303,7 @@ def _exact_rule(
     for b in range(rows):
         if b == 0 or not shared:
             inst, local = _row_instance(p, q, drafts, b, top_k, atol)
-            plan = otlp.solve(inst, "maxflow-cs", check=False) if rule is None else None
+            plan = solve(inst, "maxflow-cs", check=False) if rule is None else None
         else:
             local = local_drafts(inst, drafts, b)
         if plan is not None:

@@ -113,9 +113,9 @@ def object_api_token(
     drafts need (within the same ``time_budget``; exactly by max-flow where its own
     certificate fails too, by the scheme's lossless rule where that max-flow is over
     ``otlp.limits``) and draws the token; returns (token, the token's report)."""
-    import otlp
+    from otlp.api import solve
 
-    plan = otlp.solve(
+    plan = solve(
         inst,
         "global_resolution",
         tau=tau,

@@ -275,8 +275,8 @@ def _exact_rows(
     uniforms: NDArray[np.float64],
 ) -> DraftVerification:
     """Each row's token from the exact conditional law of the rule given its drafts."""
-    import otlp
     import otlp.rules
+    from otlp.api import solve
 
     rows, n = drafts.shape
     tokens = np.empty(rows, dtype=np.int64)
@@ -292,7 +292,7 @@ def _exact_rows(
             _raise_for_row(status, detail, b, p, q, drafts, scheme)
         if inst is None or not shared:
             inst = _instance(_row(p, b), _row(q, b), n, scheme, top_k, atol, b)
-            plan = otlp.solve(inst, "maxflow-cs", check=False) if rule is None else None
+            plan = solve(inst, "maxflow-cs", check=False) if rule is None else None
         local = local_drafts(inst, drafts, b)
         if plan is not None:
             probs = plan.local_slice(drafts[b])

@@ -736,15 +736,15 @@ def _plan_law(
     p: FloatArray, q: FloatArray, omega: IntArray, method: str, scheme: str, tau: float
 ) -> FloatArray:
     """pi(. | omega) from the solved plan of (p, q, n, scheme) (maxflow_cs, global resolution)."""
-    import otlp
+    from otlp.api import solve
     from otlp.instance import Instance
     from otlp.rules.base import to_global
 
     inst = Instance(p, q, omega.shape[0], scheme, renormalize=True)
     if method == "global_resolution":
-        plan = otlp.solve(inst, method, check=False, tau=tau)
+        plan = solve(inst, method, check=False, tau=tau)
     else:
-        plan = otlp.solve(inst, method, check=False)
+        plan = solve(inst, method, check=False)
     return to_global(inst, np.clip(plan.local_slice(omega), 0.0, None))
 
 
