@@ -165,3 +165,13 @@ def test_config_entries_are_checked_before_the_first_run(
     assert main(["decode", "--no-progress", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and message in err, err
+
+
+def test_method_ar_alone_is_refused_naming_the_flag(capsys: pytest.CaptureFixture) -> None:
+    """``--method ar`` has nothing to be timed against (ar runs beside every method): one line,
+    exit 2, instead of an internal IndexError; ar stays valid in --compare."""
+    assert main(["decode", "--model", "toy", "--method", "ar", "--max-new-tokens", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("otlp decode: error: --method: ar runs beside")
+    argv = ["decode", "--model", "toy", "--compare", "ar,sps", "--paths", "1"]
+    assert main([*argv, "--max-new-tokens", "3", "--no-progress", "--json"]) == 0
