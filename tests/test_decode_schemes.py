@@ -121,6 +121,16 @@ def test_greedy_with_zero_target_mass_on_the_fixed_tokens(p: np.ndarray, n: int)
         assert (p[out.tokens] > 0).all()
 
 
+def test_greedy_slice_when_p_on_the_fixed_tokens_and_q_on_the_last_draft_are_tiny() -> None:
+    """Fuzz seed 31, case 2872: p(T) = 1.9e-300 and the last draft's q = 2.7e-200; their
+    product underflowed in greedy_slice (ZeroDivisionError). The plan stays optimal, and every
+    column's slice is a distribution."""
+    p = np.array([2.2e-300, 0.269, 0.0828, 0.1137, 1.5e-300, 1.9e-300, 0.2792, 0.2553])
+    q = np.array([2.7e-200, 0.3314, 2.3e-200, 2.2e-200, 2.8e-200, 0.5298, 0.0039, 0.1349])
+    p, q = p / p.sum(), q / q.sum()
+    _assert_greedy_plan_optimal(p, q, 2, 8)
+
+
 SCHEME_CASES = [
     ("without_replacement", "global_resolution", 3),
     ("without_replacement", "rrs_without_replacement", 3),

@@ -119,8 +119,8 @@ def greedy_slice(
     excess_last = r_last - kept_last
     out[last] = kept_last / r_last
     if fixed_p > 0:
-        for j in range(n - 1):
-            out[j] = share * excess_last * p_local[j] / (fixed_p * r_last)
+        for j in range(n - 1):  # two ratios: fixed_p * r_last can underflow (1e-300 * 1e-200)
+            out[j] = share * (excess_last / r_last) * (p_local[j] / fixed_p)
     rejected = (1.0 - share) * excess_last / r_last
     if rejected > 0:  # the residual target: p minus what every column keeps or sends to T
         residual = np.zeros(k + 1)
