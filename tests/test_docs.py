@@ -166,6 +166,7 @@ MEASUREMENT_PAGES = [
     ROOT / "docs" / "guide" / "fuzz.md",
     ROOT / "docs" / "mutation-testing.md",
     ROOT / "docs" / "referee.md",
+    ROOT / "docs" / "decoding-api.md",
 ]
 
 
