@@ -135,3 +135,20 @@ def test_decode_checks_every_scheme_with_the_issue_27_classes(monkeypatch) -> No
         outcomes = run_case(case, frozenset({"decode:global_resolution"}))
         caught += [o.message for o in outcomes if o.status == "failed"]
     assert any("misordered independent pair" in m for m in caught), caught
+
+
+def test_every_case_kind_replays_from_a_file(tmp_path: Path) -> None:
+    """A saved failure of any kind make_case generates (budget cases included: their
+    reproducer files were refused as 'no fuzz cases') loads back for --replay."""
+    from otlp.fuzz.cases import KINDS
+
+    found = {}
+    for index in range(10, 4000):
+        case = make_case(3, index)
+        found.setdefault(case["kind"], case)
+        if len(found) == len(KINDS):
+            break
+    assert set(found) == set(KINDS)
+    path = tmp_path / "failures.json"
+    path.write_text(json.dumps({"seed": 3, "cases": list(found.values())}))
+    assert [c["kind"] for c in load_replay(path)] == list(found)

@@ -33,6 +33,7 @@ import numpy as np
 from otlp.instance import SCHEMES
 
 Case = dict[str, Any]
+KINDS = ("instance", "multistep", "budget")  # every case kind make_case generates
 MULTISTEP_SHARE = 0.15  # fraction of cases that are multi-step model pairs
 MAX_V = 9
 MAX_N_TINY_V = 6  # n up to this on V <= 3 ("extreme n within limits", each solve < 1 s)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from otlp.fuzz.cases import Case, make_case
+from otlp.fuzz.cases import KINDS, Case, make_case
 from otlp.fuzz.checks import Outcome, check_only, limit_worker, run_case, warm_up
 
 log = logging.getLogger("otlp")
@@ -198,7 +198,7 @@ def load_replay(path: Path) -> list[Case]:
         raise ValueError(f"--replay: {path} is not valid JSON ({exc})") from None
     cases = data.get("cases") if isinstance(data, dict) else data
     if not isinstance(cases, list) or not all(
-        isinstance(c, dict) and c.get("kind") in ("instance", "multistep") for c in cases
+        isinstance(c, dict) and c.get("kind") in KINDS for c in cases
     ):
         raise ValueError(f"--replay: {path} holds no fuzz cases (expected 'cases': [...])")
     return cases
