@@ -194,18 +194,16 @@ def _residual_without(
 
 @nb.njit(cache=True, fastmath={"reassoc", "contract"})
 def _excess(p: NDArray, q: NDArray, p_scale: float, q_scale: float) -> float:
-    """sum_x max(p(x) p_scale - q(x) q_scale, 0). (The scales come in as arguments: computed
-    inside, LLVM left this loop unvectorised, 6x slower.)"""
-    left = 0.0
-    for i in range(p.shape[0]):
-        left += max(np.float64(p[i]) * p_scale - np.float64(q[i]) * q_scale, 0.0)
-    return left
+    """sum_x max(p(x) p_scale - q(x) q_scale, 0)."""
+    return _chunk_excess(p, q, 0, p.shape[0], p_scale, q_scale)
 
 
 @nb.njit(cache=True, fastmath={"reassoc", "contract"})
 def _chunk_excess(
     p: NDArray, q: NDArray, start: int, stop: int, p_scale: float, q_scale: float
 ) -> float:
+    """sum over [start, stop) of max(p(x) p_scale - q(x) q_scale, 0). (The scales come in as
+    arguments: computed inside, LLVM left this loop unvectorised, 6x slower.)"""
     left = 0.0
     for i in range(start, stop):
         left += max(np.float64(p[i]) * p_scale - np.float64(q[i]) * q_scale, 0.0)
