@@ -203,3 +203,46 @@ def test_cost_model_block_efficiency_needed_for_a_speedup():
     assert row.needed_block_efficiency(row.model_speedup) == pytest.approx(row.block_efficiency)
     assert row.needed_block_efficiency(2.6) == pytest.approx(2 * row.needed_block_efficiency(1.3))
     assert f"{row.needed_block_efficiency():.2f} (4)" in compare.cost_markdown(rows)
+
+
+def test_every_config_and_its_ar_baseline_take_one_untimed_step_before_the_timed_runs(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    calls: list[tuple[str, int]] = []
+    real = compare.decode
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((args[3].method, kwargs["max_new_tokens"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compare, "decode", counting)
+    configs = [Config("sps", 1, 2), Config("rrs", 2, 2)]
+    runs: list[Run] = []
+    run_configs(toy_factory, [[0]], configs, max_new_tokens=5, done=runs.append)
+    warm = [("ar", 1), ("sps", 1), ("ar", 1), ("rrs", 1)]
+    assert calls[:4] == warm  # before the first timed run, one step each
+    assert [max_new for _, max_new in calls[4:]] == [5] * len(runs)
+    calls.clear()
+    run_configs(toy_factory, [[0]], configs, max_new_tokens=5, warm_up=False)
+    assert all(max_new == 5 for _, max_new in calls)
+
+
+def test_global_resolution_drafts_from_the_top_100_unless_a_top_k_is_named():
+    assert Config("global_resolution", 2, 2).speculation().top_k == 100
+    assert Config("global_resolution", 2, 2, top_k=7).speculation().top_k == 7
+    assert Config("rrs", 2, 2).speculation().top_k is None
+    rows = run_configs(toy_factory, [[0]], [Config("global_resolution", 2, 2)], max_new_tokens=3)
+    gr = next(r for r in rows if r.method == "global_resolution")
+    assert gr.top_k == 100 and compare.method_text(gr) == "global_resolution top-100"
+    assert "| global_resolution top-100 |" in compare.markdown(rows)
+
+
+def test_a_top_k_beyond_the_vocabulary_keeps_all_of_it():
+    from otlp.decoding import Speculation, decode
+
+    target, draft = toy_factory(1.0, "")
+    runs = [
+        decode(target, draft, [[0]], Speculation.paths("rrs", 2, 2, top_k=k), max_new_tokens=9)
+        for k in (None, 5, 100)
+    ]
+    assert runs[0].tokens == runs[1].tokens == runs[2].tokens

@@ -147,7 +147,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help=f"draft scheme: {', '.join(SCHEMES)} (default: the method's)",
     )
-    parser.add_argument("--top-k", type=positive, default=None, help="restrict drafts to top k")
+    parser.add_argument(
+        "--top-k",
+        type=positive,
+        default=None,
+        help="restrict drafts to the draft's top k (default: the whole vocabulary; "
+        "global_resolution: 100, since its cost per node grows with the support; a k at "
+        "least the vocabulary size asks for all of it)",
+    )
     parser.add_argument(
         "--temperature",
         type=flag_type(lambda text: check_temperature(_number(text)), "temperature"),

@@ -14,6 +14,7 @@ from otlp.decoding.compare import (
     Config,
     Row,
     Run,
+    method_text,
     se_text,
     shares_text,
 )
@@ -118,7 +119,7 @@ def table(rows: Sequence[Row]) -> Table:
     for r in rows:
         spread = r.rounds > 1 and r.method != "ar"
         cells = {
-            "method": r.method,
+            "method": method_text(r),
             "draft": r.draft or "-",
             "T": f"{r.temperature:g}",
             "K×L": r.shape,

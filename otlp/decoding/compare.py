@@ -39,6 +39,12 @@ DEFAULT_PROMPTS = FREE_PROMPTS
 # The speed-up the cost model asks about (issue 25's goal on this CPU).
 TARGET_SPEEDUP = 1.3
 
+# The draft's top-k of a method whose per-node cost grows with the support it is given, when a
+# config names none: global resolution over SmolLM2's 49,152 tokens spends 3.4 s a step
+# verifying (63% of the wall time); on the draft's top 100 ([GR] Appendix N, the setting of
+# its experiments) it is a few milliseconds. ``top_k`` >= the vocabulary size asks for all.
+DEFAULT_TOP_K = {"global_resolution": 100}
+
 
 @dataclass(frozen=True)
 class Config:
@@ -53,16 +59,22 @@ class Config:
     top_k: int | None = None
     branching: tuple[int, ...] = ()
 
+    @property
+    def draft_top_k(self) -> int | None:
+        """``top_k``, else the method's :data:`DEFAULT_TOP_K` (None: the whole vocabulary)."""
+        return self.top_k if self.top_k is not None else DEFAULT_TOP_K.get(self.method)
+
     def speculation(self) -> Speculation:
         if self.method == AUTOREGRESSIVE:
             return Speculation.autoregressive()
+        top_k = self.draft_top_k
         if self.branching:
             from otlp.verification.shapes import k_ary_tree
 
             tree = k_ary_tree(self.branching)
-            return Speculation(self.method, tree, scheme=self.scheme, top_k=self.top_k)
+            return Speculation(self.method, tree, scheme=self.scheme, top_k=top_k)
         return Speculation.paths(
-            self.method, self.paths, self.depth, scheme=self.scheme, top_k=self.top_k
+            self.method, self.paths, self.depth, scheme=self.scheme, top_k=top_k
         )
 
     def check(self) -> Config:
@@ -102,6 +114,7 @@ class Row:
     temperature: float
     draft: str
     scheme: str | None
+    top_k: int | None
     shape: str
     prompts: int
     rounds: int
@@ -250,15 +263,20 @@ def run_configs(
     rounds: int = 1,
     seed: int = 0,
     done: Callable[[Run], None] | None = None,
+    warm_up: bool = True,
 ) -> list[Row]:
     """Decode ``prompts`` with every config, each next to its own ``ar`` run, over ``rounds``
     rounds (:func:`schedule`; see the module docstring), and summarise: one row per ``ar``
     baseline (temperature) and config. ``models(T, draft)`` gives the target and draft (an
-    ``ar`` run uses the target of its paired config); ``done`` is called after each run."""
+    ``ar`` run uses the target of its paired config); ``done`` is called after each run.
+    ``warm_up``: one untimed step of every config and of its ``ar`` baseline first
+    (:func:`_warm_up`), so that no timed run pays a compile or a first allocation."""
     from otlp.args import positive_int
 
     rounds = positive_int("rounds", rounds)
     configs = list(configs)
+    if warm_up:
+        _warm_up(models, prompts[0], configs, seed)
     runs: dict[Config, list[Run]] = {}
     for r, config, pair in schedule(configs, rounds):
         drafted = pair if pair is not None else config
@@ -283,6 +301,21 @@ def run_configs(
         if done is not None:
             done(run)
     return [summarise(config, own, runs[baseline(config)]) for config, own in runs.items()]
+
+
+def _warm_up(
+    models: ModelFactory, prompt: Sequence[int], configs: Sequence[Config], seed: int
+) -> None:
+    """One untimed decoding step of every config and of its ``ar`` baseline on ``prompt``.
+
+    The first call of a verification method compiles (or loads from numba's cache) its
+    kernels for the run's dtypes, and a model's first forward allocates its buffers: without
+    this step that one-off cost lands in the first timed run's draft, target or verify share
+    (with one round, 2.3 s of ``sps``'s first steps on SmolLM2, 59% of its wall time)."""
+    for config in dict.fromkeys(c for c in configs if c.method != AUTOREGRESSIVE):
+        target, draft = models(config.temperature, config.draft)
+        for run in (baseline(config), config):
+            decode(target, draft, [prompt], run.speculation(), max_new_tokens=1, seed=seed)
 
 
 def _merged(results: Sequence[DecodeResult]) -> DecodeResult:
@@ -312,6 +345,7 @@ def summarise(config: Config, runs: Sequence[Run], baseline: Sequence[Run]) -> R
         temperature=config.temperature,
         draft=config.draft,
         scheme=config.scheme,
+        top_k=config.draft_top_k,
         shape=config.shape,
         prompts=len(runs[0].result.tokens),
         rounds=len(runs),
@@ -485,12 +519,18 @@ def markdown(rows: Sequence[Row]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
-        f"| {r.method} | {r.draft or '-'} | {r.temperature:g} | {r.shape} "
+        f"| {method_text(r)} | {r.draft or '-'} | {r.temperature:g} | {r.shape} "
         f"| {r.block_efficiency:.2f} ± {se_text(r.block_efficiency_se)} | {r.tokens_per_s:.1f} "
         f"| {speedup_text(r)} | {r.rounds} | {load_text(r)} | {shares_text(r)} |"
         for r in rows
     ]
     return head + "\n".join(lines) + "\n"
+
+
+def method_text(row: Row) -> str:
+    """The row's method, with the draft's top-k when it has one (``gbv``, ``global_resolution
+    top-100``)."""
+    return row.method if row.top_k is None else f"{row.method} top-{row.top_k}"
 
 
 def speedup_text(row: Row) -> str:
@@ -526,7 +566,7 @@ def cost_markdown(rows: Sequence[Row]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
-        f"| {r.method} | {r.draft or '-'} | {r.temperature:g} | {r.shape} "
+        f"| {method_text(r)} | {r.draft or '-'} | {r.temperature:g} | {r.shape} "
         f"| {r.block_efficiency:.2f} | {1e3 * r.ar_token_s:.1f} | {1e3 * r.target_step_s:.1f} "
         f"| {1e3 * r.draft_step_s:.1f} | {1e3 * r.verify_step_s:.2f} | {r.model_speedup:.2f} "
         f"| {r.draft_ratio:.2f} | {r.breakeven_draft_ratio:.2f} "

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -113,7 +113,8 @@ class Speculation:
     ``parents`` is the tree (``parents[i] < i``, ``-1`` = child of the root); ``method`` a
     method of :func:`otlp.verification.tree.verify_tree` or ``"ar"``; ``scheme`` how a node's
     children are drafted (None: the method's own, :data:`otlp.verification.tree.SCHEMES_OF`);
-    ``top_k`` restricts the single-step rules to the draft's top k ([GR] Appendix N).
+    ``top_k`` restricts the single-step rules to the draft's top k ([GR] Appendix N); a k at
+    least the vocabulary size keeps the whole vocabulary.
     """
 
     method: str
@@ -182,6 +183,8 @@ def decode(
             f"draft: vocabulary size {draft.vocab_size} differs from the target's "
             f"{target.vocab_size}"
         )
+    if speculation.top_k is not None and speculation.top_k >= target.vocab_size:
+        speculation = replace(speculation, top_k=None)  # the top V tokens: all of them
     rngs = _generators(seed, len(prompts))
     stops = {int(t) for t in stop_tokens}
     result = DecodeResult(tokens=[[] for _ in prompts])
