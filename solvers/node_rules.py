@@ -192,46 +192,80 @@ def _residual_without(
     return left, rest
 
 
-@nb.njit(cache=True, fastmath={"reassoc", "contract"})
-def _excess(p: NDArray, q: NDArray, p_scale: float, q_scale: float) -> float:
-    """sum_x max(p(x) p_scale - q(x) q_scale, 0)."""
-    return _chunk_excess(p, q, 0, p.shape[0], p_scale, q_scale)
+# Residual laws drawn by inverse CDF without being stored: term(i) is computed from p[i], q[i]
+# (read as x = p[i] a, y = q[i] b) and up to two constants, per kind.
+EXCESS = 0  # max(x - y, 0): block verification's correction (a = w / P)
+KSEQ = 1  # max(x - c min(y, x / d), 0): K-SEQ's residual (c, d = rho*)
+HUB = 2  # max(max(x - y, 0) - c y, 0): SpecHub's final residual off the hub (c = q(a) / rest)
+
+
+@nb.njit(cache=True, inline="always")
+def _term(kind: int, x: float, y: float, c: float, d: float) -> float:
+    if kind == KSEQ:
+        return max(x - c * min(y, x / d), 0.0)
+    if kind == HUB:
+        return max(max(x - y, 0.0) - c * y, 0.0)
+    return max(x - y, 0.0)
 
 
 @nb.njit(cache=True, fastmath={"reassoc", "contract"})
-def _chunk_excess(
-    p: NDArray, q: NDArray, start: int, stop: int, p_scale: float, q_scale: float
+def _chunk_terms(
+    kind: int,
+    p: NDArray,
+    q: NDArray,
+    start: int,
+    stop: int,
+    a: float,
+    b: float,
+    c: float,
+    d: float,
+    special: int,
+    value: float,
 ) -> float:
-    """sum over [start, stop) of max(p(x) p_scale - q(x) q_scale, 0). (The scales come in as
-    arguments: computed inside, LLVM left this loop unvectorised, 6x slower.)"""
+    """sum over [start, stop) of the residual terms, ``value`` at index ``special``. (The
+    scales come in as arguments: computed inside, LLVM left this loop unvectorised, 6x
+    slower.)"""
     left = 0.0
     for i in range(start, stop):
-        left += max(np.float64(p[i]) * p_scale - np.float64(q[i]) * q_scale, 0.0)
+        t = _term(kind, np.float64(p[i]) * a, np.float64(q[i]) * b, c, d)
+        left += value if i == special else t
     return left
 
 
 @nb.njit(cache=True)
-def _draw_excess(
-    p: NDArray, q: NDArray, p_scale: float, q_scale: float, left: float, u: float
+def _draw_terms(
+    kind: int,
+    p: NDArray,
+    q: NDArray,
+    a: float,
+    b: float,
+    c: float,
+    d: float,
+    special: int,
+    value: float,
+    left: float,
+    u: float,
 ) -> int:
-    """An inverse-CDF draw from max(p p_scale - q q_scale, 0) (its sum ``left``), chunked as
-    :func:`draw_scaled`."""
+    """An inverse-CDF draw from the residual terms (their sum ``left``), chunked as
+    :func:`draw_scaled`; -1 when every term is 0."""
     target = u * left
     acc = 0.0
     last = -1
     vocab = p.shape[0]
     for start in range(0, vocab, CHUNK):
         stop = min(start + CHUNK, vocab)
-        mass = _chunk_excess(p, q, start, stop, p_scale, q_scale)
+        mass = _chunk_terms(kind, p, q, start, stop, a, b, c, d, special, value)
         if mass > 0.0 and acc + mass <= target:
             acc += mass
             for i in range(stop - 1, start - 1, -1):
-                if np.float64(p[i]) * p_scale - np.float64(q[i]) * q_scale > 0.0:
+                t = _term(kind, np.float64(p[i]) * a, np.float64(q[i]) * b, c, d)
+                if (value if i == special else t) > 0.0:
                     last = i
                     break
             continue
         for i in range(start, stop):
-            r = np.float64(p[i]) * p_scale - np.float64(q[i]) * q_scale
+            t = _term(kind, np.float64(p[i]) * a, np.float64(q[i]) * b, c, d)
+            r = value if i == special else t
             if r > 0.0:
                 last = i
                 acc += r
@@ -273,7 +307,20 @@ def block_token(
     h = np.empty(steps + 1)
     excess = np.empty(steps)
     for i in range(steps):
-        r = _excess(p[p_rows[i]], q[q_rows[i]], weights[i] / p_totals[i], 1.0 / q_totals[i])
+        row_p, row_q = p[p_rows[i]], q[q_rows[i]]
+        r = _chunk_terms(
+            EXCESS,
+            row_p,
+            row_q,
+            0,
+            p.shape[1],
+            weights[i] / p_totals[i],
+            1.0 / q_totals[i],
+            0.0,
+            1.0,
+            -1,
+            0.0,
+        )
         excess[i] = r
         denom = r + 1.0 - weights[i]
         h[i] = min(r / denom, 1.0) if denom > 0 else 1.0
@@ -288,17 +335,52 @@ def block_token(
         return tau, -1
     target, draft = p[p_rows[tau]], q[q_rows[tau]]
     p_scale = weights[tau] / p_totals[tau]
-    token = _draw_excess(target, draft, p_scale, 1.0 / q_totals[tau], excess[tau], u_token)
+    token = _draw_terms(
+        EXCESS, target, draft, p_scale, 1.0 / q_totals[tau], 0.0, 1.0, -1, 0.0, excess[tau], u_token
+    )
     if token < 0:  # nothing in excess (p_tau = q_tau at w_tau = 1): the target itself
         token = draw_scaled(target, p_totals[tau], u_token)
     return tau, token
 
 
-# Error codes of :func:`rejection_walk` (0: none).
+# Rules of :func:`node_token` / :func:`node_walk`.
+REJECTION = 0  # recursive rejection sampling (sps: one draft), with or without replacement
+KSEQ_RULE = 1  # SpecTr's K-SEQ
+SPECHUB_RULE = 2  # SpecHub's hub pair (one draft: speculative sampling)
+
+
+@nb.njit(cache=True)
+def node_token(
+    rule: int,
+    p: NDArray,
+    q: NDArray,
+    p_total: float,
+    q_total: float,
+    omega: NDArray[np.int64],
+    without_replacement: bool,
+    u: NDArray[np.float64],
+    work: NDArray[np.float64],
+    removed: NDArray[np.bool_],
+) -> int:
+    """The token of ``rule`` at a node on rows ``p``, ``q`` as given (their sums ``p_total``,
+    ``q_total``) for the drafts ``omega``: :func:`rejection_token`, :func:`kseq_token`, or
+    :func:`hub_token` for a SpecHub pair (its first draft alone: speculative sampling).
+    -1 when a SpecHub pair lacks the hub."""
+    if rule == KSEQ_RULE:
+        return kseq_token(p, q, 1.0 / p_total, 1.0 / q_total, omega, u)
+    if rule == SPECHUB_RULE and omega.shape[0] == 2:
+        return hub_token(p, q, 1.0 / p_total, 1.0 / q_total, omega, u)
+    drafts = omega[:1] if rule == SPECHUB_RULE else omega
+    return rejection_token(p, q, p_total, q_total, drafts, without_replacement, u, work, removed)
+
+
+# Error codes of :func:`node_walk` (0: none).
 BAD_TARGET = 1  # the target row at (row, context) fails its check
 BAD_DRAFT = 2  # the draft row at (row, context) fails its check
 ZERO_DRAFT = 3  # a drafted token has draft probability 0 at its context
 REPEATED = 4  # drafts without replacement repeat a token
+NOT_HUB = 5  # a SpecHub pair lacks the hub argmax q
+TOO_MANY = 6  # more than two SpecHub drafts at a node
 
 
 @nb.njit(cache=True)
@@ -314,13 +396,14 @@ def _checked_total(laws: NDArray, totals: NDArray[np.float64], b: int, c: int, a
 
 
 @nb.njit(cache=True)
-def rejection_walk(
+def node_walk(
     p: NDArray,
     q: NDArray,
     tokens: NDArray[np.int64],
     kid_start: NDArray[np.int64],
     kids: NDArray[np.int64],
     parents: NDArray[np.int64],
+    rule: int,
     max_drafts: int,
     merge: bool,
     without_replacement: bool,
@@ -335,7 +418,7 @@ def rejection_walk(
     bonus: NDArray[np.int64],
     error: NDArray[np.int64],
 ) -> None:
-    """Walk every row's draft tree with :func:`rejection_token` at each node (the traversal
+    """Walk every row's draft tree with :func:`node_token` of ``rule`` at each node (the traversal
     of ``otlp.verification.tree``): the present children of the current nodes are the drafts
     (their first ``max_drafts``), a drafted child's token moves the walk there (``merge``:
     to all children carrying it, i.i.d. drafts), any other token ends it; a node without
@@ -345,7 +428,7 @@ def rejection_walk(
     (sums into ``p_totals``/``q_totals``, -1 = unread; ``atols`` = the two tolerances).
     Children of context c are ``kids[kid_start[c]:kid_start[c + 1]]``. Row b's uniforms
     ``u[b]`` give ``width`` per level. Writes ``path_nodes`` (B, D; -1 padded) and ``bonus``;
-    on bad input stops and writes ``error`` = (code, row, context, token).
+    on bad input stops and writes ``error`` = (code, row, context, token or count, second token).
     """
     rows = tokens.shape[0]
     nodes = max(tokens.shape[1], 1)
@@ -367,26 +450,30 @@ def rejection_walk(
                         count += 1
             context = state[0] + 1
             if not _checked_total(p, p_totals, b, context, atols[0]):
-                error[:] = (BAD_TARGET, b, context, -1)
+                error[:] = (BAD_TARGET, b, context, -1, -1)
                 return
             mine = u[b, level * width : (level + 1) * width]
             if count == 0:
                 y = draw_scaled(p[b, context], p_totals[b, context], mine[0])
                 break
             if not _checked_total(q, q_totals, b, context, atols[1]):
-                error[:] = (BAD_DRAFT, b, context, -1)
+                error[:] = (BAD_DRAFT, b, context, -1, -1)
                 return
             for j in range(count):
                 omega[j] = tokens[b, cands[j]]
                 if not q[b, context, omega[j]] > 0:
-                    error[:] = (ZERO_DRAFT, b, context, omega[j])
+                    error[:] = (ZERO_DRAFT, b, context, omega[j], -1)
                     return
                 if without_replacement:
                     for i in range(j):
                         if omega[i] == omega[j]:
-                            error[:] = (REPEATED, b, context, omega[j])
+                            error[:] = (REPEATED, b, context, omega[j], -1)
                             return
-            y = rejection_token(
+            if rule == SPECHUB_RULE and count > 2:
+                error[:] = (TOO_MANY, b, context, count, -1)
+                return
+            y = node_token(
+                rule,
                 p[b, context],
                 q[b, context],
                 p_totals[b, context],
@@ -397,6 +484,9 @@ def rejection_walk(
                 work,
                 removed,
             )
+            if y < 0:
+                error[:] = (NOT_HUB, b, context, omega[0], omega[1])
+                return
             matched = 0
             for j in range(count):
                 if omega[j] == y and (merge or matched == 0):
@@ -420,50 +510,262 @@ def rejection_walk(
             walk = parents[walk]
 
 
+ROUNDING = 4 * float(np.finfo(np.float64).eps)  # relative slack of K-SEQ's validity test
+RHO_PASSES = 200  # passes of the rho* search at most (bisection's worst case)
+
+
+@nb.njit(cache=True)
+def any_accepted(beta: float, miss: float, n: int) -> float:
+    """1 - (1 - beta)^n = 1 - miss^n without cancellation at either end."""
+    if not miss > 0:
+        return 1.0
+    log_miss = np.log1p(-beta) if beta < 0.5 else np.log(miss)
+    return -np.expm1(n * log_miss)
+
+
 @nb.njit(cache=True, fastmath={"reassoc", "contract"})
-def _beta_sums(p: NDArray, q: NDArray, inverse: float) -> tuple[float, float]:
+def _beta_sums(
+    p: NDArray, q: NDArray, a: float, b: float, inverse: float
+) -> tuple[float, float, float, float, float, int]:
+    """At rho = 1 / ``inverse``: beta = sum_x min(q(x), p(x) / rho) and its complement
+    sum_x q(x) - min(...) (from its own nonnegative terms), and the partition the two are
+    linear in: the q mass where q(x) <= p(x) / rho and its count, the p and q masses of the
+    rest (p = p[i] a, q = q[i] b)."""
     beta = 0.0
     miss = 0.0
+    capped = 0.0
+    p_rest = 0.0
+    q_rest = 0.0
+    count = 0
     for i in range(p.shape[0]):
-        qi = np.float64(q[i])
-        accepted = min(qi, np.float64(p[i]) * inverse)
+        x = np.float64(p[i]) * a
+        y = np.float64(q[i]) * b
+        t = x * inverse
+        accepted = min(y, t)
         beta += accepted
-        miss += qi - accepted
-    return beta, miss
+        miss += y - accepted
+        whole = y <= t
+        capped += y if whole else 0.0
+        count += 1 if whole else 0
+        p_rest += 0.0 if whole else x
+        q_rest += 0.0 if whole else y
+    return beta, miss, capped, p_rest, q_rest, count
 
 
 @nb.njit(cache=True)
 def kseq_beta_pass(p: NDArray, q: NDArray, rho: float) -> tuple[float, float]:
     """SpecTr's K-SEQ (beta(rho), 1 - beta(rho)) in one pass: beta = sum_x min(q(x),
     p(x) / rho), its complement summed from its own nonnegative terms q(x) - min(...)."""
-    return _beta_sums(p, q, 1.0 / rho)
-
-
-@nb.njit(cache=True, fastmath={"reassoc", "contract"})
-def _kseq_left(p: NDArray, q: NDArray, rho: float, c: float) -> float:
-    left = 0.0
-    for i in range(p.shape[0]):
-        x = np.float64(p[i])
-        left += max(x - c * min(np.float64(q[i]), x / rho), 0.0)
-    return left
+    sums = _beta_sums(p, q, 1.0, 1.0, 1.0 / rho)
+    return sums[0], sums[1]
 
 
 @nb.njit(cache=True)
-def kseq_residual_token(p: NDArray, q: NDArray, rho: float, c: float, u: float) -> int:
+def _valid(beta: float, miss: float, rho: float, n: int) -> bool:
+    """K-SEQ's residual is nonnegative at rho: 1 - (1 - beta)^n <= rho beta (a few ulps of
+    slack: with p = q, beta(1) sums to 1 - 1 ulp and rho = 1 was refused)."""
+    return any_accepted(beta, miss, n) <= rho * beta * (1.0 + ROUNDING)
+
+
+@nb.njit(cache=True)
+def _model_root(capped: float, p_rest: float, q_rest: float, n: int, lo: float, hi: float) -> float:
+    """The smallest valid rho in (lo, hi] where beta(rho) = capped + p_rest / rho (the
+    partition of one pass, exact until rho crosses a ratio p(x) / q(x)), by bisection on
+    that closed form."""
+    for _ in range(RHO_PASSES):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        tail = p_rest / mid
+        if _valid(capped + tail, max(q_rest - tail, 0.0), mid, n):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@nb.njit(cache=True)
+def _slack(beta: float, miss: float, rho: float, n: int) -> float:
+    """rho beta - (1 - (1 - beta)^n), increasing in rho; valid where >= 0 (with slack)."""
+    return rho * beta * (1.0 + ROUNDING) - any_accepted(beta, miss, n)
+
+
+@nb.njit(cache=True)
+def kseq_rho(p: NDArray, q: NDArray, a: float, b: float, n: int) -> tuple[float, float, float]:
+    """K-SEQ's rho* = the smallest valid rho in [1, n] (1 - (1 - beta)^n <= rho beta; 1 if
+    rho = 1 is valid), with beta(rho*) and 1 - beta(rho*), on the rows p[i] a, q[i] b.
+
+    The bracket [invalid, valid] shrinks by regula falsi (Illinois) on the slack
+    rho beta - (1 - (1 - beta)^n), bisection where that is slow. Each pass also returns the
+    partition of the tokens by p(x) / q(x) >= rho, beta being A + B / rho on one piece; once
+    both ends of the bracket lie on one piece, that closed form's root is rho*: a few passes
+    over the rows instead of ~50 of a plain bisection."""
+    sums = _beta_sums(p, q, a, b, 1.0)
+    if _valid(sums[0], sums[1], 1.0, n):
+        return 1.0, sums[0], sums[1]
+    lo, hi = 1.0, float(n)
+    f_lo = _slack(sums[0], sums[1], 1.0, n)
+    f_hi = n * 1.0  # unknown until evaluated; n is valid
+    lo_sums = sums
+    hi_count = -1
+    hi_beta, hi_miss = -1.0, -1.0
+    side = 0
+    for _ in range(RHO_PASSES):
+        width = hi - lo
+        if not width > 4.0 * ROUNDING * hi:
+            break
+        if lo_sums[5] == hi_count:  # one piece spans [lo, hi]: its root is rho*, to rounding
+            # the closed form's root, a few ulps up: on the valid side despite rounding
+            rho = _model_root(lo_sums[2], lo_sums[3], lo_sums[4], n, lo, hi) * (1.0 + ROUNDING)
+            nudge = ROUNDING
+            while lo < rho < hi:
+                sums = _beta_sums(p, q, a, b, 1.0 / rho)
+                if _valid(sums[0], sums[1], rho, n):
+                    return rho, sums[0], sums[1]
+                rho *= 1.0 + nudge  # invalid by a rounding error: step up
+                nudge *= 4.0
+            break
+        rho = hi - f_hi * width / (f_hi - f_lo) if hi_count >= 0 else 0.5 * (lo + hi)
+        if not lo < rho < hi:
+            rho = 0.5 * (lo + hi)
+        sums = _beta_sums(p, q, a, b, 1.0 / rho)
+        slack = _slack(sums[0], sums[1], rho, n)
+        if slack >= 0.0:
+            hi, f_hi, hi_count, hi_beta, hi_miss = rho, slack, sums[5], sums[0], sums[1]
+            if side == 1:
+                f_lo *= 0.5  # Illinois: the end kept twice counts half
+            side = 1
+        else:
+            lo, f_lo, lo_sums = rho, slack, sums
+            if side == -1:
+                f_hi *= 0.5
+            side = -1
+    if hi_beta < 0.0:
+        sums = _beta_sums(p, q, a, b, 1.0 / hi)
+        hi_beta, hi_miss = sums[0], sums[1]
+    return hi, hi_beta, hi_miss
+
+
+@nb.njit(cache=True)
+def kseq_token(
+    p: NDArray, q: NDArray, a: float, b: float, omega: NDArray[np.int64], u: NDArray
+) -> int:
+    """SpecTr's K-SEQ at a node ([GR]'s baseline; docs/design.md) on rows p[i] a, q[i] b for
+    the i.i.d. drafts ``omega`` with uniforms ``u`` (n + 1): draft j is accepted when
+    u_j < min(1, p(x_j) / (rho* q(x_j))); after n rejections the token is drawn from
+    max(p - c min(q, p / rho*), 0), c = (1 - (1 - beta)^n) / beta (p itself when nothing is
+    left). Reads the drafts' entries, the passes of :func:`kseq_rho` and, after n
+    rejections, the residual."""
+    n = omega.shape[0]
+    rho, beta, miss = 1.0, 1.0, 0.0
+    if n > 1:  # one draft: rho = 1 is valid (1 - (1 - beta) = beta), c = 1
+        rho, beta, miss = kseq_rho(p, q, a, b, n)
+    c = any_accepted(beta, miss, n) / beta if beta > 0 else float(n)  # limit n as beta -> 0
+    for j in range(n):
+        x = omega[j]
+        if u[j] < min(1.0, np.float64(p[x]) * a / rho / (np.float64(q[x]) * b)):
+            return x
+    return kseq_residual_token(p, q, a, b, rho, c, float(u[n]))
+
+
+@nb.njit(cache=True)
+def kseq_residual_token(
+    p: NDArray, q: NDArray, a: float, b: float, rho: float, c: float, u: float
+) -> int:
     """K-SEQ's residual draw after n rejections: inverse CDF of max(p - c min(q, p / rho), 0)
-    (p itself when nothing is left), in two passes and nothing stored."""
-    left = _kseq_left(p, q, rho, c)
-    if not left > 0.0:
-        return draw_scaled(p, _chunk_sum(p, 0, p.shape[0], 1.0), u)
-    target = u * left
-    acc = 0.0
-    last = -1
+    on rows p[i] a, q[i] b (p itself when nothing is left), in two passes, nothing stored."""
+    vocab = p.shape[0]
+    left = _chunk_terms(KSEQ, p, q, 0, vocab, a, b, c, rho, -1, 0.0)
+    token = -1
+    if left > 0.0:
+        token = _draw_terms(KSEQ, p, q, a, b, c, rho, -1, 0.0, left, u)
+    if token < 0:
+        token = draw_scaled(p, _chunk_sum(p, 0, vocab, 1.0), u)
+    return token
+
+
+@nb.njit(cache=True)
+def _hub(q: NDArray, b: float) -> tuple[int, float]:
+    """(argmax of q, the first of ties; the draft mass of the other tokens, summed: 1 - q(a)
+    cancels when q(a) is near 1)."""
+    best = 0
+    top = np.float64(q[0])
+    for i in range(1, q.shape[0]):
+        if np.float64(q[i]) > top:
+            top = np.float64(q[i])
+            best = i
+    rest = _chunk_sum(q, 0, best, b) + _chunk_sum(q, best + 1, q.shape[0], b)
+    return best, rest
+
+
+@nb.njit(cache=True, fastmath={"reassoc", "contract"})
+def _hub_sums(
+    p: NDArray, q: NDArray, a: float, b: float, share: float, hub: int
+) -> tuple[float, float, float]:
+    """Over x != hub: the leftover draft masses sum max(q - p, 0) (pairs (x, a)) and
+    sum max(Q(a, x) - max(p - q, 0), 0) (pairs (a, x), Q(a, x) = ``share`` q(x)), and the
+    final residual's mass sum max(max(p - q, 0) - Q(a, x), 0)."""
+    left_xa = 0.0
+    left_ax = 0.0
+    final = 0.0
     for i in range(p.shape[0]):
-        x = np.float64(p[i])
-        r = x - c * min(np.float64(q[i]), x / rho)
-        if r > 0.0:
-            last = i
-            acc += r
-            if acc > target:
-                return i
-    return last
+        x = np.float64(p[i]) * a
+        y = np.float64(q[i]) * b
+        p1 = max(x - y, 0.0)
+        y_ax = share * y
+        off = i != hub
+        left_xa += max(y - x, 0.0) if off else 0.0
+        left_ax += max(y_ax - p1, 0.0) if off else 0.0
+        final += max(p1 - y_ax, 0.0) if off else 0.0
+    return left_xa, left_ax, final
+
+
+@nb.njit(cache=True)
+def hub_token(
+    p: NDArray, q: NDArray, a: float, b: float, omega: NDArray[np.int64], u: NDArray
+) -> int:
+    """[SpecHub] Algorithm 3 (otlp.rules.spechub) on the drafted pair ``omega`` at a node,
+    rows p[i] a, q[i] b, uniforms ``u`` (3): the non-hub draft x first, accepted with
+    min(1, p(x) / q(x)) in pair (x, a) or min(1, p'(x) / Q(a, x)) in pair (a, x), then the hub
+    a = argmax q with its leftover acceptance, else a draw from the final residual. Reads
+    the argmax pass and, after x's rejection, one pass for the leftovers (and one for the
+    draw). -1 when the pair lacks the hub."""
+    hub, rest = _hub(q, b)
+    if omega[0] != hub and omega[1] != hub:
+        return -1
+    hub_second = omega[1] == hub
+    x = omega[0] if hub_second else omega[1]
+    px, qx = np.float64(p[x]) * a, np.float64(q[x]) * b
+    vocab = p.shape[0]
+    if not rest > 0:  # one-hot draft: the only pair is (a, a), speculative sampling on it
+        if u[0] < (min(1.0, px / qx) if qx > 0 else 1.0):
+            return x
+        left = _chunk_terms(EXCESS, p, q, 0, vocab, a, b, 0.0, 1.0, -1, 0.0)
+        token = -1
+        if left > TINY:
+            token = _draw_terms(EXCESS, p, q, a, b, 0.0, 1.0, -1, 0.0, left, u[2])
+        return token if token >= 0 else draw_scaled(p, _chunk_sum(p, 0, vocab, 1.0), u[2])
+    q_hub = np.float64(q[hub]) * b
+    share = q_hub / rest  # Q(a, x) = q(a) q(x) / (1 - q(a))
+    if x == hub:  # Q(x, a) = 0 there: accepted (a pair of draft probability 0)
+        accept = 1.0
+    elif hub_second:
+        accept = min(1.0, px / qx) if qx > 0 else 1.0
+    else:
+        q_ax = q_hub * (qx / rest)
+        accept = min(1.0, max(px - qx, 0.0) / q_ax) if q_ax > 0 else 1.0
+    if u[0] < accept:
+        return x
+    left_xa, left_ax, final = _hub_sums(p, q, a, b, share, hub)
+    p_hub = np.float64(p[hub]) * a
+    after_second = min(1.0, p_hub / left_ax) if left_ax > 0 else 1.0
+    p1_hub = max(p_hub - left_ax, 0.0)
+    after_first = min(1.0, p1_hub / left_xa) if left_xa > 0 else 1.0
+    if u[1] < (after_first if hub_second else after_second):
+        return hub
+    p2_hub = max(p1_hub - left_xa, 0.0)
+    final += p2_hub
+    token = -1
+    if final > TINY:
+        token = _draw_terms(HUB, p, q, a, b, share, 1.0, hub, p2_hub, final, u[2])
+    return token if token >= 0 else draw_scaled(p, _chunk_sum(p, 0, vocab, 1.0), u[2])

@@ -14,7 +14,15 @@ import pytest
 
 from otlp.verification import tree as tree_module
 from otlp.verification.laws import ContextLaws
-from solvers.node_rules import block_token, draw_scaled, rejection_token, row_total
+from solvers.node_rules import (
+    KSEQ_RULE,
+    SPECHUB_RULE,
+    block_token,
+    draw_scaled,
+    node_token,
+    rejection_token,
+    row_total,
+)
 
 
 def _pair(rng: np.random.Generator, vocab: int, sparse: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -205,22 +213,94 @@ def test_compiled_walk_refuses_bad_rows_as_the_row_walk(strided):
         verify_tree(zero, parents, np.full_like(q, 0.2), q2, method="rrs", rng=0)
 
 
-def test_kseq_node_token_equals_the_parameters_procedure():
+def _sequential_token(candidates, accept, final, u):
+    """Candidate j wins when u_j < accept_j (the first such), else a draw from ``final``
+    (the procedure of otlp.rules.sequential.sequential_verify, one row)."""
+    for j, x in enumerate(candidates):
+        if u[j] < accept[j]:
+            return int(x)
+    return tree_module.draw(final, float(u[len(candidates)]))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kseq_node_token_equals_the_parameters_procedure(dtype):
     """K-SEQ at a node reads acceptances at the drafts and the residual only after n
-    rejections (solvers.node_rules.kseq_residual_token); the same uniforms give the token of
-    the procedure on kseq_parameters' full vectors."""
+    rejections (solvers.node_rules.kseq_token), on the rows as given; the same uniforms give
+    the token of the procedure on kseq_parameters' full vectors of the renormalised rows."""
     from otlp.rules.kseq import kseq_parameters
 
     rng = np.random.default_rng(12)
-    step = tree_module._Step("kseq", "iid", None, 1e-3)
     mismatches = 0
     for trial in range(300):
         vocab = int(rng.integers(2, 10))
         p, q = _pair(rng, vocab, sparse=trial % 2 == 1)
+        p_in, q_in = p.astype(dtype), q.astype(dtype)
         n = int(rng.integers(1, 5))
-        omega = rng.choice(np.flatnonzero(q > 0), size=n).astype(np.int64)
+        omega = rng.choice(np.flatnonzero(q_in > 0), size=n).astype(np.int64)
         u = rng.random(n + 2)
-        par = kseq_parameters(p, q, n)
-        want = tree_module._sequential_token(omega, par.accept[omega], par.residual, u)
-        mismatches += step.token(p, q, omega, u) != want
+        p_total, q_total = row_total(p_in)[0], row_total(q_in)[0]
+        p64, q64 = p_in.astype(np.float64) / p_total, q_in.astype(np.float64) / q_total
+        par = kseq_parameters(p64, q64, n)
+        want = _sequential_token(omega, par.accept[omega], par.residual, u)
+        got = node_token(KSEQ_RULE, p_in, q_in, p_total, q_total, omega, False, u, *_scratch(vocab))
+        mismatches += got != want
+    assert mismatches == 0
+
+
+def _scratch(vocab):
+    return np.empty((2, vocab)), np.zeros(vocab, dtype=bool)
+
+
+def test_kseq_rho_is_the_smallest_valid_rho():
+    """rho* from the closed form between breakpoints (a few passes) is valid and the
+    smallest valid rho to rounding: 1e-9 below it is invalid (unless rho* = 1)."""
+    from otlp.rules.kseq import any_accepted, kseq_beta, kseq_rho
+
+    def valid(p, q, rho, n):
+        beta, miss = kseq_beta(p, q, rho)
+        return any_accepted(beta, miss, n) <= rho * beta * (1 + 1e-15)
+
+    rng = np.random.default_rng(2)
+    above_one = 0
+    for trial in range(400):
+        vocab = int(rng.integers(2, 80))
+        p, q = _pair(rng, vocab, sparse=trial % 2 == 1)
+        n = int(rng.integers(2, 9))
+        rho = kseq_rho(p, q, n)
+        assert 1.0 <= rho <= n and valid(p, q, rho, n)
+        if rho > 1.0:
+            above_one += 1
+            assert not valid(p, q, rho * (1 - 1e-9), n)
+    assert above_one > 100
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_spechub_node_token_equals_the_hub_procedure(dtype):
+    """SpecHub's pair at a node (solvers.node_rules.hub_token, rows as given) gives, from the
+    same uniforms, the token of Algorithm 3's procedure on hub_verification's full vectors
+    (otlp.rules.spechub), pairs (x, a) and (a, x), one-hot and near-one-hot drafts."""
+    from otlp.rules.spechub import hub_candidates, hub_verification
+
+    rng = np.random.default_rng(8)
+    mismatches = 0
+    for trial in range(400):
+        vocab = int(rng.integers(2, 10))
+        p, q = _pair(rng, vocab, sparse=trial % 2 == 1)
+        if trial % 7 == 0:
+            q = np.zeros(vocab)
+            q[int(rng.integers(vocab))] = 1.0
+        p_in, q_in = p.astype(dtype), q.astype(dtype)
+        p_total, q_total = row_total(p_in)[0], row_total(q_in)[0]
+        p64, q64 = p_in.astype(np.float64) / p_total, q_in.astype(np.float64) / q_total
+        hub = int(np.argmax(q64))
+        other = int(rng.choice(np.flatnonzero(q64 > 0)))
+        omega = np.array([other, hub] if trial % 2 else [hub, other], dtype=np.int64)
+        u = rng.random(3)
+        ver = hub_verification(p64, q64, hub)
+        candidates, accept, final = hub_candidates(ver, omega[None])
+        want = _sequential_token(candidates[0], accept[0], final, u)
+        got = node_token(
+            SPECHUB_RULE, p_in, q_in, p_total, q_total, omega, False, u, *_scratch(vocab)
+        )
+        mismatches += got != want
     assert mismatches == 0

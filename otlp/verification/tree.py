@@ -43,7 +43,7 @@ from otlp.args import canonical_name, positive_int
 from otlp.multistep import single_path
 from otlp.multistep.gbv import RANKINGS, local_key, select_path, skewed_conditionals
 from otlp.rules.base import residual
-from otlp.rules.kseq import any_accepted, kseq_beta, kseq_parameters, kseq_rho
+from otlp.rules.kseq import kseq_parameters
 from otlp.rules.rrs import replacement_residuals, without_replacement_walk
 from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
@@ -56,13 +56,19 @@ from otlp.verification.laws import ContextLaws
 from solvers.node_rules import (
     BAD_DRAFT,
     BAD_TARGET,
+    KSEQ_RULE,
+    NOT_HUB,
+    REJECTION,
     REPEATED,
+    SPECHUB_RULE,
+    TOO_MANY,
     ZERO_DRAFT,
     block_token,
     draw_scaled,
-    kseq_residual_token,
-    rejection_token,
-    rejection_walk,
+    hub_token,
+    kseq_token,
+    node_token,
+    node_walk,
 )
 
 FloatArray = NDArray[np.float64]
@@ -424,11 +430,11 @@ class _Task:
         )
 
     def walk(self, u: FloatArray, accepted: IntArray, bonus: IntArray) -> bool:
-        """All rows at once by the compiled walk (:func:`solvers.node_rules.rejection_walk`)
-        where it applies: a rejection rule (sps, rrs, rrs without replacement) without top-k
-        on rows readable as given (numpy or CPU torch float32/float64). False otherwise."""
+        """All rows at once by the compiled walk (:func:`solvers.node_rules.node_walk`)
+        where it applies: a compiled node rule (:data:`_NODE_RULES`) without top-k on rows
+        readable as given (numpy or CPU torch float32/float64). False otherwise."""
         step = self.step
-        if step.top_k is not None or step.method not in _WALK_DRAFTS:
+        if step.top_k is not None or step.method not in _NODE_RULES:
             return False
         p, q = self.target.native_all(), self.draft.native_all()
         if p is None or q is None:
@@ -436,15 +442,17 @@ class _Task:
         shape = (self.tokens.shape[0], self.parents.shape[0] + 1)
         p_totals, q_totals = np.full(shape, -1.0), np.full(shape, -1.0)
         work, removed = self.scratch.buffers(p.shape[2])
-        error = np.zeros(4, dtype=np.int64)
-        rejection_walk(
+        error = np.zeros(5, dtype=np.int64)
+        rule, max_drafts = _NODE_RULES[step.method]
+        node_walk(
             p,
             q,
             self.tokens,
             self.kid_start,
             np.concatenate(self.kids),
             self.parents,
-            _WALK_DRAFTS[step.method],
+            rule,
+            max_drafts,
             step.scheme == "iid",
             step.scheme == "without_replacement",
             u,
@@ -458,7 +466,7 @@ class _Task:
             bonus,
             error,
         )
-        code, b, context, token = (int(e) for e in error)
+        code, b, context, token, other = (int(e) for e in error)
         if code == BAD_TARGET:
             self.target.refuse(b, context)
         if code == BAD_DRAFT:
@@ -467,6 +475,12 @@ class _Task:
             _check_drafts(b, context, step, np.array([token]), np.array([False]), None)
         if code == REPEATED:
             _check_drafts(b, context, step, np.array([token, token]), np.array([True, True]), None)
+        if code == TOO_MANY:
+            many = np.zeros(token, dtype=np.int64)
+            _check_drafts(b, context, step, many, np.ones(token, dtype=bool), None)
+        if code == NOT_HUB:
+            pair = np.array([token, other])
+            _check_drafts(b, context, step, pair, np.array([True, True]), -1)
         return True
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
@@ -486,8 +500,8 @@ class _Task:
             if omega.shape[0] == 0:
                 row = self.target.native(b, context)
                 return draw_scaled(row, self.target.total(b, context, row), float(mine[0]))
-            if self.step.rejection(omega.shape[0]):
-                return self._rejection_token(b, context, omega, mine)
+            if self.step.compiled():
+                return self._compiled_token(b, context, omega, mine)
             p = self.target.row(b, context)
             q = _checked_draft(b, context, self.draft, self.step, omega)
             return self.step.token(p, q, omega, mine)
@@ -536,17 +550,22 @@ class _Task:
                     pending.append((self._next_state(matched), (*prefix, int(y)), mass * law[y]))
         return out
 
-    def _rejection_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
-        """A rejection rule's token read from the rows as given (:mod:`solvers.node_rules`)."""
+    def _compiled_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
+        """A compiled rule's token read from the rows as given (:func:`node_token`)."""
         p = self.target.native(b, context)
         q = self.draft.native(b, context)
         p_total = self.target.total(b, context, p)
         q_total = self.draft.total(b, context, q)
-        drafts = omega if self.step.method in ("rrs", "rrs_without_replacement") else omega[:1]
         _check_drafts(b, context, self.step, omega, q[omega] > 0, None)
+        rule, max_drafts = _NODE_RULES[self.step.method]
         work, removed = self.scratch.buffers(p.shape[0])
         wor = self.step.scheme == "without_replacement"
-        return int(rejection_token(p, q, p_total, q_total, drafts, wor, u, work, removed))
+        token = int(
+            node_token(rule, p, q, p_total, q_total, omega[:max_drafts], wor, u, work, removed)
+        )
+        if token < 0:
+            _check_drafts(b, context, self.step, omega, np.ones(2, dtype=bool), -1)
+        return token
 
     def _block_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Block verification of row b's chain on its rows as given
@@ -597,7 +616,14 @@ class _Task:
 
 
 _NO_NODES = np.zeros(0, dtype=np.int64)
-_WALK_DRAFTS = {"sps": 1, "rrs": 1 << 30, "rrs_without_replacement": 1 << 30}  # drafts verified
+# The compiled node rules (solvers.node_rules.node_token): method -> (rule, drafts verified).
+_NODE_RULES = {
+    "sps": (REJECTION, 1),
+    "rrs": (REJECTION, 1 << 30),
+    "rrs_without_replacement": (REJECTION, 1 << 30),
+    "kseq": (KSEQ_RULE, 1 << 30),
+    "spechub": (SPECHUB_RULE, 2),
+}
 
 
 def _spread(
@@ -627,13 +653,10 @@ class _Step:
     def restrict(self, q: FloatArray, drafted: IntArray) -> FloatArray:
         return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
 
-    def rejection(self, n: int) -> bool:
-        """Whether a node with ``n`` drafts runs a rejection rule on the rows as given (no
-        top-k restriction to apply)."""
-        return self.top_k is None and (
-            self.method in ("sps", "rrs", "rrs_without_replacement")
-            or (self.method == "spechub" and n == 1)
-        )
+    def compiled(self) -> bool:
+        """Whether a node runs a compiled rule on the rows as given (no top-k restriction
+        to apply)."""
+        return self.top_k is None and self.method in _NODE_RULES
 
     def law(self, p: FloatArray, q: FloatArray, omega: IntArray) -> FloatArray:
         """pi(. | omega) over the vocabulary (q already restricted and checked)."""
@@ -651,31 +674,12 @@ class _Step:
                 p, q, omega[:1] if self.method in ("sps", "spechub") else omega, self.scheme, u
             )
         if self.method == "kseq":  # kseq_parameters' accept and residual, read where needed
-            rho = kseq_rho(p, q, n)
-            beta, miss = kseq_beta(p, q, rho)
-            c = any_accepted(beta, miss, n) / beta if beta > 0 else float(n)
-            for j, x in enumerate(omega):
-                if u[j] < min(1.0, p[x] / rho / q[x]):
-                    return int(x)
-            return int(kseq_residual_token(p, q, rho, c, float(u[n])))
+            return int(kseq_token(p, q, 1.0, 1.0, omega, u))
         if self.method == "spechub":
-            ver = hub_verification(p, q, int(np.argmax(q)))
-            candidates, accept, final = hub_candidates(ver, omega[None])
-            return _sequential_token(candidates[0], accept[0], final, u)
+            return int(hub_token(p, q, 1.0, 1.0, omega, u))
         if self.method == "global_resolution":
             return _global_resolution_token(p, q, omega, self.scheme, self.tau, u[:2])
         return draw(self.law(p, q, omega), float(u[0]))
-
-
-def _sequential_token(
-    candidates: IntArray, accept: FloatArray, final: FloatArray, u: FloatArray
-) -> int:
-    """Candidate j wins when u_j < accept_j (the first such), else a draw from ``final``
-    (the procedure of :func:`otlp.rules.sequential.sequential_verify`, one row)."""
-    for j, x in enumerate(candidates):
-        if u[j] < accept[j]:
-            return int(x)
-    return draw(final, float(u[candidates.shape[0]]))
 
 
 def _rejection_token(
@@ -796,7 +800,8 @@ def _check_drafts(
     b: int, context: int, step: _Step, omega: IntArray, possible: NDArray[np.bool_], hub: int | None
 ) -> None:
     """The drafts ``omega`` at a context: of positive draft probability (``possible``),
-    distinct without replacement, at most a SpecHub pair holding the hub (``hub``: argmax q)."""
+    distinct without replacement, at most a SpecHub pair holding the hub (``hub``: argmax q;
+    None: not checked here, the compiled rule reports it)."""
     if not possible.all():
         token = int(omega[np.flatnonzero(~possible)[0]])
         raise ValueError(
@@ -809,7 +814,7 @@ def _check_drafts(
         raise ValueError(
             f"parents: SpecHub verifies at most two children per node, got {omega.shape[0]}"
         )
-    if step.method == "spechub" and omega.shape[0] == 2 and hub not in omega:
+    if step.method == "spechub" and omega.shape[0] == 2 and hub is not None and hub not in omega:
         raise ValueError(
             f"tokens[{b}]: the SpecHub pair {omega.tolist()} at context {context} lacks the hub "
             "argmax q"
