@@ -274,8 +274,17 @@ def _draw_terms(
     return last
 
 
+# GBV's skewed draft ranks the support by the key p(x) / q(x); its excess mass is summed over
+# buckets of the key (64 per octave, 2^-32 .. 2^32, the ends open) and only the buckets where
+# the sign of w p - q~ can change are sorted.
+BUCKETS = 4096
+BUCKET_SHIFT = 46  # float64 bits >> 46: exponent and 6 mantissa bits
+BUCKET_BASE = (1023 - 32) << 6
+POSITIVE, ZERO, MIXED = 1, 0, 2  # a bucket's terms: all positive, all zero, either
+
+
 @nb.njit(cache=True)
-def block_token(
+def path_token(
     p: NDArray,
     q: NDArray,
     p_rows: NDArray[np.int64],
@@ -283,64 +292,359 @@ def block_token(
     p_totals: NDArray[np.float64],
     q_totals: NDArray[np.float64],
     path: NDArray[np.int64],
+    paths: int,
+    inverse: bool,
     u_stop: float,
     u_token: float,
 ) -> tuple[int, int]:
-    """Block verification ([GBV] §2.1, Eqs. 4-7) of one drafted path, sampled.
+    """Block verification ([GBV] §2.1, Eqs. 4-7) of one drafted path, sampled; with
+    ``paths`` = K > 1 against GBV's skewed draft q~ of the highest-ranked of K i.i.d. paths
+    ([GBV] §5, Eqs. 28-29; ranking by increasing p / q, decreasing with ``inverse``, ties by
+    token id: otlp.multistep.gbv).
 
     ``p[p_rows[i]]``, ``q[q_rows[i]]`` (sums ``p_totals[i]``, ``q_totals[i]``) are the
     target and draft laws after the path's first i tokens, i < L = ``path.shape[0]``. Weights
     w_0 = 1, w_{i+1} = min(w_i p_i(x_i) / q_i(x_i), 1); h_i = r_i / (r_i + 1 - w_i) with
-    r_i = sum_x max(w_i p_i(x) - q_i(x), 0) (1 when the denominator is 0), h_L = w_L; the stop
-    law P(tau = i) = h_i prod_{j > i} (1 - h_j) is drawn by inverse CDF with ``u_stop``.
-    Returns (tau, the correction token drawn with ``u_token`` from max(w_tau p_tau - q_tau, 0)),
-    or (L, -1): the caller draws the bonus token from the target after the whole path.
-    """
+    r_i = sum_x max(w_i p_i(x) - q_i(x), 0) (1 when the denominator is 0 or w_i = 1),
+    h_L = w_L. tau = i with P(tau = i) = h_i prod_{j > i} (1 - h_j) is drawn by inverse CDF
+    with ``u_stop``, from the top: P(tau <= i) = prod_{j > i} (1 - h_j), so r_i is computed
+    only for i >= tau. Returns (tau, the correction token drawn with ``u_token`` from
+    max(w_tau p_tau - q_tau, 0)), or (L, -1): the caller draws the bonus token from the
+    target after the whole path. Reads the path's entries, one pass per level for GBV's
+    ranked mass below the drafted token, and passes at the levels i >= tau."""
     steps = path.shape[0]
     weights = np.ones(steps + 1)
-    for i in range(steps):
-        x = path[i]
-        ratio = (np.float64(p[p_rows[i], x]) / p_totals[i]) / (
-            np.float64(q[q_rows[i], x]) / q_totals[i]
-        )
-        weights[i + 1] = min(weights[i] * ratio, 1.0)
-    h = np.empty(steps + 1)
-    excess = np.empty(steps)
+    state = np.zeros((steps, 3))  # GBV: mass ranked below the prefix, prefix mass, q~(prefix)
+    below, mass, parent = 0.0, 1.0, 1.0
     for i in range(steps):
         row_p, row_q = p[p_rows[i]], q[q_rows[i]]
-        r = _chunk_terms(
-            EXCESS,
-            row_p,
-            row_q,
-            0,
-            p.shape[1],
-            weights[i] / p_totals[i],
-            1.0 / q_totals[i],
-            0.0,
-            1.0,
-            -1,
-            0.0,
-        )
-        excess[i] = r
-        denom = r + 1.0 - weights[i]
-        h[i] = min(r / denom, 1.0) if denom > 0 else 1.0
-    h[steps] = weights[steps]
-    stop = np.empty(steps + 1)
-    later = 1.0
-    for i in range(steps, -1, -1):
-        stop[i] = h[i] * later
-        later *= 1.0 - h[i]
-    tau = draw_scaled(stop, stop.sum(), u_stop)
+        x = path[i]
+        px = float(row_p[x]) / float(p_totals[i])
+        qx = float(row_q[x]) / float(q_totals[i])
+        if paths > 1:
+            state[i] = (below, mass, parent)
+            lo = below + mass * _ranked_below(row_p, row_q, x, inverse) / float(q_totals[i])
+            child = mass * qx * _power_sum(lo, lo + mass * qx, paths)
+            skewed = child / parent if parent > 0 else qx
+            below, mass, parent = lo, mass * qx, child
+            qx = skewed
+        weights[i + 1] = min(float(weights[i]) * (px / qx), 1.0) if qx > 0 else weights[i]
+    hist = np.zeros((BUCKETS + 1, 2))
+    kinds = np.zeros(BUCKETS, dtype=np.int8)
+    low = np.zeros(BUCKETS)
+    level = -1  # the level whose excess (and buckets) were computed last
+    excess = 0.0
+    later = 1.0  # P(tau <= i) = prod_{j > i} (1 - h_j)
+    tau = steps
+    while tau > 0:
+        h = float(weights[steps])
+        if tau < steps:
+            h = 1.0
+            if weights[tau] < 1.0:
+                excess = _level_excess(
+                    p,
+                    q,
+                    p_rows,
+                    q_rows,
+                    p_totals,
+                    q_totals,
+                    weights,
+                    state,
+                    paths,
+                    inverse,
+                    tau,
+                    hist,
+                    kinds,
+                    low,
+                )
+                level = tau
+                denom = excess + 1.0 - float(weights[tau])
+                h = min(excess / denom, 1.0) if denom > 0 else 1.0
+        after = later * (1.0 - h)
+        if not after > u_stop:
+            break
+        later = after
+        tau -= 1
     if tau == steps:
         return tau, -1
-    target, draft = p[p_rows[tau]], q[q_rows[tau]]
-    p_scale = weights[tau] / p_totals[tau]
-    token = _draw_terms(
-        EXCESS, target, draft, p_scale, 1.0 / q_totals[tau], 0.0, 1.0, -1, 0.0, excess[tau], u_token
-    )
+    if level != tau:
+        excess = _level_excess(
+            p,
+            q,
+            p_rows,
+            q_rows,
+            p_totals,
+            q_totals,
+            weights,
+            state,
+            paths,
+            inverse,
+            tau,
+            hist,
+            kinds,
+            low,
+        )
+    row_p, row_q = p[p_rows[tau]], q[q_rows[tau]]
+    a, b = float(weights[tau]) / float(p_totals[tau]), 1.0 / float(q_totals[tau])
+    token = -1
+    if excess > 0.0:
+        if paths > 1 and state[tau, 2] > 0:
+            token = _skewed_draw(
+                row_p, row_q, a, b, state[tau], paths, inverse, hist, kinds, low, excess, u_token
+            )
+        else:
+            token = _draw_terms(EXCESS, row_p, row_q, a, b, 0.0, 1.0, -1, 0.0, excess, u_token)
     if token < 0:  # nothing in excess (p_tau = q_tau at w_tau = 1): the target itself
-        token = draw_scaled(target, p_totals[tau], u_token)
+        token = draw_scaled(row_p, float(p_totals[tau]), u_token)
     return tau, token
+
+
+@nb.njit(cache=True)
+def _power_sum(a: float, b: float, power: int) -> float:
+    """sum_{j < power} b^j a^(power - 1 - j), so that b^power - a^power = (b - a) * this."""
+    total = 0.0
+    for j in range(power):
+        total += b**j * a ** (power - 1 - j)
+    return total
+
+
+@nb.njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+def _ranked_below(p: NDArray, q: NDArray, x: int, inverse: bool) -> float:
+    """The draft mass (as given) of the support ranked strictly below token x: key p / q
+    lower (higher with ``inverse``), or equal at a lower token id."""
+    key = np.float64(p[x]) / np.float64(q[x])
+    total = 0.0
+    for i in range(p.shape[0]):
+        y = np.float64(q[i])
+        k = np.float64(p[i]) / y
+        lower = (k > key) if inverse else (k < key)
+        total += y if y > 0 and (lower or (k == key and i < x)) else 0.0
+    return total
+
+
+@nb.njit(cache=True)
+def _bucket(ratio: float) -> int:
+    """The key bucket of p / q >= 0 (monotone: the float's exponent and top mantissa bits)."""
+    bits = int(np.float64(ratio).view(np.int64)) >> BUCKET_SHIFT
+    return min(max(bits - BUCKET_BASE, 0), BUCKETS - 1)
+
+
+@nb.njit(cache=True)
+def _bucket_edge(bucket: int) -> float:
+    """The smallest p / q of a bucket (0 for the first; inf past the last)."""
+    if bucket <= 0:
+        return 0.0
+    if bucket >= BUCKETS:
+        return np.inf
+    return np.int64((bucket + BUCKET_BASE) << BUCKET_SHIFT).view(np.float64)
+
+
+@nb.njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+def _fill_buckets(p: NDArray, q: NDArray, a: float, b: float, hist: NDArray) -> None:
+    """hist[k] = (p mass, q mass) of key bucket k (scaled by a, b); hist[BUCKETS, 0] = the
+    p mass off the draft's support."""
+    hist[:] = 0.0
+    for i in range(p.shape[0]):
+        x = np.float64(p[i])
+        y = np.float64(q[i])
+        k = _bucket(x / y) if y > 0 else BUCKETS
+        hist[k, 0] += x * a
+        hist[k, 1] += y * b
+
+
+@nb.njit(cache=True)
+def _level_excess(
+    p: NDArray,
+    q: NDArray,
+    p_rows: NDArray[np.int64],
+    q_rows: NDArray[np.int64],
+    p_totals: NDArray[np.float64],
+    q_totals: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    state: NDArray[np.float64],
+    paths: int,
+    inverse: bool,
+    i: int,
+    hist: NDArray,
+    kinds: NDArray[np.int8],
+    low: NDArray[np.float64],
+) -> float:
+    """r_i = sum_x max(w_i p_i(x) - q_i(x), 0), q_i GBV's skewed draft when ``paths`` > 1."""
+    row_p, row_q = p[p_rows[i]], q[q_rows[i]]
+    a, b = weights[i] / p_totals[i], 1.0 / q_totals[i]
+    if paths <= 1 or not state[i, 2] > 0:
+        return _chunk_terms(EXCESS, row_p, row_q, 0, row_p.shape[0], a, b, 0.0, 1.0, -1, 0.0)
+    return _skewed_excess(row_p, row_q, a, b, state[i], paths, inverse, hist, kinds, low)
+
+
+@nb.njit(cache=True)
+def _skewed_excess(
+    p: NDArray,
+    q: NDArray,
+    a: float,
+    b: float,
+    state: NDArray[np.float64],
+    paths: int,
+    inverse: bool,
+    hist: NDArray,
+    kinds: NDArray[np.int8],
+    low: NDArray[np.float64],
+) -> float:
+    """sum_x max(a p(x) - q~(x), 0) with q~(x) = m b q(x) PS(lo, lo + m b q(x)) / parent,
+    lo = S + m (draft mass ranked below x) ([GBV] Eq. 28; ``state`` = (S, m, parent)).
+
+    One pass fills the key buckets; a bucket's terms are all positive when a p / q at its
+    lowest key exceeds q~ / q at its highest rank (then they sum in closed form: the K-th
+    powers telescope), all zero when a p / q at its highest key is below q~ / q at its lowest;
+    the other (mixed) buckets' tokens are sorted and summed one by one. Fills ``kinds``
+    (POSITIVE/ZERO/MIXED per bucket) and ``low`` (the mass ranked below each bucket) for
+    :func:`_skewed_draw`."""
+    below, mass, parent = state[0], state[1], state[2]
+    _fill_buckets(p, q, a, b, hist)
+    total = hist[BUCKETS, 0]  # off the support q~ = 0
+    under = 0.0
+    scale = a / b  # a p / (b q) = scale * key
+    mixed = False
+    for t in range(BUCKETS):
+        k = BUCKETS - 1 - t if inverse else t
+        q_mass = hist[k, 1]
+        kinds[k] = ZERO
+        if not q_mass > 0:
+            continue
+        start, stop = below + mass * under, below + mass * (under + q_mass)
+        low[k] = under
+        under += q_mass
+        least = mass * paths * start ** (paths - 1) / parent  # q~ / q over the bucket
+        most = mass * paths * stop ** (paths - 1) / parent
+        if scale * _bucket_edge(k) > most:
+            kinds[k] = POSITIVE
+            total += hist[k, 0] - mass * q_mass * _power_sum(start, stop, paths) / parent
+        elif not scale * _bucket_edge(k + 1) <= least:
+            kinds[k] = MIXED
+            mixed = True
+    if mixed:
+        members = _members(p, q, kinds, MIXED, inverse)
+        total += _walk(p, q, a, b, state, paths, members, low, np.inf)[0]
+    return total
+
+
+@nb.njit(cache=True)
+def _members(
+    p: NDArray, q: NDArray, kinds: NDArray[np.int8], kind: int, inverse: bool
+) -> NDArray[np.int64]:
+    """The support tokens in buckets of ``kind``, in ranking order (key, then token id)."""
+    count = 0
+    picked = np.empty(p.shape[0], dtype=np.int64)
+    for i in range(p.shape[0]):
+        y = np.float64(q[i])
+        if y > 0 and kinds[_bucket(np.float64(p[i]) / y)] == kind:
+            picked[count] = i
+            count += 1
+    picked = picked[:count]
+    keys = np.empty(count)
+    for j in range(count):
+        key = np.float64(p[picked[j]]) / np.float64(q[picked[j]])
+        keys[j] = -key if inverse else key
+    return picked[np.argsort(keys, kind="mergesort")]  # stable: ties by token id
+
+
+@nb.njit(cache=True)
+def _walk(
+    p: NDArray,
+    q: NDArray,
+    a: float,
+    b: float,
+    state: NDArray[np.float64],
+    paths: int,
+    members: NDArray[np.int64],
+    low: NDArray[np.float64],
+    target: float,
+) -> tuple[float, int, int]:
+    """The positive terms max(a p(x) - q~(x), 0) of ``members`` (whole buckets in ranking
+    order) summed in that order: (sum, the first token where it exceeds ``target`` or -1,
+    the last token of positive term)."""
+    below, mass, parent = state[0], state[1], state[2]
+    acc = 0.0
+    last = -1
+    current = -1
+    under = 0.0
+    for x in members:
+        y = np.float64(q[x])
+        k = _bucket(np.float64(p[x]) / y)
+        if k != current:
+            current, under = k, low[k]
+        lo = below + mass * under
+        share = mass * y * b
+        term = np.float64(p[x]) * a - share * _power_sum(lo, lo + share, paths) / parent
+        under += y * b
+        if term > 0.0:
+            acc += term
+            last = x
+            if acc > target:
+                return acc, x, last
+    return acc, -1, last
+
+
+@nb.njit(cache=True)
+def _skewed_draw(
+    p: NDArray,
+    q: NDArray,
+    a: float,
+    b: float,
+    state: NDArray[np.float64],
+    paths: int,
+    inverse: bool,
+    hist: NDArray,
+    kinds: NDArray[np.int8],
+    low: NDArray[np.float64],
+    excess: float,
+    u: float,
+) -> int:
+    """An inverse-CDF draw from max(a p - q~, 0) (sum ``excess``; the buckets of
+    :func:`_skewed_excess` at this level): buckets in ranking order (a positive bucket by its
+    closed-form sum, sorted only if the draw falls in it), then the tokens off the support."""
+    below, mass, parent = state[0], state[1], state[2]
+    target = u * excess
+    acc = 0.0
+    last = -1
+    mixed = _members(p, q, kinds, MIXED, inverse)
+    start = 0
+    for t in range(BUCKETS):
+        k = BUCKETS - 1 - t if inverse else t
+        if kinds[k] == POSITIVE:
+            q_mass = hist[k, 1]
+            lo, hi = below + mass * low[k], below + mass * (low[k] + q_mass)
+            share = hist[k, 0] - mass * q_mass * _power_sum(lo, hi, paths) / parent
+            if acc + share <= target:
+                acc += share
+                continue
+            only = np.zeros(BUCKETS, dtype=np.int8)
+            only[k] = 1
+            members = _members(p, q, only, 1, inverse)
+        elif kinds[k] == MIXED:
+            stop = start
+            while (
+                stop < mixed.shape[0]
+                and _bucket(np.float64(p[mixed[stop]]) / np.float64(q[mixed[stop]])) == k
+            ):
+                stop += 1
+            members = mixed[start:stop]
+            start = stop
+        else:
+            continue
+        got, token, end = _walk(p, q, a, b, state, paths, members, low, target - acc)
+        acc += got
+        if end >= 0:
+            last = end
+        if token >= 0:
+            return token
+    for i in range(p.shape[0]):  # off the support: a p
+        if not np.float64(q[i]) > 0 and p[i] > 0:
+            acc += np.float64(p[i]) * a
+            last = i
+            if acc > target:
+                return i
+    return last
 
 
 # Rules of :func:`node_token` / :func:`node_walk`.

@@ -9,6 +9,8 @@ enumeration), and a bad row must be refused with check_distributions' message.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -17,9 +19,9 @@ from otlp.verification.laws import ContextLaws
 from solvers.node_rules import (
     KSEQ_RULE,
     SPECHUB_RULE,
-    block_token,
     draw_scaled,
     node_token,
+    path_token,
     rejection_token,
     row_total,
 )
@@ -106,8 +108,9 @@ def test_rows_are_read_as_given_not_copied():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_block_kernel_equals_the_stop_law_draws(dtype):
-    """block_token's (tau, correction) equals drawing tau from single_path.block's stop law
-    and the correction from its law with the same two uniforms."""
+    """path_token's (tau, correction) for one chain equals drawing tau from
+    single_path.block's stop law and the correction from its law with the same two uniforms
+    (tau drawn from the top, each excess computed only at levels >= tau)."""
     from otlp.multistep import single_path
 
     rng = np.random.default_rng(9)
@@ -122,7 +125,7 @@ def test_block_kernel_equals_the_stop_law_draws(dtype):
         rows = np.arange(steps)
         p_tot = p.astype(np.float64).sum(axis=1)
         q_tot = q.astype(np.float64).sum(axis=1)
-        tau, token = block_token(p, q, rows, rows, p_tot, q_tot, path, u[0], u[1])
+        tau, token = path_token(p, q, rows, rows, p_tot, q_tot, path, 1, False, u[0], u[1])
         target = p.astype(np.float64) / p_tot[:, None]
         draft = q.astype(np.float64)[:steps] / q_tot[:steps, None]
         stops = single_path.block(target[None], draft[None], path[None])
@@ -304,3 +307,62 @@ def test_spechub_node_token_equals_the_hub_procedure(dtype):
         )
         mismatches += got != want
     assert mismatches == 0
+
+
+def _gbv_case(rng: np.random.Generator, vocab: int, steps: int, sparse: bool):
+    pairs = [_pair(rng, vocab, sparse) for _ in range(steps + 1)]
+    p = np.stack([a for a, _ in pairs])
+    q = np.stack([b for _, b in pairs])[:steps]
+    tied = rng.integers(vocab, size=max(2, vocab // 4))  # equal keys p / q: ties by token id
+    p[:steps, tied] = 0.5 * q[:, tied]
+    p /= p.sum(axis=1, keepdims=True)
+    path = np.array([rng.choice(np.flatnonzero(q[i] > 0)) for i in range(steps)])
+    return p, q, path
+
+
+@pytest.mark.parametrize("ranking", ["ratio", "inverse-ratio"])
+def test_gbv_kernel_follows_the_skewed_block_law(ranking):
+    """GBV on the selected path (path_token with K paths, the skewed draft's excess summed by
+    key buckets, only the mixed ones sorted) against single_path.block on
+    skewed_conditionals' full vectors: over a grid of uniforms, tau is the stop law's
+    inverse-CDF draw, and each correction token takes its exact share of the grid (the draw
+    runs in ranking order, not by token id). Vocabularies up to 3000 put tokens in positive,
+    zero and mixed buckets."""
+    from otlp.multistep import single_path
+    from otlp.multistep.gbv import local_key, skewed_conditionals
+
+    rng = np.random.default_rng(21)
+    grid = (np.arange(1000) + 0.5) / 1000
+    for trial in range(24):
+        vocab = int(rng.choice([4, 9, 300, 3000]))
+        steps, paths = int(rng.integers(1, 4)), int(rng.integers(2, 5))
+        p, q, path = _gbv_case(rng, vocab, steps, sparse=trial % 3 == 0)
+        keys = local_key(p[:steps], q, ranking)
+        skewed, _ = skewed_conditionals(p[None], q[None], path[None], paths, ranking, keys[None])
+        stops = single_path.block(p[None], skewed, path[None])
+        rows = np.arange(steps)
+        run = partial(
+            path_token,
+            p,
+            q,
+            rows,
+            rows,
+            p.sum(axis=1),
+            q.sum(axis=1),
+            path,
+            paths,
+            ranking == "inverse-ratio",
+        )
+
+        for u in grid:
+            assert run(float(u), 0.5)[0] == tree_module.draw(stops.stop[0], u)
+        upper = np.cumsum(stops.stop[0])
+        for tau in range(steps):
+            if stops.stop[0, tau] < 1e-9:
+                continue
+            u_stop = upper[tau] - 0.5 * stops.stop[0, tau]
+            tokens = [run(float(u_stop), float(u))[1] for u in grid]
+            counts = np.bincount(tokens, minlength=vocab)
+            law = stops.correction[0, tau]
+            assert np.all(counts[law <= 0] == 0)
+            assert np.abs(counts / grid.shape[0] - law).max() <= 2.0 / grid.shape[0]

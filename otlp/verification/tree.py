@@ -63,12 +63,12 @@ from solvers.node_rules import (
     SPECHUB_RULE,
     TOO_MANY,
     ZERO_DRAFT,
-    block_token,
     draw_scaled,
     hub_token,
     kseq_token,
     node_token,
     node_walk,
+    path_token,
 )
 
 FloatArray = NDArray[np.float64]
@@ -485,8 +485,8 @@ class _Task:
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
-        if self.step.method == "block" and self.step.top_k is None:
-            return self._block_sample(b, u)
+        if self.step.method in PATH_METHODS and self.step.top_k is None:
+            return self._path_sample(b, u)
         if self.step.method in PATH_METHODS:
             nodes, stops, root = self._path_stops(b)
             if stops is None:
@@ -567,11 +567,17 @@ class _Task:
             _check_drafts(b, context, self.step, omega, np.ones(2, dtype=bool), -1)
         return token
 
-    def _block_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
-        """Block verification of row b's chain on its rows as given
-        (:func:`solvers.node_rules.block_token`): the bonus row is read only when the whole
-        chain is accepted."""
-        chosen = _chain_of(self.tokens[b])
+    def _path_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
+        """Block verification of row b's chain, or of GBV's selected path against its skewed
+        draft, on the rows as given (:func:`solvers.node_rules.path_token`): the levels below
+        the accepted prefix are read only for their path entries and sums, the bonus row only
+        when the whole path is accepted."""
+        if self.step.method == "block":
+            chosen, paths = _chain_of(self.tokens[b]), 1
+        else:
+            chosen, paths = _selected_path(
+                b, self.tokens[b], self.path_grid, self.target, self.draft, self.step, self.ranking
+            )
         if chosen is None:
             return _NO_NODES, self._draw_target(b, 0, float(u[0]))
         nodes, contexts, path = chosen
@@ -587,8 +593,9 @@ class _Task:
                 f"tokens[{b}, {nodes[d]}]: token {path[d]} has draft probability 0 where "
                 "drafted (or is outside the top-k draft)"
             )
-        accepted, token = block_token(
-            p, q, p_index, q_index, p_totals, q_totals, path, float(u[0]), float(u[1])
+        inverse = self.ranking == "inverse-ratio"
+        accepted, token = path_token(
+            p, q, p_index, q_index, p_totals, q_totals, path, paths, inverse, u[0], u[1]
         )
         if token < 0:
             token = self._draw_target(b, int(contexts[steps]), float(u[1]))
@@ -861,7 +868,7 @@ def _chain_of(row: IntArray) -> tuple[IntArray, IntArray, IntArray] | None:
     return np.arange(steps), np.arange(steps + 1), row[:steps]
 
 
-def _path_stops(
+def _selected_path(
     b: int,
     row: IntArray,
     path_grid: tuple[int, int],
@@ -869,21 +876,20 @@ def _path_stops(
     draft: ContextLaws,
     step: _Step,
     ranking: str,
-) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
-    """Block verification on row b's chain, or on GBV's selected path ([GBV] §5).
+) -> tuple[tuple[IntArray, IntArray, IntArray] | None, int]:
+    """Row b's path to verify: (its nodes, contexts (the root's and each node's), tokens),
+    None when the row has no drafts; and K, the number of drafted paths.
 
     GBV selects the highest-ranked path from on-path entries only (O(K L),
     :func:`~otlp.multistep.gbv.select_path`), ranking children by M_b / M_s as given (the
     same ratio up to one factor per context, so the same ranking); the skewed draft ranks by
-    the same keys, so both agree bit for bit. Only the selected path's laws are read in full
-    (and checked).
-    """
+    the same keys, so both agree bit for bit."""
     paths, length = path_grid
     grid = row.reshape(paths, length)
     lengths = (grid >= 0).sum(axis=1)
     kept = np.flatnonzero(lengths > 0)
     if kept.shape[0] == 0:
-        return _NO_NODES, None, target.row(b, 0)
+        return None, 0
     steps = int(lengths[kept[0]])
     if np.any(lengths[kept] != steps):
         raise ValueError(f"tokens[{b}]: method {step.method!r} needs its paths of equal length")
@@ -901,24 +907,44 @@ def _path_stops(
                 "where drafted"
             )
         chosen = select_path(p_on, q_on, toks, ranking)
-    ctx = contexts[chosen]
+    return (nodes[chosen], contexts[chosen], toks[chosen]), kept.shape[0]
+
+
+def _path_stops(
+    b: int,
+    row: IntArray,
+    path_grid: tuple[int, int],
+    target: ContextLaws,
+    draft: ContextLaws,
+    step: _Step,
+    ranking: str,
+) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
+    """Block verification's stop law on row b's chain, or on GBV's selected path
+    (:func:`_selected_path`) against its skewed draft ([GBV] §5), as full float64 laws (the
+    exact law, and the sampler under top-k). Only the selected path's laws are read in full
+    (and checked)."""
+    chosen, paths = _selected_path(b, row, path_grid, target, draft, step, ranking)
+    if chosen is None:
+        return _NO_NODES, None, target.row(b, 0)
+    nodes, ctx, path = chosen
+    steps = path.shape[0]
+    first = row.reshape(path_grid)[:, 0]
     raw_p, raw_q = target.raw(b, ctx), draft.raw(b, ctx[:-1])
     tgt, dft = target.checked(b, ctx, raw_p), draft.checked(b, ctx[:-1], raw_q)
-    path = toks[chosen]
     if step.top_k is not None:  # ties towards the tokens drafted there (the root: all paths')
         for d in range(steps):
-            dft[d] = step.restrict(dft[d], toks[:, 0] if d == 0 else path[d : d + 1])
+            dft[d] = step.restrict(dft[d], first[first >= 0] if d == 0 else path[d : d + 1])
     on_path = dft[np.arange(steps), path]
     if np.any(on_path <= 0):
         d = int(np.flatnonzero(on_path <= 0)[0])
         raise ValueError(
-            f"tokens[{b}, {nodes[chosen, d]}]: token {path[d]} has draft probability 0 where "
+            f"tokens[{b}, {nodes[d]}]: token {path[d]} has draft probability 0 where "
             "drafted (or is outside the top-k draft)"
         )
     skewed = dft[None]
     if step.method == "gbv":
         keys = local_key(raw_p[:steps], raw_q, ranking)
         skewed, _ = skewed_conditionals(
-            tgt[None], dft[None], path[None], kept.shape[0], ranking, keys=keys[None]
+            tgt[None], dft[None], path[None], paths, ranking, keys=keys[None]
         )
-    return nodes[chosen], single_path.block(tgt[None], skewed, path[None]), tgt[0]
+    return nodes, single_path.block(tgt[None], skewed, path[None]), tgt[0]
