@@ -294,6 +294,7 @@ def path_token(
     path: NDArray[np.int64],
     paths: int,
     inverse: bool,
+    work: tuple,
     u_stop: float,
     u_token: float,
 ) -> tuple[int, int]:
@@ -311,7 +312,8 @@ def path_token(
     only for i >= tau. Returns (tau, the correction token drawn with ``u_token`` from
     max(w_tau p_tau - q_tau, 0)), or (L, -1): the caller draws the bonus token from the
     target after the whole path. Reads the path's entries, one pass per level for GBV's
-    ranked mass below the drafted token, and passes at the levels i >= tau."""
+    ranked mass below the drafted token, and passes at the levels i >= tau. ``work``:
+    :func:`buckets_work` of the vocabulary size (GBV's buckets)."""
     steps = path.shape[0]
     weights = np.ones(steps + 1)
     state = np.zeros((steps, 3))  # GBV: mass ranked below the prefix, prefix mass, q~(prefix)
@@ -329,9 +331,6 @@ def path_token(
             below, mass, parent = lo, mass * qx, child
             qx = skewed
         weights[i + 1] = min(float(weights[i]) * (px / qx), 1.0) if qx > 0 else weights[i]
-    hist = np.zeros((BUCKETS + 1, 2))
-    kinds = np.zeros(BUCKETS, dtype=np.int8)
-    low = np.zeros(BUCKETS)
     level = -1  # the level whose excess (and buckets) were computed last
     excess = 0.0
     later = 1.0  # P(tau <= i) = prod_{j > i} (1 - h_j)
@@ -342,21 +341,9 @@ def path_token(
             h = 1.0
             if weights[tau] < 1.0:
                 excess = _level_excess(
-                    p,
-                    q,
-                    p_rows,
-                    q_rows,
-                    p_totals,
-                    q_totals,
-                    weights,
-                    state,
-                    paths,
-                    inverse,
-                    tau,
-                    hist,
-                    kinds,
-                    low,
-                )
+                    p, q, p_rows, q_rows, p_totals, q_totals, weights, state, paths, inverse, tau,
+                    work,
+                )  # fmt: skip
                 level = tau
                 denom = excess + 1.0 - float(weights[tau])
                 h = min(excess / denom, 1.0) if denom > 0 else 1.0
@@ -369,20 +356,7 @@ def path_token(
         return tau, -1
     if level != tau:
         excess = _level_excess(
-            p,
-            q,
-            p_rows,
-            q_rows,
-            p_totals,
-            q_totals,
-            weights,
-            state,
-            paths,
-            inverse,
-            tau,
-            hist,
-            kinds,
-            low,
+            p, q, p_rows, q_rows, p_totals, q_totals, weights, state, paths, inverse, tau, work
         )
     row_p, row_q = p[p_rows[tau]], q[q_rows[tau]]
     a, b = float(weights[tau]) / float(p_totals[tau]), 1.0 / float(q_totals[tau])
@@ -390,7 +364,7 @@ def path_token(
     if excess > 0.0:
         if paths > 1 and state[tau, 2] > 0:
             token = _skewed_draw(
-                row_p, row_q, a, b, state[tau], paths, inverse, hist, kinds, low, excess, u_token
+                row_p, row_q, a, b, state[tau], paths, inverse, work, excess, u_token
             )
         else:
             token = _draw_terms(EXCESS, row_p, row_q, a, b, 0.0, 1.0, -1, 0.0, excess, u_token)
@@ -400,11 +374,37 @@ def path_token(
 
 
 @nb.njit(cache=True)
+def buckets_work(
+    vocab: int,
+) -> tuple[NDArray, NDArray[np.int8], NDArray, NDArray[np.int16], NDArray[np.int64]]:
+    """Work arrays of the skewed excess: per bucket (p mass, q mass) (one more row: off the
+    support), its kind, the q mass ranked below it; per token its bucket; the sorted tokens
+    of the mixed buckets (their count in members[-1])."""
+    return (
+        np.zeros((BUCKETS + 1, 2)),
+        np.zeros(BUCKETS, dtype=np.int8),
+        np.zeros(BUCKETS),
+        np.empty(vocab, dtype=np.int16),
+        np.empty(vocab + 1, dtype=np.int64),
+    )
+
+
+@nb.njit(cache=True)
+def _power(a: float, power: int) -> float:
+    out = 1.0
+    for _ in range(power):
+        out *= a
+    return out
+
+
+@nb.njit(cache=True)
 def _power_sum(a: float, b: float, power: int) -> float:
     """sum_{j < power} b^j a^(power - 1 - j), so that b^power - a^power = (b - a) * this."""
-    total = 0.0
-    for j in range(power):
-        total += b**j * a ** (power - 1 - j)
+    total = 1.0  # Horner in a: s_{t+1} = s_t a + b^(t+1)
+    b_power = 1.0
+    for _ in range(power - 1):
+        b_power *= b
+        total = total * a + b_power
     return total
 
 
@@ -440,16 +440,19 @@ def _bucket_edge(bucket: int) -> float:
 
 
 @nb.njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
-def _fill_buckets(p: NDArray, q: NDArray, a: float, b: float, hist: NDArray) -> None:
-    """hist[k] = (p mass, q mass) of key bucket k (scaled by a, b); hist[BUCKETS, 0] = the
-    p mass off the draft's support."""
+def _fill_buckets(
+    p: NDArray, q: NDArray, a: float, b: float, hist: NDArray, ids: NDArray[np.int16]
+) -> None:
+    """hist[k] = (p mass, q mass) of key bucket k (scaled by a, b), ids[x] = x's bucket;
+    bucket BUCKETS holds the tokens off the draft's support."""
+    for i in range(p.shape[0]):  # vectorised; the scatter below is not
+        y = np.float64(q[i])
+        ids[i] = _bucket(np.float64(p[i]) / y) if y > 0 else BUCKETS
     hist[:] = 0.0
     for i in range(p.shape[0]):
-        x = np.float64(p[i])
-        y = np.float64(q[i])
-        k = _bucket(x / y) if y > 0 else BUCKETS
-        hist[k, 0] += x * a
-        hist[k, 1] += y * b
+        k = ids[i]
+        hist[k, 0] += np.float64(p[i]) * a
+        hist[k, 1] += np.float64(q[i]) * b
 
 
 @nb.njit(cache=True)
@@ -465,16 +468,14 @@ def _level_excess(
     paths: int,
     inverse: bool,
     i: int,
-    hist: NDArray,
-    kinds: NDArray[np.int8],
-    low: NDArray[np.float64],
+    work: tuple,
 ) -> float:
     """r_i = sum_x max(w_i p_i(x) - q_i(x), 0), q_i GBV's skewed draft when ``paths`` > 1."""
     row_p, row_q = p[p_rows[i]], q[q_rows[i]]
     a, b = weights[i] / p_totals[i], 1.0 / q_totals[i]
     if paths <= 1 or not state[i, 2] > 0:
         return _chunk_terms(EXCESS, row_p, row_q, 0, row_p.shape[0], a, b, 0.0, 1.0, -1, 0.0)
-    return _skewed_excess(row_p, row_q, a, b, state[i], paths, inverse, hist, kinds, low)
+    return _skewed_excess(row_p, row_q, a, b, state[i], paths, inverse, work)
 
 
 @nb.njit(cache=True)
@@ -486,9 +487,7 @@ def _skewed_excess(
     state: NDArray[np.float64],
     paths: int,
     inverse: bool,
-    hist: NDArray,
-    kinds: NDArray[np.int8],
-    low: NDArray[np.float64],
+    work: tuple,
 ) -> float:
     """sum_x max(a p(x) - q~(x), 0) with q~(x) = m b q(x) PS(lo, lo + m b q(x)) / parent,
     lo = S + m (draft mass ranked below x) ([GBV] Eq. 28; ``state`` = (S, m, parent)).
@@ -496,11 +495,11 @@ def _skewed_excess(
     One pass fills the key buckets; a bucket's terms are all positive when a p / q at its
     lowest key exceeds q~ / q at its highest rank (then they sum in closed form: the K-th
     powers telescope), all zero when a p / q at its highest key is below q~ / q at its lowest;
-    the other (mixed) buckets' tokens are sorted and summed one by one. Fills ``kinds``
-    (POSITIVE/ZERO/MIXED per bucket) and ``low`` (the mass ranked below each bucket) for
-    :func:`_skewed_draw`."""
+    the other (mixed) buckets' tokens are sorted and summed one by one. Leaves in ``work``
+    (:func:`buckets_work`) what :func:`_skewed_draw` reads."""
+    hist, kinds, low, ids, members = work
     below, mass, parent = state[0], state[1], state[2]
-    _fill_buckets(p, q, a, b, hist)
+    _fill_buckets(p, q, a, b, hist, ids)
     total = hist[BUCKETS, 0]  # off the support q~ = 0
     under = 0.0
     scale = a / b  # a p / (b q) = scale * key
@@ -514,38 +513,45 @@ def _skewed_excess(
         start, stop = below + mass * under, below + mass * (under + q_mass)
         low[k] = under
         under += q_mass
-        least = mass * paths * start ** (paths - 1) / parent  # q~ / q over the bucket
-        most = mass * paths * stop ** (paths - 1) / parent
+        least = mass * paths * _power(start, paths - 1) / parent  # q~ / q over the bucket
+        most = mass * paths * _power(stop, paths - 1) / parent
         if scale * _bucket_edge(k) > most:
             kinds[k] = POSITIVE
             total += hist[k, 0] - mass * q_mass * _power_sum(start, stop, paths) / parent
         elif not scale * _bucket_edge(k + 1) <= least:
             kinds[k] = MIXED
             mixed = True
-    if mixed:
-        members = _members(p, q, kinds, MIXED, inverse)
-        total += _walk(p, q, a, b, state, paths, members, low, np.inf)[0]
+    count = _members(p, q, ids, kinds, MIXED, inverse, members) if mixed else 0
+    members[-1] = count
+    if count:
+        total += _walk(p, q, a, b, state, paths, members[:count], ids, low, np.inf)[0]
     return total
 
 
 @nb.njit(cache=True)
 def _members(
-    p: NDArray, q: NDArray, kinds: NDArray[np.int8], kind: int, inverse: bool
-) -> NDArray[np.int64]:
-    """The support tokens in buckets of ``kind``, in ranking order (key, then token id)."""
+    p: NDArray,
+    q: NDArray,
+    ids: NDArray[np.int16],
+    kinds: NDArray[np.int8],
+    kind: int,
+    inverse: bool,
+    out: NDArray[np.int64],
+) -> int:
+    """Write into ``out`` the support tokens in buckets of ``kind`` in ranking order (key,
+    then token id); their count."""
     count = 0
-    picked = np.empty(p.shape[0], dtype=np.int64)
-    for i in range(p.shape[0]):
-        y = np.float64(q[i])
-        if y > 0 and kinds[_bucket(np.float64(p[i]) / y)] == kind:
-            picked[count] = i
+    for i in range(ids.shape[0]):
+        k = ids[i]
+        if k < BUCKETS and kinds[k] == kind:
+            out[count] = i
             count += 1
-    picked = picked[:count]
     keys = np.empty(count)
     for j in range(count):
-        key = np.float64(p[picked[j]]) / np.float64(q[picked[j]])
+        key = np.float64(p[out[j]]) / np.float64(q[out[j]])
         keys[j] = -key if inverse else key
-    return picked[np.argsort(keys, kind="mergesort")]  # stable: ties by token id
+    out[:count] = out[:count][np.argsort(keys, kind="mergesort")]  # stable: ties by token id
+    return count
 
 
 @nb.njit(cache=True)
@@ -557,6 +563,7 @@ def _walk(
     state: NDArray[np.float64],
     paths: int,
     members: NDArray[np.int64],
+    ids: NDArray[np.int16],
     low: NDArray[np.float64],
     target: float,
 ) -> tuple[float, int, int]:
@@ -569,14 +576,13 @@ def _walk(
     current = -1
     under = 0.0
     for x in members:
-        y = np.float64(q[x])
-        k = _bucket(np.float64(p[x]) / y)
-        if k != current:
-            current, under = k, low[k]
+        if ids[x] != current:
+            current = ids[x]
+            under = low[current]
         lo = below + mass * under
-        share = mass * y * b
+        share = mass * np.float64(q[x]) * b
         term = np.float64(p[x]) * a - share * _power_sum(lo, lo + share, paths) / parent
-        under += y * b
+        under += np.float64(q[x]) * b
         if term > 0.0:
             acc += term
             last = x
@@ -594,20 +600,20 @@ def _skewed_draw(
     state: NDArray[np.float64],
     paths: int,
     inverse: bool,
-    hist: NDArray,
-    kinds: NDArray[np.int8],
-    low: NDArray[np.float64],
+    work: tuple,
     excess: float,
     u: float,
 ) -> int:
-    """An inverse-CDF draw from max(a p - q~, 0) (sum ``excess``; the buckets of
-    :func:`_skewed_excess` at this level): buckets in ranking order (a positive bucket by its
-    closed-form sum, sorted only if the draw falls in it), then the tokens off the support."""
+    """An inverse-CDF draw from max(a p - q~, 0) (sum ``excess``; the buckets that
+    :func:`_skewed_excess` left in ``work`` at this level): buckets in ranking order (a
+    positive bucket by its closed-form sum, sorted only if the draw falls in it), then the
+    tokens off the support."""
+    hist, kinds, low, ids, members = work
     below, mass, parent = state[0], state[1], state[2]
     target = u * excess
     acc = 0.0
     last = -1
-    mixed = _members(p, q, kinds, MIXED, inverse)
+    mixed = members[: members[-1]].copy()
     start = 0
     for t in range(BUCKETS):
         k = BUCKETS - 1 - t if inverse else t
@@ -618,28 +624,26 @@ def _skewed_draw(
             if acc + share <= target:
                 acc += share
                 continue
-            only = np.zeros(BUCKETS, dtype=np.int8)
-            only[k] = 1
-            members = _members(p, q, only, 1, inverse)
+            kinds[k] = POSITIVE + MIXED  # this bucket alone
+            count = _members(p, q, ids, kinds, POSITIVE + MIXED, inverse, members)
+            kinds[k] = POSITIVE
+            chosen = members[:count]
         elif kinds[k] == MIXED:
             stop = start
-            while (
-                stop < mixed.shape[0]
-                and _bucket(np.float64(p[mixed[stop]]) / np.float64(q[mixed[stop]])) == k
-            ):
+            while stop < mixed.shape[0] and ids[mixed[stop]] == k:
                 stop += 1
-            members = mixed[start:stop]
+            chosen = mixed[start:stop]
             start = stop
         else:
             continue
-        got, token, end = _walk(p, q, a, b, state, paths, members, low, target - acc)
+        got, token, end = _walk(p, q, a, b, state, paths, chosen, ids, low, target - acc)
         acc += got
         if end >= 0:
             last = end
         if token >= 0:
             return token
     for i in range(p.shape[0]):  # off the support: a p
-        if not np.float64(q[i]) > 0 and p[i] > 0:
+        if ids[i] == BUCKETS and p[i] > 0:
             acc += np.float64(p[i]) * a
             last = i
             if acc > target:

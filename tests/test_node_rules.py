@@ -19,6 +19,7 @@ from otlp.verification.laws import ContextLaws
 from solvers.node_rules import (
     KSEQ_RULE,
     SPECHUB_RULE,
+    buckets_work,
     draw_scaled,
     node_token,
     path_token,
@@ -125,7 +126,8 @@ def test_block_kernel_equals_the_stop_law_draws(dtype):
         rows = np.arange(steps)
         p_tot = p.astype(np.float64).sum(axis=1)
         q_tot = q.astype(np.float64).sum(axis=1)
-        tau, token = path_token(p, q, rows, rows, p_tot, q_tot, path, 1, False, u[0], u[1])
+        work = buckets_work(0)
+        tau, token = path_token(p, q, rows, rows, p_tot, q_tot, path, 1, False, work, u[0], u[1])
         target = p.astype(np.float64) / p_tot[:, None]
         draft = q.astype(np.float64)[:steps] / q_tot[:steps, None]
         stops = single_path.block(target[None], draft[None], path[None])
@@ -352,6 +354,7 @@ def test_gbv_kernel_follows_the_skewed_block_law(ranking):
             path,
             paths,
             ranking == "inverse-ratio",
+            buckets_work(vocab),
         )
 
         for u in grid:

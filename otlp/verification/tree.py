@@ -63,6 +63,7 @@ from solvers.node_rules import (
     SPECHUB_RULE,
     TOO_MANY,
     ZERO_DRAFT,
+    buckets_work,
     draw_scaled,
     hub_token,
     kseq_token,
@@ -594,8 +595,9 @@ class _Task:
                 "drafted (or is outside the top-k draft)"
             )
         inverse = self.ranking == "inverse-ratio"
+        work = self.scratch.buckets(p.shape[1] if paths > 1 else 0)
         accepted, token = path_token(
-            p, q, p_index, q_index, p_totals, q_totals, path, paths, inverse, u[0], u[1]
+            p, q, p_index, q_index, p_totals, q_totals, path, paths, inverse, work, u[0], u[1]
         )
         if token < 0:
             token = self._draw_target(b, int(contexts[steps]), float(u[1]))
@@ -834,12 +836,19 @@ class _Scratch:
     def __init__(self) -> None:
         self._work: FloatArray | None = None
         self._removed: NDArray[np.bool_] | None = None
+        self._buckets: tuple[Any, ...] | None = None
 
     def buffers(self, vocab: int) -> tuple[FloatArray, NDArray[np.bool_]]:
         if self._work is None or self._removed is None or self._removed.shape[0] != vocab:
             self._work = np.empty((2, vocab))
             self._removed = np.zeros(vocab, dtype=bool)
         return self._work, self._removed
+
+    def buckets(self, vocab: int) -> tuple[Any, ...]:
+        """GBV's bucket arrays (:func:`solvers.node_rules.buckets_work`)."""
+        if self._buckets is None or self._buckets[3].shape[0] != vocab:
+            self._buckets = buckets_work(vocab)
+        return self._buckets
 
 
 # ----- path methods -------------------------------------------------------------------------
