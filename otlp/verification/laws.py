@@ -145,8 +145,8 @@ class ContextLaws:
             picked = self.values[b][
                 torch.as_tensor(contexts, device=device), torch.as_tensor(tokens, device=device)
             ]
-            return as_float64(self.name, picked)[0]
-        return as_float64(self.name, np.asarray(self.values[b][contexts, tokens]))[0]
+            return cast(FloatArray, picked.detach().to(torch.float64).cpu().numpy())
+        return np.asarray(self.values[b][contexts, tokens]).astype(np.float64)
 
     def row(self, b: int, context: int) -> FloatArray:
         """One context's law, checked and renormalised, float64 ``(V,)``."""
