@@ -818,6 +818,58 @@ def node_walk(
             walk = parents[walk]
 
 
+@nb.njit(cache=True)
+def block_walk(
+    p: NDArray,
+    q: NDArray,
+    tokens: NDArray[np.int64],
+    u: NDArray[np.float64],
+    atols: NDArray[np.float64],
+    p_totals: NDArray[np.float64],
+    q_totals: NDArray[np.float64],
+    path_nodes: NDArray[np.int64],
+    bonus: NDArray[np.int64],
+    error: NDArray[np.int64],
+) -> None:
+    """Block verification ([GBV] §2.1) of every row's chain by :func:`path_token`: row b's
+    drafted chain is its present tokens (a prefix of ``tokens[b]``), its laws ``p[b, i]``,
+    ``q[b, i]`` at contexts i < L (``q`` may lack the last context), checked once each
+    (sums into ``p_totals``/``q_totals``); the row after the chain is read only when the
+    whole chain is accepted. Uniforms ``u[b, 0]``, ``u[b, 1]``. Writes ``path_nodes`` (B, D;
+    -1 padded) and ``bonus``; on bad input stops and writes ``error`` = (code, row, context,
+    token, -1) (code ZERO_DRAFT: context = the node)."""
+    work = buckets_work(0)
+    for b in range(tokens.shape[0]):
+        steps = 0
+        while steps < tokens.shape[1] and tokens[b, steps] >= 0:
+            steps += 1
+        for i in range(steps):
+            if not _checked_total(p, p_totals, b, i, atols[0]):
+                error[:] = (BAD_TARGET, b, i, -1, -1)
+                return
+            if not _checked_total(q, q_totals, b, i, atols[1]):
+                error[:] = (BAD_DRAFT, b, i, -1, -1)
+                return
+            if not q[b, i, tokens[b, i]] > 0:
+                error[:] = (ZERO_DRAFT, b, i, tokens[b, i], -1)
+                return
+        tau, token = steps, -1
+        if steps:
+            rows = np.arange(steps)
+            tau, token = path_token(
+                p[b], q[b], rows, rows, p_totals[b, :steps], q_totals[b, :steps],
+                tokens[b, :steps], 1, False, work, u[b, 0], u[b, 1],
+            )  # fmt: skip
+        if token < 0:  # no drafts, or the whole chain accepted: the target after it
+            if not _checked_total(p, p_totals, b, tau, atols[0]):
+                error[:] = (BAD_TARGET, b, tau, -1, -1)
+                return
+            token = draw_scaled(p[b, tau], p_totals[b, tau], u[b, 1 if steps else 0])
+        for d in range(tau):
+            path_nodes[b, d] = d
+        bonus[b] = token
+
+
 ROUNDING = 4 * float(np.finfo(np.float64).eps)  # relative slack of K-SEQ's validity test
 RHO_PASSES = 200  # passes of the rho* search at most (bisection's worst case)
 

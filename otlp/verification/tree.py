@@ -63,6 +63,7 @@ from solvers.node_rules import (
     SPECHUB_RULE,
     TOO_MANY,
     ZERO_DRAFT,
+    block_walk,
     buckets_work,
     draw_scaled,
     hub_token,
@@ -431,19 +432,25 @@ class _Task:
         )
 
     def walk(self, u: FloatArray, accepted: IntArray, bonus: IntArray) -> bool:
-        """All rows at once by the compiled walk (:func:`solvers.node_rules.node_walk`)
-        where it applies: a compiled node rule (:data:`_NODE_RULES`) without top-k on rows
-        readable as given (numpy or CPU torch float32/float64). False otherwise."""
+        """All rows at once by a compiled walk where it applies: a compiled node rule
+        (:data:`_NODE_RULES`, :func:`solvers.node_rules.node_walk`) or block verification
+        (:func:`solvers.node_rules.block_walk`), without top-k, on rows readable as given
+        (numpy or CPU torch float32/float64). False otherwise."""
         step = self.step
-        if step.top_k is not None or step.method not in _NODE_RULES:
+        if step.top_k is not None or step.method not in (*_NODE_RULES, "block"):
             return False
         p, q = self.target.native_all(), self.draft.native_all()
         if p is None or q is None:
             return False
         shape = (self.tokens.shape[0], self.parents.shape[0] + 1)
         p_totals, q_totals = np.full(shape, -1.0), np.full(shape, -1.0)
-        work, removed = self.scratch.buffers(p.shape[2])
         error = np.zeros(5, dtype=np.int64)
+        atols = np.array([self.target.atol, self.draft.atol])
+        if step.method == "block":
+            block_walk(p, q, self.tokens, u, atols, p_totals, q_totals, accepted, bonus, error)
+            self._raise(error)
+            return True
+        work, removed = self.scratch.buffers(p.shape[2])
         rule, max_drafts = _NODE_RULES[step.method]
         node_walk(
             p,
@@ -458,7 +465,7 @@ class _Task:
             step.scheme == "without_replacement",
             u,
             self.width,
-            np.array([self.target.atol, self.draft.atol]),
+            atols,
             p_totals,
             q_totals,
             work,
@@ -467,7 +474,18 @@ class _Task:
             bonus,
             error,
         )
+        self._raise(error)
+        return True
+
+    def _raise(self, error: IntArray) -> None:
+        """The ``ValueError`` of a compiled walk's error (code, row, context, token, other)."""
+        step = self.step
         code, b, context, token, other = (int(e) for e in error)
+        if code == ZERO_DRAFT and step.method == "block":  # context: the chain's node
+            raise ValueError(
+                f"tokens[{b}, {context}]: token {token} has draft probability 0 where drafted "
+                "(or is outside the top-k draft)"
+            )
         if code == BAD_TARGET:
             self.target.refuse(b, context)
         if code == BAD_DRAFT:
@@ -482,7 +500,6 @@ class _Task:
         if code == NOT_HUB:
             pair = np.array([token, other])
             _check_drafts(b, context, step, pair, np.array([True, True]), -1)
-        return True
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
