@@ -393,3 +393,49 @@ def test_compiled_block_walk_equals_the_row_by_row_path():
     for rows in (p, np.repeat(p, 2, axis=2)[:, :, ::2]):
         with pytest.raises(ValueError, match=r"^tokens\[3, 1\]: token 2 has draft probability 0"):
             verify_chain(tokens, rows, q, method="block", rng=0)
+
+
+@pytest.mark.parametrize("method", ["kseq", "spechub", "block", "gbv"])
+def test_16_bit_rows_give_the_outcome_of_their_float32_widening(method):
+    """Rows the compiled walks cannot read as given (float16 numpy, bfloat16 torch) are
+    widened one at a time on the per-row path; the outcome equals the walk's on the float32
+    widening of the same values, from the same seeds."""
+    torch = pytest.importorskip("torch")
+    from otlp.decoding import chain, path_tree, sample_children, verify_tree
+    from otlp.verification import shapes
+
+    rng = np.random.default_rng(11)
+    parents = {"kseq": path_tree(3, 2), "spechub": path_tree(2, 2), "block": chain(3)}.get(
+        method, path_tree(3, 2)
+    )
+    scheme = "spechub" if method == "spechub" else "iid"
+    rows = 6
+    p = rng.dirichlet(np.full(7, 0.5), size=(rows, parents.shape[0] + 1))
+    q = rng.dirichlet(np.full(7, 0.5), size=(rows, parents.shape[0] + 1))
+    p16, q16 = p.astype(np.float16), q.astype(np.float16)
+    q32 = q16.astype(np.float32)
+    tokens = np.full((rows, parents.shape[0]), -1, dtype=np.int64)
+    for context, kids in enumerate(shapes.children(parents)):
+        if kids.shape[0]:
+            kind = scheme if kids.shape[0] > 1 else "iid"
+            tokens[:, kids] = sample_children(q32[:, context], kids.shape[0], kind, rng)
+    for seed in range(5):
+        want = verify_tree(
+            tokens, parents, p16.astype(np.float32), q32, method=method, rng=seed, atol=1e-2
+        )
+        for p_in, q_in in [
+            (p16, q16),
+            (torch.from_numpy(p16).to(torch.bfloat16), torch.from_numpy(q16).to(torch.bfloat16)),
+        ]:
+            if isinstance(p_in, torch.Tensor):
+                want = verify_tree(
+                    tokens,
+                    parents,
+                    p_in.float().numpy(),
+                    q_in.float().numpy(),
+                    method=method,
+                    rng=seed,
+                    atol=2e-2,
+                )
+            got = verify_tree(tokens, parents, p_in, q_in, method=method, rng=seed)
+            assert np.array_equal(np.asarray(got.output_ids), want.output_ids)
