@@ -4,7 +4,8 @@ A decoder hands over its softmax rows in float32 (or float64); verifying a node 
 tree needs at most a few passes over them: one to check a row (finite, nonnegative, its sum),
 and, for the rejection rules, one residual pass per rejected draft and one inverse-CDF pass
 for the token drawn after the last rejection. These kernels read the rows in their own dtype
-and do the arithmetic in float64 element by element, so no float64 copy of a row is made.
+and do the arithmetic in float64 element by element, so no float64 copy of a row is made;
+residual laws are drawn without being stored (:func:`_draw_terms`, chunked inverse CDF).
 
 * :func:`row_total` — a row's sum and the first entry that is negative, NaN or infinite.
 * :func:`rejection_token` — recursive rejection sampling ([SpecHub] Algorithm 1), with or
@@ -12,11 +13,21 @@ and do the arithmetic in float64 element by element, so no float64 copy of a row
   u_j q_j(x_j) < p_j(x_j), and only a rejection computes the residual
   p_{j+1} = norm(max(p_j - q_j, 0)) (without replacement q_{j+1} is q_j with x_j removed,
   renormalised by the sum of the rest, never by 1 - q_j(x_j)).
+* :func:`kseq_token` — SpecTr's K-SEQ: rho* by :func:`kseq_rho` (a few passes: regula falsi
+  and beta's closed form between the breakpoints p / q), accepts at the drafts, the residual
+  only after n rejections.
+* :func:`hub_token` — [SpecHub] Algorithm 3 on the hub pair: the argmax pass, the leftover
+  masses only after the first rejection.
+* :func:`node_token` — one of the three by rule; :func:`node_walk` walks a whole batch of
+  draft trees with it.
 * :func:`draw_scaled` — an inverse-CDF draw from ``row / total`` with one uniform.
-* :func:`block_token` — block verification of one drafted path ([GBV] §2.1): one pass per
-  prefix for its excess mass r_i, the stop law drawn, one pass for the correction token.
+* :func:`path_token` — block verification of one drafted path ([GBV] §2.1), or GBV's
+  against its skewed draft ([GBV] §5): tau drawn from the top, so the excess mass r_i is
+  computed only for i >= tau; GBV's excess summed over buckets of the ranking key (closed
+  form where every term is positive, only mixed buckets sorted). :func:`block_walk` verifies
+  a whole batch of chains with it.
 
-They import nothing from ``otlp``; :mod:`otlp.verification.node_rows` calls them.
+They import nothing from ``otlp``; :mod:`otlp.verification.tree` calls them.
 """
 
 from __future__ import annotations

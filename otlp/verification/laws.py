@@ -4,10 +4,11 @@ The caller's arrays (numpy float16/float32/float64, ml_dtypes bfloat16, torch te
 float dtype on any device, or lists) stay as they are; only the contexts a verification visits
 are read, each checked once per call at the tolerance of the input's precision by one compiled
 pass over the row in its own dtype (:func:`solvers.node_rules.row_total`; its errors those of
-:func:`otlp.tensors.check_distributions`'s). The rejection rules read the rows as given
-(:meth:`ContextLaws.native`); the other rules take a renormalised float64 copy of the rows
-they visit (:meth:`ContextLaws.row`). A decode step never copies the whole ``(B, N + 1, V)``
-tensor.
+:func:`otlp.tensors.check_distributions`'s). The compiled rules (sps, rrs, K-SEQ, SpecHub,
+block, GBV) read the rows as given (:meth:`ContextLaws.native`, 16-bit rows widened one at a
+time); global resolution, maxflow_cs and any top-k restriction take a renormalised float64
+copy of the rows they visit (:meth:`ContextLaws.row`). A decode step never copies the whole
+``(B, N + 1, V)`` tensor.
 """
 
 from __future__ import annotations

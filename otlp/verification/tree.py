@@ -24,8 +24,12 @@ Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEME
 
 Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
 (block verification of one chain, [GBV] §2.1) and ``gbv`` (greedy multi-path block
-verification of K i.i.d. paths, [GBV] §5), by :mod:`otlp.multistep.single_path` and
-:mod:`otlp.multistep.gbv`.
+verification of K i.i.d. paths, [GBV] §5): exact laws by :mod:`otlp.multistep.single_path`
+and :mod:`otlp.multistep.gbv`, sampled by :func:`solvers.node_rules.path_token`.
+
+The rules without top-k run compiled on the rows as given (:mod:`solvers.node_rules`): sps,
+rrs, rrs without replacement, K-SEQ and SpecHub node by node, block chain by chain, every row
+of the batch in one call where the input is readable as given; GBV path by path.
 
 Each row's randomness comes from its own uniforms (:func:`otlp.verification.drafting.row_uniforms`),
 so with one generator per row a row's outcome does not depend on its batch.
