@@ -874,7 +874,9 @@ class _Scratch:
 
 # ----- path methods -------------------------------------------------------------------------
 def _path_shape(parents: IntArray, method: str) -> tuple[int, int]:
-    shape = trees.path_shape(parents) if parents.shape[0] else (1, 0)
+    nodes = parents.shape[0]
+    chained = np.array_equal(parents, np.arange(-1, nodes - 1))  # the common case, at once
+    shape = (1, nodes) if chained else trees.path_shape(parents)
     if shape is None:
         raise ValueError(f"parents: method {method!r} verifies path trees (path_tree(K, L))")
     if method == "block" and shape[0] != 1:
