@@ -163,7 +163,7 @@ def verify_chain(
             "target_top_k: the target's top-k/top-p apply to logits; pass temperature too"
         )
     task = _Task.of(
-        tokens,
+        arr,
         trees.chain(arr.shape[1]),
         p,
         q,
