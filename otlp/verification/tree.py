@@ -107,7 +107,8 @@ MAX_ITER = 50  # global resolution's Newton iterations per unit
 @dataclass(frozen=True)
 class TreeVerification:
     """The outcome per row: ``num_accepted`` (B,), the accepted nodes ``path_nodes`` (B, D)
-    and their tokens ``path_tokens`` (B, D) (-1 padded; D = the tree's depth), and the
+    and their tokens ``path_tokens`` (B, D) (-1 padded; D = the tree's depth, the deepest
+    row's with a shape per row), and the
     ``bonus_token`` (B,) drawn after the accepted path (correction or bonus): every row emits
     ``num_accepted + 1`` tokens, listed in ``output_ids`` (B, D + 1) padded with -1 (the
     engines' layout). Arrays are numpy, or torch tensors on the input's device."""
@@ -203,7 +204,8 @@ def verify_tree(
         (B, N) int token ids, node i's drafted token per row; -1 marks a node absent in that
         row (its descendants must be absent too). Numpy or torch.
     parents:
-        (N,) the shared tree shape (:mod:`otlp.verification.shapes`), ``parents[i] < i``, -1 = root.
+        (N,) the shared tree shape (:mod:`otlp.verification.shapes`), ``parents[i] < i``, -1 = root;
+        or (B, N), one shape per row (rows of a batch drafted as different trees).
     p, q:
         (B, N + 1, V) target and draft laws at the contexts: index 0 the root, index i + 1
         node i's. numpy float16/float32/float64/bfloat16 or torch tensors (any device).
@@ -258,6 +260,8 @@ def verify_tree(
     >>> result.path_nodes.tolist(), result.tokens_out(0).tolist()
     ([[0, 1]], [0, 1, 1])
     """
+    if np.ndim(parents) == 2:
+        return _verify_shapes(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking, rng)
     task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
     return _verify(task, rng)
 
@@ -265,29 +269,76 @@ def verify_tree(
 def _verify(task: _Task, rng: object) -> TreeVerification:
     """Run a checked task over its rows with their uniforms."""
     rows = task.tokens.shape[0]
-    uniforms = row_uniforms(rng, rows, (task.depth + 1) * task.width)
+    uniforms = row_uniforms(rng, rows, task.uniform_count)
     accepted = np.full((rows, task.depth), -1, dtype=np.int64)
     bonus = np.empty(rows, dtype=np.int64)
-    if not task.walk(uniforms, accepted, bonus):
-        for b in range(rows):
-            nodes, bonus[b] = task.sample(b, uniforms[b])
-            accepted[b, : nodes.shape[0]] = nodes
-    tok, target = task.tokens, task.target
+    task.run(uniforms, accepted, bonus, np.arange(rows))
+    return _result(task, task.tokens, accepted, bonus)
+
+
+def _verify_shapes(
+    tokens: Any,
+    parents: ArrayLike,
+    p: Any,
+    q: Any,
+    method: str,
+    scheme: str | None,
+    top_k: int | None,
+    tau: float,
+    atol: float | None,
+    ranking: str,
+    rng: object,
+) -> TreeVerification:
+    """:func:`verify_tree` with a tree shape per row (``parents`` (B, N)): one task per
+    distinct shape over the whole batch, the other rows' drafts masked absent there (so the
+    rows keep their indices, in reads and in error messages); each row's uniforms drawn once
+    for the batch, as wide as the widest shape needs."""
+    tok, _ = as_index_array("tokens", tokens, ndims=(2,))
+    shapes = np.asarray(parents)
+    if shapes.shape[0] != tok.shape[0]:
+        raise ValueError(
+            f"parents: expected shape (N,) or (B = {tok.shape[0]}, N), got {shapes.shape}"
+        )
+    distinct, group = np.unique(shapes, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    tasks = []
+    for g in range(distinct.shape[0]):
+        masked = np.where((group == g)[:, None], tok, -1)
+        tasks.append(_Task.of(masked, distinct[g], p, q, method, scheme, top_k, tau, atol, ranking))
+    rows = tok.shape[0]
+    uniforms = row_uniforms(rng, rows, max(task.uniform_count for task in tasks))
+    depth = max(task.depth for task in tasks)
+    accepted = np.full((rows, depth), -1, dtype=np.int64)
+    bonus = np.empty(rows, dtype=np.int64)
+    for g, task in enumerate(tasks):
+        mine = np.flatnonzero(group == g)
+        part = np.full((rows, task.depth), -1, dtype=np.int64)
+        drawn = np.empty(rows, dtype=np.int64)
+        task.run(np.ascontiguousarray(uniforms[:, : task.uniform_count]), part, drawn, mine)
+        accepted[mine, : task.depth] = part[mine]
+        bonus[mine] = drawn[mine]
+    return _result(tasks[0], tok, accepted, bonus)
+
+
+def _result(task: _Task, tok: IntArray, accepted: IntArray, bonus: IntArray) -> TreeVerification:
+    """The outcome arrays from the accepted nodes and bonus tokens, in the input's kind."""
+    rows, depth = accepted.shape
     counts = (accepted >= 0).sum(axis=1)
     path_tokens = np.full_like(accepted, -1)
     hit = accepted >= 0
     path_tokens[hit] = tok[np.nonzero(hit)[0], accepted[hit]]
-    output = np.full((rows, task.depth + 1), PLACEHOLDER_TOKEN_ID, dtype=np.int64)
-    output[:, : task.depth] = path_tokens
+    output = np.full((rows, depth + 1), PLACEHOLDER_TOKEN_ID, dtype=np.int64)
+    output[:, :depth] = path_tokens
     output[np.arange(rows), counts] = bonus
+    kind = task.target.kind
     return TreeVerification(
-        target.kind.wrap(counts),
-        target.kind.wrap(accepted),
-        target.kind.wrap(path_tokens),
-        target.kind.wrap(bonus),
+        kind.wrap(counts),
+        kind.wrap(accepted),
+        kind.wrap(path_tokens),
+        kind.wrap(bonus),
         task.step.method,
         task.step.scheme,
-        target.kind.wrap(output),
+        kind.wrap(output),
     )
 
 
@@ -434,6 +485,19 @@ class _Task:
             kid_start,
             _Scratch(),
         )
+
+    @property
+    def uniform_count(self) -> int:
+        """Uniforms per row: ``width`` per level of the tree, and one level more."""
+        return (self.depth + 1) * self.width
+
+    def run(self, u: FloatArray, accepted: IntArray, bonus: IntArray, rows: IntArray) -> None:
+        """Verify ``rows`` (all rows by a compiled walk where one applies, else those row by
+        row) into ``accepted`` and ``bonus``."""
+        if not self.walk(u, accepted, bonus):
+            for b in rows:
+                nodes, bonus[b] = self.sample(int(b), u[b])
+                accepted[b, : nodes.shape[0]] = nodes
 
     def walk(self, u: FloatArray, accepted: IntArray, bonus: IntArray) -> bool:
         """All rows at once by a compiled walk where it applies: a compiled node rule
