@@ -134,3 +134,41 @@ def test_bad_engine_inputs_name_the_argument(kwargs, match):
     args = {"q": q[:, :-1]} | kwargs
     with pytest.raises(ValueError, match=match):
         verify_chain(tokens, p, args.pop("q"), method="sps", **args)
+
+
+@pytest.mark.parametrize("method", ["sps", "rrs", "kseq", "gbv"])
+def test_a_tree_shape_per_row_gives_each_row_its_own_outcome(method):
+    """parents (B, N): each row is verified on its own tree shape, with the outcome it gets
+    alone (same per-row seed); output_ids are padded to the deepest shape; a bad row is named
+    by its index in the batch."""
+    from otlp.decoding import chain, path_tree, sample_children, verify_tree
+    from otlp.verification import shapes
+
+    rng = np.random.default_rng(14)
+    forms = [path_tree(2, 2), chain(4), path_tree(4, 1), path_tree(2, 2), chain(4)]
+    if method != "gbv":
+        forms[2] = np.array([-1, 0, 0, 1])
+    rows, vocab = len(forms), 5
+    p = rng.dirichlet(np.full(vocab, 0.6), size=(rows, 5))
+    q = rng.dirichlet(np.full(vocab, 0.6), size=(rows, 5))
+    tokens = np.zeros((rows, 4), dtype=np.int64)
+    for b, form in enumerate(forms):
+        for context, kids in enumerate(shapes.children(form)):
+            if kids.shape[0]:
+                tokens[b, kids] = sample_children(q[b : b + 1, context], kids.shape[0], "iid", rng)
+    seeds = list(range(40, 40 + rows))
+    batch = verify_tree(tokens, np.stack(forms), p, q, method=method, rng=seeds)
+    assert batch.output_ids.shape == (rows, 5)
+    for b, form in enumerate(forms):
+        alone = verify_tree(
+            tokens[b : b + 1], form, p[b : b + 1], q[b : b + 1], method=method, rng=[seeds[b]]
+        )
+        assert batch.tokens_out(b).tolist() == alone.tokens_out(0).tolist()
+        depth = alone.path_nodes.shape[1]
+        assert batch.path_nodes[b, :depth].tolist() == alone.path_nodes[0].tolist()
+    bad = p.copy()
+    bad[3, 0, 1] = -0.2
+    with pytest.raises(ValueError, match=r"^p\[3, 0\]: has a negative"):
+        verify_tree(tokens, np.stack(forms), bad, q, method=method, rng=seeds)
+    with pytest.raises(ValueError, match=r"parents: expected shape \(N,\) or \(B = 5, N\)"):
+        verify_tree(tokens, np.stack(forms[:2]), p, q, method=method, rng=seeds)

@@ -5,8 +5,8 @@ X_i (in order) with probability min(1, p(X_i) / (rho q(X_i))); if all are reject
 p_res = (p - c min(q, p/rho)) / (1 - beta)^n with c = (1 - (1 - beta)^n) / beta. Valid
 (p_res >= 0) iff c <= rho, i.e. 1 - (1 - beta)^n <= rho beta. rho beta(rho) = sum min(rho q, p)
 increases and 1 - (1 - beta)^n decreases in rho, so the valid set is [rho*, n]; rho* is found
-by bisection (kept on the valid side). The procedural acceptance 1 - (1 - beta(rho*))^n is
-at least (1 - 1/e) alpha*.
+from beta's closed form between the breakpoints p(x) / q(x) (kept on the valid side).
+The procedural acceptance 1 - (1 - beta(rho*))^n is at least (1 - 1/e) alpha*.
 
 Unlike recursive rejection sampling, the residual can return a drafted token, so
 :meth:`KSeq.acceptance` (P(output in set(omega)), the OTLP objective) adds to the procedural
@@ -30,10 +30,9 @@ from otlp.rules.base import (
     ratio_accept,
 )
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
+from solvers.node_rules import any_accepted as compiled_any_accepted
 from solvers.node_rules import kseq_beta_pass
-
-BISECTION_STEPS = 200
-ROUNDING = 4 * float(np.finfo(float).eps)  # relative slack of the validity test
+from solvers.node_rules import kseq_rho as compiled_kseq_rho
 
 
 @dataclass(frozen=True)
@@ -51,36 +50,20 @@ class KSeqParameters:
 def kseq_beta(p: FloatArray, q: FloatArray, rho: float) -> tuple[float, float]:
     """(beta(rho), 1 - beta(rho)) with beta = sum_x min(q(x), p(x) / rho); the complement is
     summed from its own positive terms, never as ``1 - beta``."""
-    beta, miss = kseq_beta_pass(p, q, float(rho))  # one compiled pass (rho* bisects ~50 times)
+    beta, miss = kseq_beta_pass(p, q, float(rho))
     return float(beta), float(miss)
 
 
 def any_accepted(beta: float, miss: float, n: int) -> float:
     """1 - (1 - beta)^n = 1 - miss^n without cancellation at either end."""
-    if not miss > 0:
-        return 1.0
-    log_miss = np.log1p(-beta) if beta < 0.5 else np.log(miss)
-    return float(-np.expm1(n * log_miss))
+    return float(compiled_any_accepted(float(beta), float(miss), int(n)))
 
 
 def kseq_rho(p: FloatArray, q: FloatArray, n: int) -> float:
-    """The smallest valid rho in [1, n]: the root of 1 - (1 - beta)^n = rho beta, or 1."""
-
-    def valid(rho: float) -> bool:
-        # A few ulps of slack: with p = q, beta(1) sums to 1 - 1 ulp and rho = 1 (valid in
-        # exact arithmetic) was refused, moving rho* to 1 + 3.8e-6.
-        beta, miss = kseq_beta(p, q, rho)
-        return any_accepted(beta, miss, n) <= rho * beta * (1.0 + ROUNDING)
-
-    if valid(1.0):
-        return 1.0
-    lo, hi = 1.0, float(n)
-    for _ in range(BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        lo, hi = (lo, mid) if valid(mid) else (mid, hi)
-    return hi
+    """The smallest valid rho in [1, n]: the root of 1 - (1 - beta)^n = rho beta, or 1
+    (:func:`solvers.node_rules.kseq_rho`: a few passes over the rows, beta's closed form
+    between the breakpoints p(x) / q(x))."""
+    return float(compiled_kseq_rho(p, q, 1.0, 1.0, int(n))[0])
 
 
 def kseq_parameters(p: FloatArray, q: FloatArray, n: int) -> KSeqParameters:

@@ -4,10 +4,11 @@ The caller's arrays (numpy float16/float32/float64, ml_dtypes bfloat16, torch te
 float dtype on any device, or lists) stay as they are; only the contexts a verification visits
 are read, each checked once per call at the tolerance of the input's precision by one compiled
 pass over the row in its own dtype (:func:`solvers.node_rules.row_total`; its errors those of
-:func:`otlp.tensors.check_distributions`'s). The rejection rules read the rows as given
-(:meth:`ContextLaws.native`); the other rules take a renormalised float64 copy of the rows
-they visit (:meth:`ContextLaws.row`). A decode step never copies the whole ``(B, N + 1, V)``
-tensor.
+:func:`otlp.tensors.check_distributions`'s). The compiled rules (sps, rrs, K-SEQ, SpecHub,
+block, GBV) read the rows as given (:meth:`ContextLaws.native`, 16-bit rows widened one at a
+time); global resolution, maxflow_cs and any top-k restriction take a renormalised float64
+copy of the rows they visit (:meth:`ContextLaws.row`). A decode step never copies the whole
+``(B, N + 1, V)`` tensor.
 """
 
 from __future__ import annotations
@@ -145,8 +146,8 @@ class ContextLaws:
             picked = self.values[b][
                 torch.as_tensor(contexts, device=device), torch.as_tensor(tokens, device=device)
             ]
-            return as_float64(self.name, picked)[0]
-        return as_float64(self.name, np.asarray(self.values[b][contexts, tokens]))[0]
+            return cast(FloatArray, picked.detach().to(torch.float64).cpu().numpy())
+        return np.asarray(self.values[b][contexts, tokens]).astype(np.float64)
 
     def row(self, b: int, context: int) -> FloatArray:
         """One context's law, checked and renormalised, float64 ``(V,)``."""

@@ -24,8 +24,12 @@ Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEME
 
 Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
 (block verification of one chain, [GBV] §2.1) and ``gbv`` (greedy multi-path block
-verification of K i.i.d. paths, [GBV] §5), by :mod:`otlp.multistep.single_path` and
-:mod:`otlp.multistep.gbv`.
+verification of K i.i.d. paths, [GBV] §5): exact laws by :mod:`otlp.multistep.single_path`
+and :mod:`otlp.multistep.gbv`, sampled by :func:`solvers.node_rules.path_token`.
+
+The rules without top-k run compiled on the rows as given (:mod:`solvers.node_rules`): sps,
+rrs, rrs without replacement, K-SEQ and SpecHub node by node, block chain by chain, every row
+of the batch in one call where the input is readable as given; GBV path by path.
 
 Each row's randomness comes from its own uniforms (:func:`otlp.verification.drafting.row_uniforms`),
 so with one generator per row a row's outcome does not depend on its batch.
@@ -43,7 +47,7 @@ from otlp.args import canonical_name, positive_int
 from otlp.multistep import single_path
 from otlp.multistep.gbv import RANKINGS, local_key, select_path, skewed_conditionals
 from otlp.rules.base import residual
-from otlp.rules.kseq import any_accepted, kseq_beta, kseq_parameters, kseq_rho
+from otlp.rules.kseq import kseq_parameters
 from otlp.rules.rrs import replacement_residuals, without_replacement_walk
 from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
@@ -56,13 +60,21 @@ from otlp.verification.laws import ContextLaws
 from solvers.node_rules import (
     BAD_DRAFT,
     BAD_TARGET,
+    KSEQ_RULE,
+    NOT_HUB,
+    REJECTION,
     REPEATED,
+    SPECHUB_RULE,
+    TOO_MANY,
     ZERO_DRAFT,
-    block_token,
+    block_walk,
+    buckets_work,
     draw_scaled,
-    kseq_residual_token,
-    rejection_token,
-    rejection_walk,
+    hub_token,
+    kseq_token,
+    node_token,
+    node_walk,
+    path_token,
 )
 
 FloatArray = NDArray[np.float64]
@@ -95,7 +107,8 @@ MAX_ITER = 50  # global resolution's Newton iterations per unit
 @dataclass(frozen=True)
 class TreeVerification:
     """The outcome per row: ``num_accepted`` (B,), the accepted nodes ``path_nodes`` (B, D)
-    and their tokens ``path_tokens`` (B, D) (-1 padded; D = the tree's depth), and the
+    and their tokens ``path_tokens`` (B, D) (-1 padded; D = the tree's depth, the deepest
+    row's with a shape per row), and the
     ``bonus_token`` (B,) drawn after the accepted path (correction or bonus): every row emits
     ``num_accepted + 1`` tokens, listed in ``output_ids`` (B, D + 1) padded with -1 (the
     engines' layout). Arrays are numpy, or torch tensors on the input's device."""
@@ -151,7 +164,7 @@ def verify_chain(
             "target_top_k: the target's top-k/top-p apply to logits; pass temperature too"
         )
     task = _Task.of(
-        tokens,
+        arr,
         trees.chain(arr.shape[1]),
         p,
         q,
@@ -191,7 +204,8 @@ def verify_tree(
         (B, N) int token ids, node i's drafted token per row; -1 marks a node absent in that
         row (its descendants must be absent too). Numpy or torch.
     parents:
-        (N,) the shared tree shape (:mod:`otlp.verification.shapes`), ``parents[i] < i``, -1 = root.
+        (N,) the shared tree shape (:mod:`otlp.verification.shapes`), ``parents[i] < i``, -1 = root;
+        or (B, N), one shape per row (rows of a batch drafted as different trees).
     p, q:
         (B, N + 1, V) target and draft laws at the contexts: index 0 the root, index i + 1
         node i's. numpy float16/float32/float64/bfloat16 or torch tensors (any device).
@@ -246,6 +260,8 @@ def verify_tree(
     >>> result.path_nodes.tolist(), result.tokens_out(0).tolist()
     ([[0, 1]], [0, 1, 1])
     """
+    if np.ndim(parents) == 2:
+        return _verify_shapes(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking, rng)
     task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
     return _verify(task, rng)
 
@@ -253,29 +269,76 @@ def verify_tree(
 def _verify(task: _Task, rng: object) -> TreeVerification:
     """Run a checked task over its rows with their uniforms."""
     rows = task.tokens.shape[0]
-    uniforms = row_uniforms(rng, rows, (task.depth + 1) * task.width)
+    uniforms = row_uniforms(rng, rows, task.uniform_count)
     accepted = np.full((rows, task.depth), -1, dtype=np.int64)
     bonus = np.empty(rows, dtype=np.int64)
-    if not task.walk(uniforms, accepted, bonus):
-        for b in range(rows):
-            nodes, bonus[b] = task.sample(b, uniforms[b])
-            accepted[b, : nodes.shape[0]] = nodes
-    tok, target = task.tokens, task.target
+    task.run(uniforms, accepted, bonus, np.arange(rows))
+    return _result(task, task.tokens, accepted, bonus)
+
+
+def _verify_shapes(
+    tokens: Any,
+    parents: ArrayLike,
+    p: Any,
+    q: Any,
+    method: str,
+    scheme: str | None,
+    top_k: int | None,
+    tau: float,
+    atol: float | None,
+    ranking: str,
+    rng: object,
+) -> TreeVerification:
+    """:func:`verify_tree` with a tree shape per row (``parents`` (B, N)): one task per
+    distinct shape over the whole batch, the other rows' drafts masked absent there (so the
+    rows keep their indices, in reads and in error messages); each row's uniforms drawn once
+    for the batch, as wide as the widest shape needs."""
+    tok, _ = as_index_array("tokens", tokens, ndims=(2,))
+    shapes = np.asarray(parents)
+    if shapes.shape[0] != tok.shape[0]:
+        raise ValueError(
+            f"parents: expected shape (N,) or (B = {tok.shape[0]}, N), got {shapes.shape}"
+        )
+    distinct, group = np.unique(shapes, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    tasks = []
+    for g in range(distinct.shape[0]):
+        masked = np.where((group == g)[:, None], tok, -1)
+        tasks.append(_Task.of(masked, distinct[g], p, q, method, scheme, top_k, tau, atol, ranking))
+    rows = tok.shape[0]
+    uniforms = row_uniforms(rng, rows, max(task.uniform_count for task in tasks))
+    depth = max(task.depth for task in tasks)
+    accepted = np.full((rows, depth), -1, dtype=np.int64)
+    bonus = np.empty(rows, dtype=np.int64)
+    for g, task in enumerate(tasks):
+        mine = np.flatnonzero(group == g)
+        part = np.full((rows, task.depth), -1, dtype=np.int64)
+        drawn = np.empty(rows, dtype=np.int64)
+        task.run(np.ascontiguousarray(uniforms[:, : task.uniform_count]), part, drawn, mine)
+        accepted[mine, : task.depth] = part[mine]
+        bonus[mine] = drawn[mine]
+    return _result(tasks[0], tok, accepted, bonus)
+
+
+def _result(task: _Task, tok: IntArray, accepted: IntArray, bonus: IntArray) -> TreeVerification:
+    """The outcome arrays from the accepted nodes and bonus tokens, in the input's kind."""
+    rows, depth = accepted.shape
     counts = (accepted >= 0).sum(axis=1)
     path_tokens = np.full_like(accepted, -1)
     hit = accepted >= 0
     path_tokens[hit] = tok[np.nonzero(hit)[0], accepted[hit]]
-    output = np.full((rows, task.depth + 1), PLACEHOLDER_TOKEN_ID, dtype=np.int64)
-    output[:, : task.depth] = path_tokens
+    output = np.full((rows, depth + 1), PLACEHOLDER_TOKEN_ID, dtype=np.int64)
+    output[:, :depth] = path_tokens
     output[np.arange(rows), counts] = bonus
+    kind = task.target.kind
     return TreeVerification(
-        target.kind.wrap(counts),
-        target.kind.wrap(accepted),
-        target.kind.wrap(path_tokens),
-        target.kind.wrap(bonus),
+        kind.wrap(counts),
+        kind.wrap(accepted),
+        kind.wrap(path_tokens),
+        kind.wrap(bonus),
         task.step.method,
         task.step.scheme,
-        target.kind.wrap(output),
+        kind.wrap(output),
     )
 
 
@@ -423,33 +486,54 @@ class _Task:
             _Scratch(),
         )
 
+    @property
+    def uniform_count(self) -> int:
+        """Uniforms per row: ``width`` per level of the tree, and one level more."""
+        return (self.depth + 1) * self.width
+
+    def run(self, u: FloatArray, accepted: IntArray, bonus: IntArray, rows: IntArray) -> None:
+        """Verify ``rows`` (all rows by a compiled walk where one applies, else those row by
+        row) into ``accepted`` and ``bonus``."""
+        if not self.walk(u, accepted, bonus):
+            for b in rows:
+                nodes, bonus[b] = self.sample(int(b), u[b])
+                accepted[b, : nodes.shape[0]] = nodes
+
     def walk(self, u: FloatArray, accepted: IntArray, bonus: IntArray) -> bool:
-        """All rows at once by the compiled walk (:func:`solvers.node_rules.rejection_walk`)
-        where it applies: a rejection rule (sps, rrs, rrs without replacement) without top-k
-        on rows readable as given (numpy or CPU torch float32/float64). False otherwise."""
+        """All rows at once by a compiled walk where it applies: a compiled node rule
+        (:data:`_NODE_RULES`, :func:`solvers.node_rules.node_walk`) or block verification
+        (:func:`solvers.node_rules.block_walk`), without top-k, on rows readable as given
+        (numpy or CPU torch float32/float64). False otherwise."""
         step = self.step
-        if step.top_k is not None or step.method not in _WALK_DRAFTS:
+        if step.top_k is not None or step.method not in (*_NODE_RULES, "block"):
             return False
         p, q = self.target.native_all(), self.draft.native_all()
         if p is None or q is None:
             return False
         shape = (self.tokens.shape[0], self.parents.shape[0] + 1)
         p_totals, q_totals = np.full(shape, -1.0), np.full(shape, -1.0)
+        error = np.zeros(5, dtype=np.int64)
+        atols = np.array([self.target.atol, self.draft.atol])
+        if step.method == "block":
+            block_walk(p, q, self.tokens, u, atols, p_totals, q_totals, accepted, bonus, error)
+            self._raise(error)
+            return True
         work, removed = self.scratch.buffers(p.shape[2])
-        error = np.zeros(4, dtype=np.int64)
-        rejection_walk(
+        rule, max_drafts = _NODE_RULES[step.method]
+        node_walk(
             p,
             q,
             self.tokens,
             self.kid_start,
             np.concatenate(self.kids),
             self.parents,
-            _WALK_DRAFTS[step.method],
+            rule,
+            max_drafts,
             step.scheme == "iid",
             step.scheme == "without_replacement",
             u,
             self.width,
-            np.array([self.target.atol, self.draft.atol]),
+            atols,
             p_totals,
             q_totals,
             work,
@@ -458,7 +542,18 @@ class _Task:
             bonus,
             error,
         )
-        code, b, context, token = (int(e) for e in error)
+        self._raise(error)
+        return True
+
+    def _raise(self, error: IntArray) -> None:
+        """The ``ValueError`` of a compiled walk's error (code, row, context, token, other)."""
+        step = self.step
+        code, b, context, token, other = (int(e) for e in error)
+        if code == ZERO_DRAFT and step.method == "block":  # context: the chain's node
+            raise ValueError(
+                f"tokens[{b}, {context}]: token {token} has draft probability 0 where drafted "
+                "(or is outside the top-k draft)"
+            )
         if code == BAD_TARGET:
             self.target.refuse(b, context)
         if code == BAD_DRAFT:
@@ -467,12 +562,17 @@ class _Task:
             _check_drafts(b, context, step, np.array([token]), np.array([False]), None)
         if code == REPEATED:
             _check_drafts(b, context, step, np.array([token, token]), np.array([True, True]), None)
-        return True
+        if code == TOO_MANY:
+            many = np.zeros(token, dtype=np.int64)
+            _check_drafts(b, context, step, many, np.ones(token, dtype=bool), None)
+        if code == NOT_HUB:
+            pair = np.array([token, other])
+            _check_drafts(b, context, step, pair, np.array([True, True]), -1)
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
-        if self.step.method == "block" and self.step.top_k is None:
-            return self._block_sample(b, u)
+        if self.step.method in PATH_METHODS and self.step.top_k is None:
+            return self._path_sample(b, u)
         if self.step.method in PATH_METHODS:
             nodes, stops, root = self._path_stops(b)
             if stops is None:
@@ -486,8 +586,8 @@ class _Task:
             if omega.shape[0] == 0:
                 row = self.target.native(b, context)
                 return draw_scaled(row, self.target.total(b, context, row), float(mine[0]))
-            if self.step.rejection(omega.shape[0]):
-                return self._rejection_token(b, context, omega, mine)
+            if self.step.compiled():
+                return self._compiled_token(b, context, omega, mine)
             p = self.target.row(b, context)
             q = _checked_draft(b, context, self.draft, self.step, omega)
             return self.step.token(p, q, omega, mine)
@@ -536,23 +636,34 @@ class _Task:
                     pending.append((self._next_state(matched), (*prefix, int(y)), mass * law[y]))
         return out
 
-    def _rejection_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
-        """A rejection rule's token read from the rows as given (:mod:`solvers.node_rules`)."""
+    def _compiled_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
+        """A compiled rule's token read from the rows as given (:func:`node_token`)."""
         p = self.target.native(b, context)
         q = self.draft.native(b, context)
         p_total = self.target.total(b, context, p)
         q_total = self.draft.total(b, context, q)
-        drafts = omega if self.step.method in ("rrs", "rrs_without_replacement") else omega[:1]
         _check_drafts(b, context, self.step, omega, q[omega] > 0, None)
+        rule, max_drafts = _NODE_RULES[self.step.method]
         work, removed = self.scratch.buffers(p.shape[0])
         wor = self.step.scheme == "without_replacement"
-        return int(rejection_token(p, q, p_total, q_total, drafts, wor, u, work, removed))
+        token = int(
+            node_token(rule, p, q, p_total, q_total, omega[:max_drafts], wor, u, work, removed)
+        )
+        if token < 0:
+            _check_drafts(b, context, self.step, omega, np.ones(2, dtype=bool), -1)
+        return token
 
-    def _block_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
-        """Block verification of row b's chain on its rows as given
-        (:func:`solvers.node_rules.block_token`): the bonus row is read only when the whole
-        chain is accepted."""
-        chosen = _chain_of(self.tokens[b])
+    def _path_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
+        """Block verification of row b's chain, or of GBV's selected path against its skewed
+        draft, on the rows as given (:func:`solvers.node_rules.path_token`): the levels below
+        the accepted prefix are read only for their path entries and sums, the bonus row only
+        when the whole path is accepted."""
+        if self.step.method == "block":
+            chosen, paths = _chain_of(self.tokens[b]), 1
+        else:
+            chosen, paths = _selected_path(
+                b, self.tokens[b], self.path_grid, self.target, self.draft, self.step, self.ranking
+            )
         if chosen is None:
             return _NO_NODES, self._draw_target(b, 0, float(u[0]))
         nodes, contexts, path = chosen
@@ -568,8 +679,10 @@ class _Task:
                 f"tokens[{b}, {nodes[d]}]: token {path[d]} has draft probability 0 where "
                 "drafted (or is outside the top-k draft)"
             )
-        accepted, token = block_token(
-            p, q, p_index, q_index, p_totals, q_totals, path, float(u[0]), float(u[1])
+        inverse = self.ranking == "inverse-ratio"
+        work = self.scratch.buckets(p.shape[1] if paths > 1 else 0)
+        accepted, token = path_token(
+            p, q, p_index, q_index, p_totals, q_totals, path, paths, inverse, work, u[0], u[1]
         )
         if token < 0:
             token = self._draw_target(b, int(contexts[steps]), float(u[1]))
@@ -597,7 +710,14 @@ class _Task:
 
 
 _NO_NODES = np.zeros(0, dtype=np.int64)
-_WALK_DRAFTS = {"sps": 1, "rrs": 1 << 30, "rrs_without_replacement": 1 << 30}  # drafts verified
+# The compiled node rules (solvers.node_rules.node_token): method -> (rule, drafts verified).
+_NODE_RULES = {
+    "sps": (REJECTION, 1),
+    "rrs": (REJECTION, 1 << 30),
+    "rrs_without_replacement": (REJECTION, 1 << 30),
+    "kseq": (KSEQ_RULE, 1 << 30),
+    "spechub": (SPECHUB_RULE, 2),
+}
 
 
 def _spread(
@@ -627,13 +747,10 @@ class _Step:
     def restrict(self, q: FloatArray, drafted: IntArray) -> FloatArray:
         return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
 
-    def rejection(self, n: int) -> bool:
-        """Whether a node with ``n`` drafts runs a rejection rule on the rows as given (no
-        top-k restriction to apply)."""
-        return self.top_k is None and (
-            self.method in ("sps", "rrs", "rrs_without_replacement")
-            or (self.method == "spechub" and n == 1)
-        )
+    def compiled(self) -> bool:
+        """Whether a node runs a compiled rule on the rows as given (no top-k restriction
+        to apply)."""
+        return self.top_k is None and self.method in _NODE_RULES
 
     def law(self, p: FloatArray, q: FloatArray, omega: IntArray) -> FloatArray:
         """pi(. | omega) over the vocabulary (q already restricted and checked)."""
@@ -651,31 +768,12 @@ class _Step:
                 p, q, omega[:1] if self.method in ("sps", "spechub") else omega, self.scheme, u
             )
         if self.method == "kseq":  # kseq_parameters' accept and residual, read where needed
-            rho = kseq_rho(p, q, n)
-            beta, miss = kseq_beta(p, q, rho)
-            c = any_accepted(beta, miss, n) / beta if beta > 0 else float(n)
-            for j, x in enumerate(omega):
-                if u[j] < min(1.0, p[x] / rho / q[x]):
-                    return int(x)
-            return int(kseq_residual_token(p, q, rho, c, float(u[n])))
+            return int(kseq_token(p, q, 1.0, 1.0, omega, u))
         if self.method == "spechub":
-            ver = hub_verification(p, q, int(np.argmax(q)))
-            candidates, accept, final = hub_candidates(ver, omega[None])
-            return _sequential_token(candidates[0], accept[0], final, u)
+            return int(hub_token(p, q, 1.0, 1.0, omega, u))
         if self.method == "global_resolution":
             return _global_resolution_token(p, q, omega, self.scheme, self.tau, u[:2])
         return draw(self.law(p, q, omega), float(u[0]))
-
-
-def _sequential_token(
-    candidates: IntArray, accept: FloatArray, final: FloatArray, u: FloatArray
-) -> int:
-    """Candidate j wins when u_j < accept_j (the first such), else a draw from ``final``
-    (the procedure of :func:`otlp.rules.sequential.sequential_verify`, one row)."""
-    for j, x in enumerate(candidates):
-        if u[j] < accept[j]:
-            return int(x)
-    return draw(final, float(u[candidates.shape[0]]))
 
 
 def _rejection_token(
@@ -796,7 +894,8 @@ def _check_drafts(
     b: int, context: int, step: _Step, omega: IntArray, possible: NDArray[np.bool_], hub: int | None
 ) -> None:
     """The drafts ``omega`` at a context: of positive draft probability (``possible``),
-    distinct without replacement, at most a SpecHub pair holding the hub (``hub``: argmax q)."""
+    distinct without replacement, at most a SpecHub pair holding the hub (``hub``: argmax q;
+    None: not checked here, the compiled rule reports it)."""
     if not possible.all():
         token = int(omega[np.flatnonzero(~possible)[0]])
         raise ValueError(
@@ -809,7 +908,7 @@ def _check_drafts(
         raise ValueError(
             f"parents: SpecHub verifies at most two children per node, got {omega.shape[0]}"
         )
-    if step.method == "spechub" and omega.shape[0] == 2 and hub not in omega:
+    if step.method == "spechub" and omega.shape[0] == 2 and hub is not None and hub not in omega:
         raise ValueError(
             f"tokens[{b}]: the SpecHub pair {omega.tolist()} at context {context} lacks the hub "
             "argmax q"
@@ -822,6 +921,7 @@ class _Scratch:
     def __init__(self) -> None:
         self._work: FloatArray | None = None
         self._removed: NDArray[np.bool_] | None = None
+        self._buckets: tuple[Any, ...] | None = None
 
     def buffers(self, vocab: int) -> tuple[FloatArray, NDArray[np.bool_]]:
         if self._work is None or self._removed is None or self._removed.shape[0] != vocab:
@@ -829,10 +929,18 @@ class _Scratch:
             self._removed = np.zeros(vocab, dtype=bool)
         return self._work, self._removed
 
+    def buckets(self, vocab: int) -> tuple[Any, ...]:
+        """GBV's bucket arrays (:func:`solvers.node_rules.buckets_work`)."""
+        if self._buckets is None or self._buckets[3].shape[0] != vocab:
+            self._buckets = buckets_work(vocab)
+        return self._buckets
+
 
 # ----- path methods -------------------------------------------------------------------------
 def _path_shape(parents: IntArray, method: str) -> tuple[int, int]:
-    shape = trees.path_shape(parents) if parents.shape[0] else (1, 0)
+    nodes = parents.shape[0]
+    chained = np.array_equal(parents, np.arange(-1, nodes - 1))  # the common case, at once
+    shape = (1, nodes) if chained else trees.path_shape(parents)
     if shape is None:
         raise ValueError(f"parents: method {method!r} verifies path trees (path_tree(K, L))")
     if method == "block" and shape[0] != 1:
@@ -856,7 +964,7 @@ def _chain_of(row: IntArray) -> tuple[IntArray, IntArray, IntArray] | None:
     return np.arange(steps), np.arange(steps + 1), row[:steps]
 
 
-def _path_stops(
+def _selected_path(
     b: int,
     row: IntArray,
     path_grid: tuple[int, int],
@@ -864,21 +972,20 @@ def _path_stops(
     draft: ContextLaws,
     step: _Step,
     ranking: str,
-) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
-    """Block verification on row b's chain, or on GBV's selected path ([GBV] §5).
+) -> tuple[tuple[IntArray, IntArray, IntArray] | None, int]:
+    """Row b's path to verify: (its nodes, contexts (the root's and each node's), tokens),
+    None when the row has no drafts; and K, the number of drafted paths.
 
     GBV selects the highest-ranked path from on-path entries only (O(K L),
     :func:`~otlp.multistep.gbv.select_path`), ranking children by M_b / M_s as given (the
     same ratio up to one factor per context, so the same ranking); the skewed draft ranks by
-    the same keys, so both agree bit for bit. Only the selected path's laws are read in full
-    (and checked).
-    """
+    the same keys, so both agree bit for bit."""
     paths, length = path_grid
     grid = row.reshape(paths, length)
     lengths = (grid >= 0).sum(axis=1)
     kept = np.flatnonzero(lengths > 0)
     if kept.shape[0] == 0:
-        return _NO_NODES, None, target.row(b, 0)
+        return None, 0
     steps = int(lengths[kept[0]])
     if np.any(lengths[kept] != steps):
         raise ValueError(f"tokens[{b}]: method {step.method!r} needs its paths of equal length")
@@ -896,24 +1003,44 @@ def _path_stops(
                 "where drafted"
             )
         chosen = select_path(p_on, q_on, toks, ranking)
-    ctx = contexts[chosen]
+    return (nodes[chosen], contexts[chosen], toks[chosen]), kept.shape[0]
+
+
+def _path_stops(
+    b: int,
+    row: IntArray,
+    path_grid: tuple[int, int],
+    target: ContextLaws,
+    draft: ContextLaws,
+    step: _Step,
+    ranking: str,
+) -> tuple[IntArray, single_path.StopLaw | None, FloatArray]:
+    """Block verification's stop law on row b's chain, or on GBV's selected path
+    (:func:`_selected_path`) against its skewed draft ([GBV] §5), as full float64 laws (the
+    exact law, and the sampler under top-k). Only the selected path's laws are read in full
+    (and checked)."""
+    chosen, paths = _selected_path(b, row, path_grid, target, draft, step, ranking)
+    if chosen is None:
+        return _NO_NODES, None, target.row(b, 0)
+    nodes, ctx, path = chosen
+    steps = path.shape[0]
+    first = row.reshape(path_grid)[:, 0]
     raw_p, raw_q = target.raw(b, ctx), draft.raw(b, ctx[:-1])
     tgt, dft = target.checked(b, ctx, raw_p), draft.checked(b, ctx[:-1], raw_q)
-    path = toks[chosen]
     if step.top_k is not None:  # ties towards the tokens drafted there (the root: all paths')
         for d in range(steps):
-            dft[d] = step.restrict(dft[d], toks[:, 0] if d == 0 else path[d : d + 1])
+            dft[d] = step.restrict(dft[d], first[first >= 0] if d == 0 else path[d : d + 1])
     on_path = dft[np.arange(steps), path]
     if np.any(on_path <= 0):
         d = int(np.flatnonzero(on_path <= 0)[0])
         raise ValueError(
-            f"tokens[{b}, {nodes[chosen, d]}]: token {path[d]} has draft probability 0 where "
+            f"tokens[{b}, {nodes[d]}]: token {path[d]} has draft probability 0 where "
             "drafted (or is outside the top-k draft)"
         )
     skewed = dft[None]
     if step.method == "gbv":
         keys = local_key(raw_p[:steps], raw_q, ranking)
         skewed, _ = skewed_conditionals(
-            tgt[None], dft[None], path[None], kept.shape[0], ranking, keys=keys[None]
+            tgt[None], dft[None], path[None], paths, ranking, keys=keys[None]
         )
-    return nodes[chosen], single_path.block(tgt[None], skewed, path[None]), tgt[0]
+    return nodes, single_path.block(tgt[None], skewed, path[None]), tgt[0]
