@@ -41,6 +41,8 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from solvers.global_resolution.pair_system import pair_complements
+
 FloatArray = NDArray[np.float64]
 
 REL_ERROR = 1e-13  # target for the trapezoidal discretisation bound
@@ -159,10 +161,14 @@ def prefix_complements(q_order: FloatArray, n: int) -> PrefixComplements:
     """1 - P(all n draws without replacement lie in q_order[:i]) for i = 0..k.
 
     ``q_order`` is the draft distribution (summing to one over all k tokens) in the order
-    of the chain. Rates outside each prefix are suffix sums of positive terms.
+    of the chain. Rates outside each prefix are suffix sums of positive terms. For n = 2 the
+    closed form of :mod:`~solvers.global_resolution.pair_system` (no quadrature nodes).
     """
     q = np.ascontiguousarray(q_order, dtype=np.float64)
     k = q.shape[0]
+    if n == 2:  # closed form in O(k): see the docstring
+        pairs = pair_complements(q)
+        return PrefixComplements(pairs, 8.0 * (k + 2) * np.finfo(float).eps * pairs, 0)
     rate = np.append(np.cumsum(q[::-1])[::-1], 0.0)  # q outside the first i tokens
     values = np.ones(k + 1)
     error = np.zeros(k + 1)

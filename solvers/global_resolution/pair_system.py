@@ -23,6 +23,16 @@ j ≠ i as prefix plus suffix sums (no subtraction, so a token holding almost al
 mass does not cancel the others). The Hessian's off-diagonal part is
 Σ_r w2_r e^{-t_r slack} (u_a u_b^T + u_b u_a^T) with u_a = c y_r a, u_b = c y_r b: rank 2 per
 node, in the Laplacian form :func:`~solvers.global_resolution.newton.newton` expects.
+
+The same factors give subset selection without replacement in closed form at n = 2
+([GR] §6, Lemma 6.3's prefix rule; App. S): both drafts fall in H unless the first draw
+leaves H, or the first draw is some i in H and the second leaves H, so with λ = q(not H)
+
+    C(H) = 1 - P(both drafts in H) = (λ / Q) (1 + Σ_{i∈H} q_i / (Q - q_i)),    Q = Σ q,
+
+a sum of positive terms (Q - q_i as others' sums, λ as a suffix sum): :func:`pair_complements`
+gives it for every prefix of a chain in O(k), where the general exponential-clock quadrature
+(:func:`~solvers.global_resolution.clocks.prefix_complements`) costs O(R k n).
 """
 
 from __future__ import annotations
@@ -91,6 +101,31 @@ class PairSystem(SoftmaxSystem):
             return Evaluation(alpha, receipts, None, None, None, quad_error)
         row_sums = self.slack * c * self.single / (self.slack + c) ** 2 + pair_rows
         return Evaluation(alpha, receipts, row_sums, low_rank, blocks, quad_error)
+
+
+@nb.njit(cache=True)
+def pair_complements(q_order: FloatArray) -> FloatArray:
+    """1 - P(both of two draws without replacement lie in q_order[:i]), i = 0..k (see the
+    module docstring). ``q_order`` is the draft distribution in chain order; its total Q is
+    the clocks' normalisation, so the values match the quadrature's to rounding."""
+    k = q_order.shape[0]
+    others = np.empty(k)
+    _exclusive(q_order, others)
+    total = q_order.sum()
+    rest = np.empty(k + 1)  # q outside the first i tokens, as suffix sums
+    rest[k] = 0.0
+    for i in range(k - 1, -1, -1):
+        rest[i] = rest[i + 1] + q_order[i]
+    out = np.ones(k + 1)  # fewer than two tokens inside, or no mass outside: the
+    if k >= 2:  # quadrature's conventions (a pair needs two tokens of positive mass)
+        out[k] = 0.0
+    ratios = 0.0  # Σ over the prefix of q_i / (Q - q_i)
+    for i in range(k):
+        if i >= 2 and rest[i] > 0:
+            out[i] = min(rest[i] / total * (1.0 + ratios), 1.0)
+        if others[i] > 0:
+            ratios += q_order[i] / others[i]
+    return out
 
 
 @nb.njit(cache=True)
