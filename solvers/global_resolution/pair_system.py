@@ -37,6 +37,7 @@ gives it for every prefix of a chain in O(k), where the general exponential-cloc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -44,8 +45,8 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
-from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem
+from solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
+from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, clip_alpha
 
 FloatArray = NDArray[np.float64]
 
@@ -82,25 +83,62 @@ class PairSystem(SoftmaxSystem):
 
     def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation:
         """Receipts (and the Hessian parts) at ``alpha``; see the module docstring."""
-        alpha = self.clip(alpha)
-        c = np.exp(alpha - alpha.max() if self.gauge_free else alpha)
-        if c.shape[0] >= 2:
-            top = np.sort(c)[-2:].sum()
-            t, w1, w2 = quadrature(self.slack + c.min(), self.slack + top)
-            scale = np.exp(-t * self.slack)
-            w1, w2 = w1 * scale, w2 * scale
-        else:
-            t, w1, w2 = np.zeros(0), np.zeros(0), np.zeros(0)
-        pair, pair_rows, low_rank, blocks = _pair_terms(
-            t, w1, w2, c, self.a, self.b, self.slack, hessian
+        alpha, receipts, row_sums, low_rank, blocks, quad_error = pair_evaluate(
+            np.asarray(alpha, dtype=np.float64),
+            self.a,
+            self.b,
+            self.single,
+            self.slack,
+            hessian,
+            0,
         )
-        exact = c * self.single / (self.slack + c)
-        receipts = exact + pair
-        quad_error = 1.01 * KERNEL_REL_ERROR * float(pair.sum())
         if not hessian:
             return Evaluation(alpha, receipts, None, None, None, quad_error)
-        row_sums = self.slack * c * self.single / (self.slack + c) ** 2 + pair_rows
         return Evaluation(alpha, receipts, row_sums, low_rank, blocks, quad_error)
+
+
+@nb.njit(cache=True)
+def pair_evaluate(
+    alpha: FloatArray,
+    a: FloatArray,
+    b: FloatArray,
+    single: FloatArray,
+    slack: float,
+    hessian: bool,
+    level: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """:meth:`PairSystem.evaluate` compiled: (clipped alpha, receipts, row sums, U^T, Λ
+    blocks, certified bound of the receipts' quadrature error), the Hessian parts empty
+    unless ``hessian``; ``level`` picks the quadrature step
+    (:data:`~solvers.global_resolution.expsum.STEPS`). Without slack c is shifted by
+    max alpha (F is shift-invariant)."""
+    gauge_free = slack == 0.0
+    alpha = clip_alpha(alpha, gauge_free)
+    m = alpha.shape[0]
+    c = np.exp(alpha - alpha.max()) if gauge_free and m else np.exp(alpha)
+    if m >= 2:
+        first, second = -np.inf, -np.inf  # the two largest c
+        for value in c:
+            if value > first:
+                first, second = value, first
+            elif value > second:
+                second = value
+        t, w1, w2 = quadrature(slack + c.min(), slack + first + second, level)
+        for r in range(t.shape[0]):
+            scale = math.exp(-t[r] * slack)
+            w1[r] *= scale
+            w2[r] *= scale
+    else:
+        t, w1, w2 = np.zeros(0), np.zeros(0), np.zeros(0)
+    pair, pair_rows, low_rank, blocks = _pair_terms(t, w1, w2, c, a, b, slack, hessian)
+    receipts = np.empty(m)
+    row_sums = np.empty(m if hessian else 0)
+    for i in range(m):
+        receipts[i] = c[i] * single[i] / (slack + c[i]) + pair[i]
+        if hessian:
+            row_sums[i] = slack * c[i] * single[i] / (slack + c[i]) ** 2 + pair_rows[i]
+    quad_error = 1.01 * KERNEL_REL_ERRORS[level] * pair.sum()
+    return alpha, receipts, row_sums, low_rank, blocks, quad_error
 
 
 @nb.njit(cache=True)
