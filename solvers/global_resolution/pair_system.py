@@ -79,7 +79,7 @@ class PairSystem(SoftmaxSystem):
 
     @cached_property
     def reachable(self) -> FloatArray:
-        return self.single + self.a * others_sum(self.b) + self.b * others_sum(self.a)
+        return pair_reachable(self.a, self.b, self.single)
 
     def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation:
         """Receipts (and the Hessian parts) at ``alpha``; see the module docstring."""
@@ -139,6 +139,16 @@ def pair_evaluate(
             row_sums[i] = slack * c[i] * single[i] / (slack + c[i]) ** 2 + pair_rows[i]
     quad_error = 1.01 * KERNEL_REL_ERRORS[level] * pair.sum()
     return alpha, receipts, row_sums, low_rank, blocks, quad_error
+
+
+@nb.njit(cache=True)
+def pair_reachable(a: FloatArray, b: FloatArray, single: FloatArray) -> FloatArray:
+    """Mass of the columns containing each token: single_i + a_i Σ_{j≠i} b_j + b_i Σ_{j≠i} a_j."""
+    m = a.shape[0]
+    sum_a, sum_b = np.empty(m), np.empty(m)
+    _exclusive(np.ascontiguousarray(a), sum_a)
+    _exclusive(np.ascontiguousarray(b), sum_b)
+    return single + a * sum_b + b * sum_a
 
 
 @nb.njit(cache=True)

@@ -48,9 +48,14 @@ from solvers.global_resolution.newton import (
     MinimizeResult,
     clock,
 )
-from solvers.global_resolution.pair_system import PairSystem, pair_evaluate
-from solvers.global_resolution.softmax_system import SoftmaxSystem
-from solvers.global_resolution.wor_system import WithoutReplacementSystem, wor_evaluate
+from solvers.global_resolution.pair_system import PairSystem, pair_evaluate, pair_reachable
+from solvers.global_resolution.softmax_system import SoftmaxSystem, clip_alpha
+from solvers.global_resolution.wor_system import (
+    WithoutReplacementSystem,
+    u_target,
+    wor_evaluate,
+    wor_reachable,
+)
 
 FloatArray = NDArray[np.float64]
 # The module, not the function the package exports under its name: FIRST_CHUNK is read from
@@ -65,15 +70,16 @@ KernelData = tuple[
 ]
 
 
-def kernel_data(system: SoftmaxSystem) -> tuple[int, KernelData]:
-    """The kind of ``system`` and what its compiled evaluation reads."""
+def kernel_data(system: SoftmaxSystem, tol: float) -> tuple[int, KernelData]:
+    """The kind of ``system`` and what its compiled evaluation reads for a solve to ``tol``
+    (the u-grid of :func:`~solvers.global_resolution.wor_system.u_target` of it)."""
     none1, none2, none3 = np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0, 0))
     if isinstance(system, PairSystem):
         vectors = np.stack((system.a, system.b, system.single)).astype(np.float64)
         return PAIR, (vectors, none2, none2, none3, none1, 0.0, none2, none1)
     if not isinstance(system, WithoutReplacementSystem):
         raise TypeError(f"system: expected a pair or without-replacement system, got {system!r}")
-    weights, a, b, base, bound = system.u_grid
+    weights, a, b, base, bound = system.u_grid_at(u_target(tol))
     q_pow, base_pow = system.iid_powers
     return WITHOUT_REPLACEMENT, (
         np.ascontiguousarray(system.q, dtype=np.float64)[None, :],
@@ -159,21 +165,38 @@ def _line_search(
 
 
 @nb.njit(cache=True)
+def initial_alpha(kind: int, data: Any, targets: FloatArray, slack: float) -> FloatArray:
+    """Each token alone with its columns: c_i / (slack + c_i) W_i = x_i (W_i: the mass of the
+    columns containing i, :func:`~.pair_system.pair_reachable` or
+    :func:`~.wor_system.wor_reachable`)."""
+    vectors, grid_a, grid_b, base, weights = data[0], data[1], data[2], data[3], data[4]
+    if kind == PAIR:
+        reach = pair_reachable(vectors[0], vectors[1], vectors[2])
+    else:
+        reach = wor_reachable(vectors[0], weights, grid_a, grid_b, base)
+    alpha = np.empty(targets.shape[0])
+    for i in range(targets.shape[0]):
+        room = max(reach[i] - targets[i], 1e-12 * reach[i])
+        ratio = targets[i] / room if room > 0 else 1.0
+        alpha[i] = math.log(min(max(ratio, 1e-300), 1e300))
+    return clip_alpha(alpha, slack == 0.0)
+
+
+@nb.njit(cache=True)
 def system_newton_kernel(
     kind: int,
     data: Any,
     targets: FloatArray,
     slack: float,
-    alpha0: FloatArray,
     tol: float,
     max_iter: int,
     deadline: float,
     first_check: int,
 ) -> tuple[FloatArray, int, int, float, float, int]:
-    """Damped Newton from ``alpha0`` (see the module docstring; the clock is first read after
-    ``first_check`` iterations unless the unit is timed): (alpha, iterations, evaluations,
-    ||grad||_1, certified deviation, status) with status ``CONVERGED``, ``ITERATION_LIMIT``,
-    ``LINE_SEARCH_FAILED`` or ``OUT_OF_TIME``."""
+    """Damped Newton from :func:`initial_alpha` (see the module docstring; the clock is first
+    read after ``first_check`` iterations unless the unit is timed): (alpha, iterations,
+    evaluations, ||grad||_1, certified deviation, status) with status ``CONVERGED``,
+    ``ITERATION_LIMIT``, ``LINE_SEARCH_FAILED`` or ``OUT_OF_TIME``."""
     m = targets.shape[0]
     if slack == 0.0:  # pin one variable (the largest target) to fix the gauge
         pinned = np.argmax(targets)
@@ -181,7 +204,7 @@ def system_newton_kernel(
     else:
         free = np.arange(m)
     level = 0  # the finest quadrature: a coarser one stalled a peaked unit (m = 23, n = 5)
-    ev = _evaluate(kind, alpha0, slack, False, level, data)
+    ev = _evaluate(kind, initial_alpha(kind, data, targets, slack), slack, False, level, data)
     evaluations, iterations, status = 1, 0, ITERATION_LIMIT
     has_hessian, timed = False, False
     grad_norm = deviation = np.inf
@@ -229,15 +252,6 @@ def system_newton_kernel(
     return ev[0], iterations, evaluations, grad_norm, deviation, status
 
 
-def _initial_alpha(system: SoftmaxSystem) -> FloatArray:
-    """Each token alone with its columns: c_i / (slack + c_i) W_i = x_i (W = ``reachable``)."""
-    reach = np.asarray(system.reachable, dtype=np.float64)
-    room = np.maximum(reach - system.targets, 1e-12 * reach)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(room > 0, system.targets / room, 1.0)
-    return system.clip(np.log(np.clip(ratio, 1e-300, 1e300)))
-
-
 def system_newton(
     system: SoftmaxSystem,
     tol: float,
@@ -248,7 +262,7 @@ def system_newton(
     """Minimise F of a pair or without-replacement ``system`` until the certified deviation
     is at most ``tol`` (within ``time_budget`` seconds from this call, None: no limit;
     :func:`system_newton_kernel`)."""
-    kind, data = kernel_data(system)
+    kind, data = kernel_data(system, tol)
     if not system_newton_kernel.signatures:  # compile before the clock starts (first call)
         _compile()
     start = time.perf_counter()
@@ -258,7 +272,6 @@ def system_newton(
         data,
         np.ascontiguousarray(system.targets, dtype=np.float64),
         float(system.slack),
-        _initial_alpha(system),
         tol,
         max_iter,
         deadline,
@@ -283,5 +296,5 @@ def _compile() -> None:
     pair = PairSystem(q, targets, 0.0, 1.0, 2, q, q, q, 0.0, 0.0)
     wor = WithoutReplacementSystem(q, targets, 0.0, 1.0, 3, np.zeros(0), 0.3)
     for system in (pair, wor):
-        kind, data = kernel_data(system)
-        system_newton_kernel(kind, data, targets, 1.0, np.zeros(3), 1e-3, 1, math.inf, 1)
+        kind, data = kernel_data(system, 1e-3)
+        system_newton_kernel(kind, data, targets, 1.0, 1e-3, 1, math.inf, 1)

@@ -23,6 +23,8 @@ evaluation costs O(R_t R_u m n). The u-integral is the trapezoidal rule in log u
 ``discretisation_bound(n + 1, h)`` (the integrand has n factors 1 - e^{-w}) plus the tails,
 u < u_low (relative <= u_low^{n+1} / (n + 1), since w(s) >= Π_{j∈s} q_j) and
 u > u_high (relative <= e^{-30}). Positive terms carry relative errors over to the receipts.
+The discretisation and left-tail targets are ``U_SHARE`` of the solve's tolerance (never
+finer than ``U_REL_ERROR``): at tau = 1e-3, n = 4, about 15 u-nodes instead of 32.
 
 Newton's Hessian is exact on the diagonal side (rho_i = slack c_i Σ_{s∋i} w / (slack +
 c(s))^2 from the same pass with the w2 weights). Its off-diagonal part
@@ -62,8 +64,15 @@ FloatArray = NDArray[np.float64]
 
 U_REL_ERROR = 1e-9  # target of the u-quadrature's discretisation bound
 U_TAIL = 30.0  # the right tail is below e^-30 relative to every set's mass
+U_SHARE = 0.01  # the u-quadrature's relative error may take this share of a solve's tolerance
 EXACT_HESSIAN_WORK = 3e7  # largest R_t R_u m^2 n for the exact off-diagonal Hessian
 EXACT_HESSIAN_SIZE = 40  # and the most variables: it costs about m / 2 receipt evaluations
+
+
+def u_target(tol: float) -> float:
+    """The u-quadrature's target for a solve to ``tol`` (an L1 deviation of receipts that sum
+    to at most 1): ``U_SHARE`` of it, never finer than ``U_REL_ERROR``."""
+    return max(U_REL_ERROR, U_SHARE * tol)
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,15 @@ class WithoutReplacementSystem(SoftmaxSystem):
 
     @cached_property
     def u_grid(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
-        """Per u-node: weights, a and b of the variables, base polynomials; the bound."""
+        """:meth:`u_grid_at` the finest target, ``U_REL_ERROR``."""
+        return self.u_grid_at(U_REL_ERROR)
+
+    def u_grid_at(
+        self, target: float
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
+        """Per u-node: weights, a and b of the variables, base polynomials; the relative
+        error bound of the u-quadrature, whose discretisation and left tail are each at most
+        ``target`` (a solve to a tolerance ``tol`` uses :func:`u_target` of it: fewer nodes)."""
         n = self.n
         everything = np.concatenate([self.q, self.base_q])
         top = np.sort(everything)[::-1]
@@ -84,8 +101,8 @@ class WithoutReplacementSystem(SoftmaxSystem):
         if not rest > 0:
             raise QuadratureRangeError("base_q: the unit's largest set holds all the draft mass")
         q_min = float(everything[everything > 0].min())
-        h = step(n + 1, U_REL_ERROR)
-        u_low = ((n + 1) * U_REL_ERROR) ** (1.0 / (n + 1))
+        h = step(n + 1, target)
+        u_low = ((n + 1) * target) ** (1.0 / (n + 1))
         u_high = (U_TAIL + n * -math.log(q_min) - math.log(rest)) / rest
         count = math.ceil((math.log(u_high) - math.log(u_low)) / h) + 1
         u = np.exp(math.log(u_low) + h * np.arange(count))
@@ -93,7 +110,7 @@ class WithoutReplacementSystem(SoftmaxSystem):
         b = np.exp(-np.multiply.outer(u, self.q))
         a = -np.expm1(-np.multiply.outer(u, self.q))
         base = _base_polynomials(u, np.ascontiguousarray(self.base_q), self.excluded, n)
-        bound = discretisation_bound(n + 1, h) + 2 * U_REL_ERROR + math.exp(-U_TAIL)
+        bound = discretisation_bound(n + 1, h) + 2 * target + math.exp(-U_TAIL)
         return weights, a, b, base, bound
 
     @cached_property
@@ -105,10 +122,7 @@ class WithoutReplacementSystem(SoftmaxSystem):
     @cached_property
     def reachable(self) -> FloatArray:
         weights, a, b, base, _ = self.u_grid
-        ones = np.ones(self.size)
-        return _wor_terms(
-            np.zeros(1), np.ones(1), np.zeros(1), ones, self.q, a, b, base, weights, False
-        )[0]
+        return wor_reachable(self.q, weights, a, b, base)
 
     def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation:
         """Receipts (and the Hessian parts) at ``alpha``; see the module docstring."""
@@ -131,6 +145,16 @@ class WithoutReplacementSystem(SoftmaxSystem):
         if not hessian:
             return Evaluation(alpha, receipts, None, None, None, quad_error)
         return Evaluation(alpha, receipts, rho, low_rank, blocks, quad_error)
+
+
+@nb.njit(cache=True)
+def wor_reachable(
+    q: FloatArray, weights: FloatArray, a: FloatArray, b: FloatArray, base: FloatArray
+) -> FloatArray:
+    """Mass of the unit's sets containing each variable, Σ_{s∋i} w(s), on a u-grid."""
+    m = q.shape[0]
+    one = np.ones(1)
+    return _wor_terms(np.zeros(1), one, np.zeros(1), np.ones(m), q, a, b, base, weights, False)[0]
 
 
 @nb.njit(cache=True)
