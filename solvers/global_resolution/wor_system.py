@@ -71,8 +71,12 @@ EXACT_HESSIAN_SIZE = 40  # and the most variables: it costs about m / 2 receipt 
 
 def u_target(tol: float) -> float:
     """The u-quadrature's target for a solve to ``tol`` (an L1 deviation of receipts that sum
-    to at most 1): ``U_SHARE`` of it, never finer than ``U_REL_ERROR``."""
-    return max(U_REL_ERROR, U_SHARE * tol)
+    to at most 1): ``U_SHARE`` of it rounded down to a power of ten (a few distinct targets,
+    so :func:`~solvers.global_resolution.clocks.step` stays cached), never finer than
+    ``U_REL_ERROR``."""
+    if not U_SHARE * tol > U_REL_ERROR:
+        return U_REL_ERROR
+    return max(U_REL_ERROR, 10.0 ** math.floor(math.log10(U_SHARE * tol)))
 
 
 @dataclass(frozen=True)
