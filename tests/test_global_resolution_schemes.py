@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import otlp
 from instances import zipf_llm_pair
 from otlp.builders import outer_system
+from otlp.global_resolution.constants import INNER
 from otlp.global_resolution.schemes import SchemeGlobalResolution
 from solvers.global_resolution.explicit_system import ExplicitSystem
 from solvers.global_resolution.pair_system import PairSystem
@@ -211,3 +212,20 @@ def test_double_quadrature_matches_exact_set_sums_within_its_bound(seed: int) ->
         assert np.abs(got.receipts - want.receipts).sum() <= got.quad_error + 1e-15
         assert got.row_sums == pytest.approx(want.row_sums, rel=1e-6, abs=1e-300)
         assert system.reachable == pytest.approx(reference.reachable, rel=1e-8)
+
+
+# ----- the compiled Newton loop of the scheme systems keeps its clock ---------------------------
+@pytest.mark.parametrize("n", [2, 3])
+def test_scheme_system_solve_stops_at_its_deadline(monkeypatch, n: int) -> None:
+    """The compiled loop (pair system at n = 2, the double quadrature at n = 3) reads its
+    deadline between iterations: a solve of several iterations with a deadline already
+    passed stops after the first ``FIRST_CHUNK`` (shortened to one here) and says why."""
+    from solvers.global_resolution.system_newton import NEWTON, system_newton
+
+    engine = SchemeGlobalResolution(_wor(3, 12, n), 1e-6)
+    _, system = engine._system((INNER, None))
+    free = system_newton(system, 1e-6, time_budget=None)
+    assert free.iterations >= 2 and free.converged
+    monkeypatch.setattr(NEWTON, "FIRST_CHUNK", 1)
+    late = system_newton(system, 1e-6, time_budget=1e-9)
+    assert late.message == "time budget exhausted" and late.iterations == 1

@@ -215,7 +215,7 @@ def row_slice(
     if not (system.size == 0 or (system.size == 1 and system.gauge_free)):
         try:
             result = system_newton(
-                system,  # type: ignore[arg-type]
+                system,
                 budget,
                 max_iter=max_iter,
                 time_budget=time_budget,

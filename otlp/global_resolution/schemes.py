@@ -141,7 +141,7 @@ class SchemeGlobalResolution(GlobalResolution):
 
     def _minimize(self, system: SoftmaxSystem, stop: float) -> MinimizeResult:
         return system_newton(
-            system,  # type: ignore[arg-type]  # every system here evaluates itself
+            system,
             stop,
             max_iter=self.max_iter,
             time_budget=self.time_budget,

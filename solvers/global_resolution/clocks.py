@@ -41,6 +41,8 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from solvers.global_resolution.pair_system import pair_complements
+
 FloatArray = NDArray[np.float64]
 
 REL_ERROR = 1e-13  # target for the trapezoidal discretisation bound
@@ -65,6 +67,7 @@ def _strip_constants() -> tuple[FloatArray, FloatArray]:
     return thetas, 1.01 * factors
 
 
+@lru_cache(maxsize=256)
 def discretisation_bound(n: int, h: float) -> float:
     """Relative error bound of the trapezoidal rule with step ``h`` (minimised over θ)."""
     thetas, factors = _strip_constants()
@@ -133,17 +136,23 @@ def _prefix_sums(q: FloatArray, rate: FloatArray, n: int, nodes: FloatArray) -> 
     return out
 
 
+@nb.njit(cache=True)
 def _left_tail(rate: FloatArray, h: float, t_low: float) -> FloatArray:
     """h Σ_{j>=1} x_j e^{-x_j}, x_j = rate t_low e^{-jh}: the nodes below ``t_low`` with F = 1.
 
     Expanding e^{-x} gives Σ_m (-1)^{m-1} (rate t_low)^m / (m-1)! / (e^{mh} - 1); with
     rate t_low < 0.2 twelve terms leave less than 1e-17.
     """
-    x = rate * t_low
-    total = np.zeros_like(rate)
-    for m in range(1, 13):
-        total += (-1) ** (m - 1) * x**m / math.factorial(m - 1) / math.expm1(m * h)
-    return h * total
+    out = np.empty(rate.shape[0])
+    for i in range(rate.shape[0]):
+        x = rate[i] * t_low
+        power, factorial, total = 1.0, 1.0, 0.0  # x^m, (m - 1)!
+        for m in range(1, 13):
+            power *= x
+            total += (-1.0) ** (m - 1) * power / factorial / math.expm1(m * h)
+            factorial *= m
+        out[i] = h * total
+    return out
 
 
 @dataclass(frozen=True)
@@ -159,10 +168,14 @@ def prefix_complements(q_order: FloatArray, n: int) -> PrefixComplements:
     """1 - P(all n draws without replacement lie in q_order[:i]) for i = 0..k.
 
     ``q_order`` is the draft distribution (summing to one over all k tokens) in the order
-    of the chain. Rates outside each prefix are suffix sums of positive terms.
+    of the chain. Rates outside each prefix are suffix sums of positive terms. For n = 2 the
+    closed form of :mod:`~solvers.global_resolution.pair_system` (no quadrature nodes).
     """
     q = np.ascontiguousarray(q_order, dtype=np.float64)
     k = q.shape[0]
+    if n == 2:  # closed form in O(k): see the docstring
+        pairs = pair_complements(q)
+        return PrefixComplements(pairs, 8.0 * (k + 2) * np.finfo(float).eps * pairs, 0)
     rate = np.append(np.cumsum(q[::-1])[::-1], 0.0)  # q outside the first i tokens
     values = np.ones(k + 1)
     error = np.zeros(k + 1)

@@ -23,10 +23,21 @@ j ≠ i as prefix plus suffix sums (no subtraction, so a token holding almost al
 mass does not cancel the others). The Hessian's off-diagonal part is
 Σ_r w2_r e^{-t_r slack} (u_a u_b^T + u_b u_a^T) with u_a = c y_r a, u_b = c y_r b: rank 2 per
 node, in the Laplacian form :func:`~solvers.global_resolution.newton.newton` expects.
+
+The same factors give subset selection without replacement in closed form at n = 2
+([GR] §6, Lemma 6.3's prefix rule; App. S): both drafts fall in H unless the first draw
+leaves H, or the first draw is some i in H and the second leaves H, so with λ = q(not H)
+
+    C(H) = 1 - P(both drafts in H) = (λ / Q) (1 + Σ_{i∈H} q_i / (Q - q_i)),    Q = Σ q,
+
+a sum of positive terms (Q - q_i as others' sums, λ as a suffix sum): :func:`pair_complements`
+gives it for every prefix of a chain in O(k), where the general exponential-clock quadrature
+(:func:`~solvers.global_resolution.clocks.prefix_complements`) costs O(R k n).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -34,8 +45,8 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
-from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem
+from solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
+from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, clip_alpha
 
 FloatArray = NDArray[np.float64]
 
@@ -68,29 +79,101 @@ class PairSystem(SoftmaxSystem):
 
     @cached_property
     def reachable(self) -> FloatArray:
-        return self.single + self.a * others_sum(self.b) + self.b * others_sum(self.a)
+        return pair_reachable(self.a, self.b, self.single)
 
     def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation:
         """Receipts (and the Hessian parts) at ``alpha``; see the module docstring."""
-        alpha = self.clip(alpha)
-        c = np.exp(alpha - alpha.max() if self.gauge_free else alpha)
-        if c.shape[0] >= 2:
-            top = np.sort(c)[-2:].sum()
-            t, w1, w2 = quadrature(self.slack + c.min(), self.slack + top)
-            scale = np.exp(-t * self.slack)
-            w1, w2 = w1 * scale, w2 * scale
-        else:
-            t, w1, w2 = np.zeros(0), np.zeros(0), np.zeros(0)
-        pair, pair_rows, low_rank, blocks = _pair_terms(
-            t, w1, w2, c, self.a, self.b, self.slack, hessian
+        alpha, receipts, row_sums, low_rank, blocks, quad_error = pair_evaluate(
+            np.asarray(alpha, dtype=np.float64),
+            self.a,
+            self.b,
+            self.single,
+            self.slack,
+            hessian,
+            0,
         )
-        exact = c * self.single / (self.slack + c)
-        receipts = exact + pair
-        quad_error = 1.01 * KERNEL_REL_ERROR * float(pair.sum())
         if not hessian:
             return Evaluation(alpha, receipts, None, None, None, quad_error)
-        row_sums = self.slack * c * self.single / (self.slack + c) ** 2 + pair_rows
         return Evaluation(alpha, receipts, row_sums, low_rank, blocks, quad_error)
+
+
+@nb.njit(cache=True)
+def pair_evaluate(
+    alpha: FloatArray,
+    a: FloatArray,
+    b: FloatArray,
+    single: FloatArray,
+    slack: float,
+    hessian: bool,
+    level: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """:meth:`PairSystem.evaluate` compiled: (clipped alpha, receipts, row sums, U^T, Λ
+    blocks, certified bound of the receipts' quadrature error), the Hessian parts empty
+    unless ``hessian``; ``level`` picks the quadrature step
+    (:data:`~solvers.global_resolution.expsum.STEPS`). Without slack c is shifted by
+    max alpha (F is shift-invariant)."""
+    gauge_free = slack == 0.0
+    alpha = clip_alpha(alpha, gauge_free)
+    m = alpha.shape[0]
+    c = np.exp(alpha - alpha.max()) if gauge_free and m else np.exp(alpha)
+    if m >= 2:
+        first, second = -np.inf, -np.inf  # the two largest c
+        for value in c:
+            if value > first:
+                first, second = value, first
+            elif value > second:
+                second = value
+        t, w1, w2 = quadrature(slack + c.min(), slack + first + second, level)
+        for r in range(t.shape[0]):
+            scale = math.exp(-t[r] * slack)
+            w1[r] *= scale
+            w2[r] *= scale
+    else:
+        t, w1, w2 = np.zeros(0), np.zeros(0), np.zeros(0)
+    pair, pair_rows, low_rank, blocks = _pair_terms(t, w1, w2, c, a, b, slack, hessian)
+    receipts = np.empty(m)
+    row_sums = np.empty(m if hessian else 0)
+    for i in range(m):
+        receipts[i] = c[i] * single[i] / (slack + c[i]) + pair[i]
+        if hessian:
+            row_sums[i] = slack * c[i] * single[i] / (slack + c[i]) ** 2 + pair_rows[i]
+    quad_error = 1.01 * KERNEL_REL_ERRORS[level] * pair.sum()
+    return alpha, receipts, row_sums, low_rank, blocks, quad_error
+
+
+@nb.njit(cache=True)
+def pair_reachable(a: FloatArray, b: FloatArray, single: FloatArray) -> FloatArray:
+    """Mass of the columns containing each token: single_i + a_i Σ_{j≠i} b_j + b_i Σ_{j≠i} a_j."""
+    m = a.shape[0]
+    sum_a, sum_b = np.empty(m), np.empty(m)
+    _exclusive(np.ascontiguousarray(a), sum_a)
+    _exclusive(np.ascontiguousarray(b), sum_b)
+    return single + a * sum_b + b * sum_a
+
+
+@nb.njit(cache=True)
+def pair_complements(q_order: FloatArray) -> FloatArray:
+    """1 - P(both of two draws without replacement lie in q_order[:i]), i = 0..k (see the
+    module docstring). ``q_order`` is the draft distribution in chain order; its total Q is
+    the clocks' normalisation, so the values match the quadrature's to rounding."""
+    k = q_order.shape[0]
+    others = np.empty(k)
+    _exclusive(q_order, others)
+    total = q_order.sum()
+    rest = np.empty(k + 1)  # q outside the first i tokens, as suffix sums
+    rest[k] = 0.0
+    for i in range(k - 1, -1, -1):
+        rest[i] = rest[i + 1] + q_order[i]
+    out = np.ones(k + 1)  # fewer than two tokens inside, or no mass outside: the
+    if k >= 2:  # quadrature's conventions (a pair needs two tokens of positive mass)
+        out[k] = 0.0
+    ratios = 0.0  # Σ over the prefix of q_i / (Q - q_i)
+    for i in range(k):
+        if i >= 2 and rest[i] > 0:
+            out[i] = min(rest[i] / total * (1.0 + ratios), 1.0)
+        if others[i] > 0:
+            ratios += q_order[i] / others[i]
+    return out
 
 
 @nb.njit(cache=True)

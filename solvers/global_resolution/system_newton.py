@@ -1,161 +1,300 @@
-"""Damped Newton for softmax systems that evaluate themselves ([GR] Appendix S schemes).
+"""Damped Newton, compiled, for the systems of the non-i.i.d. schemes ([GR] Appendix S).
 
-The i.i.d. systems run the compiled loop of :mod:`~solvers.global_resolution.newton`; systems
-of other draft schemes (pair masses, sampling without replacement) bring their own
-``evaluate(alpha, hessian) -> Evaluation``, so their loop is driven from Python around the
-same compiled Newton step (:func:`~solvers.global_resolution.direction.direction`, of bounded
-flops) and the same step rule on the convex objective: along a
-direction d, phi'(t) = d . (g - x) is nondecreasing, so a trial with phi'(t) in
-[phi'(0) / 2, 0] (or the full step in the quadratic regime) decreases F; its root is
-bracketed by Illinois regula falsi. Iteration stops when the certified deviation
-||g - x||_1 + (quadrature bound) reaches ``tol``. With a time budget no iteration starts
-that would end past it if it took as long as the last one (the first two: none once it has
-passed), and the line search stops at it: the budget is overrun by at most one iteration,
-whose direction has bounded flops.
+The i.i.d. systems run :func:`~solvers.global_resolution.newton.newton_kernel`; the pair
+systems (:mod:`~solvers.global_resolution.pair_system`: two draws without replacement, two
+independent drafts) and the systems of n >= 3 draws without replacement
+(:mod:`~solvers.global_resolution.wor_system`) run :func:`system_newton_kernel`, one compiled
+loop over their compiled evaluations (``PAIR`` or ``WITHOUT_REPLACEMENT``, picked by an integer:
+both evaluations return the same tuple), with the same compiled Newton step
+(:func:`~solvers.global_resolution.direction.direction`, of bounded flops) and the same step
+rule on the convex objective: along a direction d, phi'(t) = d . (g - x) is nondecreasing,
+so a trial with phi'(t) in [phi'(0) / 2, 0] (or the full step in the quadratic regime)
+decreases F; its root is bracketed by Illinois regula falsi. Trials evaluate receipts only
+and the Hessian is evaluated at an iterate only when another step is needed (a solve that
+converges at its start or after one step evaluates it once).
+Iteration stops when the certified deviation ||g - x||_1 + (quadrature bound) reaches ``tol``.
+
+Time: as :func:`~solvers.global_resolution.newton.newton_kernel`, the clock
+(``deadline``, ``time.perf_counter()``) is read before every iteration after the first
+``FIRST_CHUNK`` of :mod:`~solvers.global_resolution.newton`, or before every one for a unit
+whose iteration exceeds ``TIMED_WORK`` flops; such an iteration does not start if it would
+end past the deadline taking as long as the last (the first: once the deadline has passed),
+and the line search stops at the deadline.
+The budget is overrun by at most one iteration, whose direction has bounded flops.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
-from typing import Protocol
+from typing import Any
 
+import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.direction import compile_direction, direction
+from solvers.global_resolution.direction import direction, step_work
 from solvers.global_resolution.newton import (
+    CONVERGED,
+    EXPECTED_TRIALS,
+    ITERATION_LIMIT,
     LINE_SEARCH_FAILED,
     MAX_STEP,
     MAX_TRIALS,
     MESSAGES,
     OUT_OF_TIME,
+    TIMED_WORK,
     MinimizeResult,
+    clock,
 )
-from solvers.global_resolution.softmax_system import Evaluation
+from solvers.global_resolution.pair_system import PairSystem, pair_evaluate, pair_reachable
+from solvers.global_resolution.softmax_system import SoftmaxSystem, clip_alpha
+from solvers.global_resolution.wor_system import (
+    WithoutReplacementSystem,
+    u_target,
+    wor_evaluate,
+    wor_reachable,
+)
 
 FloatArray = NDArray[np.float64]
+# The module, not the function the package exports under its name: FIRST_CHUNK is read from
+# it at every call (tests shorten it).
+NEWTON = importlib.import_module("solvers.global_resolution.newton")
+PAIR, WITHOUT_REPLACEMENT = 0, 1
+# What the evaluations read, one tuple for both kinds (the other kind's entries are empty):
+# (vectors (rows a, b, single: pair; q: without replacement), u-grid a, u-grid b, base
+# polynomials, u-weights, u-bound, i.i.d. q powers, i.i.d. base powers).
+KernelData = tuple[
+    FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float, FloatArray, FloatArray
+]
 
 
-class SelfEvaluating(Protocol):
-    """What the loop needs from a system (see :class:`~.softmax_system.SoftmaxSystem`)."""
+def kernel_data(system: SoftmaxSystem, tol: float) -> tuple[int, KernelData]:
+    """The kind of ``system`` and what its compiled evaluation reads for a solve to ``tol``
+    (the u-grid of :func:`~solvers.global_resolution.wor_system.u_target` of it)."""
+    none1, none2, none3 = np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0, 0))
+    if isinstance(system, PairSystem):
+        vectors = np.stack((system.a, system.b, system.single)).astype(np.float64)
+        return PAIR, (vectors, none2, none2, none3, none1, 0.0, none2, none1)
+    if not isinstance(system, WithoutReplacementSystem):
+        raise TypeError(f"system: expected a pair or without-replacement system, got {system!r}")
+    weights, a, b, base, bound = system.u_grid_at(u_target(tol))
+    q_pow, base_pow = system.iid_powers
+    return WITHOUT_REPLACEMENT, (
+        np.ascontiguousarray(system.q, dtype=np.float64)[None, :],
+        a,
+        b,
+        base,
+        weights,
+        bound,
+        q_pow,
+        base_pow,
+    )
 
-    targets: FloatArray
-    gauge_free: bool
 
-    @property
-    def size(self) -> int: ...
+@nb.njit(cache=True)
+def _evaluate(
+    kind: int, alpha: FloatArray, slack: float, hessian: bool, level: int, data: Any
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """The system's evaluation: (clipped alpha, receipts, row sums, U^T, Λ blocks, bound)."""
+    vectors, grid_a, grid_b, base, weights, u_bound, q_pow, base_pow = data
+    if kind == PAIR:
+        return pair_evaluate(alpha, vectors[0], vectors[1], vectors[2], slack, hessian, level)
+    return wor_evaluate(
+        alpha, vectors[0], weights, grid_a, grid_b, base, u_bound, q_pow, base_pow, slack,
+        hessian, level,
+    )  # fmt: skip
 
-    @property
-    def reachable(self) -> FloatArray: ...
 
-    def clip(self, alpha: FloatArray) -> FloatArray: ...
+@nb.njit(cache=True)
+def _evaluation_work(kind: int, m: int, nodes: int, data: Any) -> float:
+    """Flops of one evaluation of receipts (about), for the clock rule."""
+    if kind == PAIR:
+        return 8.0 * nodes * m
+    base = data[3]
+    return 4.0 * nodes * base.shape[0] * m * base.shape[2] ** 2
 
-    def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation: ...
 
-
-def _step(
-    system: SelfEvaluating,
+@nb.njit(cache=True)
+def _line_search(
+    kind: int,
     alpha: FloatArray,
-    direction: FloatArray,
+    step_dir: FloatArray,
     residual: FloatArray,
-    deadline: float = math.inf,
-) -> tuple[Evaluation | None, int]:
-    """A trial along ``direction`` that decreases F, or None (also when ``deadline`` passes
-    before a trial after the first). Trials carry the Hessian parts: for these systems they
-    cost little next to the receipts, and the accepted trial is the next iterate."""
-    direction = np.clip(direction, -MAX_STEP, MAX_STEP)
-    slope0 = float(direction @ residual)
+    targets: FloatArray,
+    slack: float,
+    level: int,
+    data: Any,
+    deadline: float,
+) -> tuple[bool, bool, Any, int]:
+    """A trial along ``step_dir`` that decreases F (see the module docstring): (found,
+    whether it stopped at ``deadline`` — read before every trial after the first —, the
+    trial's evaluation (receipts only), its residual, evaluations used)."""
+    step_dir = np.minimum(np.maximum(step_dir, -MAX_STEP), MAX_STEP)
+    slope0 = float(step_dir @ residual)
     if not slope0 < 0:  # not a descent direction (approximate Hessian): steepest descent
-        direction, slope0 = -residual, -float(residual @ residual)
-        biggest = float(np.abs(direction).max())
+        step_dir, slope0 = -residual, -float(residual @ residual)
+        biggest = np.abs(step_dir).max()
         if biggest > 0:
-            direction = direction * min(1.0, MAX_STEP / biggest)
-    merit = float(residual @ residual)
+            step_dir = step_dir * min(1.0, MAX_STEP / biggest)
+    merit = residual @ residual
     lo, slope_lo, hi, slope_hi, step, kept = 0.0, slope0, 1.0, 0.0, 1.0, 0
+    trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0)
     for used in range(1, MAX_TRIALS + 1):
-        if used > 1 and time.perf_counter() > deadline:
-            return None, used - 1
-        trial = system.evaluate(system.clip(alpha + step * direction), hessian=True)
-        trial_residual = trial.receipts - system.targets
-        slope = float(direction @ trial_residual)
+        if used > 1 and deadline < math.inf and clock() > deadline:
+            return False, True, trial, used - 1
+        trial = _evaluate(kind, alpha + step * step_dir, slack, False, level, data)
+        trial_residual = trial[1] - targets
+        slope = float(step_dir @ trial_residual)
         quadratic = abs(slope) <= -0.25 * slope0 and trial_residual @ trial_residual < merit
         if (step == 1.0 and (slope <= 0 or quadratic)) or 0.5 * slope0 <= slope <= 0:
-            return trial, used
+            return True, False, trial, used
         if slope < 0:
             lo, slope_lo = step, slope
-            kept = kept + 1 if kept > 0 else 1
-            slope_hi = slope_hi * 0.5 if kept > 1 else slope_hi
+            kept = kept + 1 if kept > 0 else 1  # the upper end was kept
+            if kept > 1:
+                slope_hi *= 0.5
         else:
             hi, slope_hi = step, slope
-            kept = kept - 1 if kept < 0 else -1
-            slope_lo = slope_lo * 0.5 if kept < -1 else slope_lo
+            kept = kept - 1 if kept < 0 else -1  # the lower end was kept
+            if kept < -1:
+                slope_lo *= 0.5
         step = lo + (hi - lo) * slope_lo / (slope_lo - slope_hi)
-    return None, MAX_TRIALS
+    return False, False, trial, MAX_TRIALS
 
 
-def _initial_alpha(system: SelfEvaluating) -> FloatArray:
-    """Each token alone with its columns: c_i / (slack + c_i) W_i = x_i (W = ``reachable``)."""
-    reach = np.asarray(system.reachable, dtype=np.float64)
-    room = np.maximum(reach - system.targets, 1e-12 * reach)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(room > 0, system.targets / room, 1.0)
-    return system.clip(np.log(np.clip(ratio, 1e-300, 1e300)))
+@nb.njit(cache=True)
+def initial_alpha(kind: int, data: Any, targets: FloatArray, slack: float) -> FloatArray:
+    """Each token alone with its columns: c_i / (slack + c_i) W_i = x_i (W_i: the mass of the
+    columns containing i, :func:`~.pair_system.pair_reachable` or
+    :func:`~.wor_system.wor_reachable`)."""
+    vectors, grid_a, grid_b, base, weights = data[0], data[1], data[2], data[3], data[4]
+    if kind == PAIR:
+        reach = pair_reachable(vectors[0], vectors[1], vectors[2])
+    else:
+        reach = wor_reachable(vectors[0], weights, grid_a, grid_b, base)
+    alpha = np.empty(targets.shape[0])
+    for i in range(targets.shape[0]):
+        room = max(reach[i] - targets[i], 1e-12 * reach[i])
+        ratio = targets[i] / room if room > 0 else 1.0
+        alpha[i] = math.log(min(max(ratio, 1e-300), 1e300))
+    return clip_alpha(alpha, slack == 0.0)
+
+
+@nb.njit(cache=True)
+def system_newton_kernel(
+    kind: int,
+    data: Any,
+    targets: FloatArray,
+    slack: float,
+    tol: float,
+    max_iter: int,
+    deadline: float,
+    first_check: int,
+) -> tuple[FloatArray, int, int, float, float, int]:
+    """Damped Newton from :func:`initial_alpha` (see the module docstring; the clock is first
+    read after ``first_check`` iterations unless the unit is timed): (alpha, iterations,
+    evaluations, ||grad||_1, certified deviation, status) with status ``CONVERGED``,
+    ``ITERATION_LIMIT``, ``LINE_SEARCH_FAILED`` or ``OUT_OF_TIME``."""
+    m = targets.shape[0]
+    if slack == 0.0:  # pin one variable (the largest target) to fix the gauge
+        pinned = np.argmax(targets)
+        free = np.concatenate((np.arange(pinned), np.arange(pinned + 1, m)))
+    else:
+        free = np.arange(m)
+    level = 0  # the finest quadrature: a coarser one stalled a peaked unit (m = 23, n = 5)
+    ev = _evaluate(kind, initial_alpha(kind, data, targets, slack), slack, False, level, data)
+    evaluations, iterations, status = 1, 0, ITERATION_LIMIT
+    has_hessian, timed = False, False
+    grad_norm = deviation = np.inf
+    iteration_start = 0.0
+    while True:
+        residual = ev[1] - targets
+        grad_norm = np.abs(residual).sum()
+        deviation = grad_norm + ev[5]
+        if deviation <= tol:
+            status = CONVERGED
+            break
+        if iterations >= max_iter:
+            break
+        if timed:  # the first iteration runs unless the deadline has passed
+            now = clock()
+            last = now - iteration_start if iterations > 0 else 0.0
+            if now + last > deadline:
+                status = OUT_OF_TIME
+                break
+            iteration_start = now
+        elif iterations >= first_check and deadline < math.inf and clock() > deadline:
+            status = OUT_OF_TIME
+            break
+        if not has_hessian:
+            ev = _evaluate(kind, ev[0], slack, True, level, data)
+            evaluations += 1
+            if iterations == 0 and deadline < math.inf:  # one iteration's flops
+                nodes, rank = ev[4].shape[0], ev[4].shape[1]
+                work = step_work(free.shape[0], nodes, rank, m)
+                work += (2.0 + EXPECTED_TRIALS) * _evaluation_work(kind, m, nodes, data)
+                timed = work > TIMED_WORK
+                if timed:
+                    iteration_start = clock()
+        step = direction(residual, ev[2], ev[3], ev[4], free)
+        found, late, trial, used = _line_search(
+            kind, ev[0], step, residual, targets, slack, level, data,
+            deadline if timed else math.inf,
+        )  # fmt: skip
+        evaluations += used
+        iterations += 1
+        if not found:
+            status = OUT_OF_TIME if late else LINE_SEARCH_FAILED
+            break
+        ev, has_hessian = trial, False
+    return ev[0], iterations, evaluations, grad_norm, deviation, status
 
 
 def system_newton(
-    system: SelfEvaluating,
+    system: SoftmaxSystem,
     tol: float,
     *,
     max_iter: int = 50,
     time_budget: float | None = None,
 ) -> MinimizeResult:
-    """Minimise F until the certified deviation is at most ``tol`` (within ``time_budget``
-    seconds from this call, None: no limit; see the module docstring)."""
-    compile_direction()
+    """Minimise F of a pair or without-replacement ``system`` until the certified deviation
+    is at most ``tol`` (within ``time_budget`` seconds from this call, None: no limit;
+    :func:`system_newton_kernel`)."""
+    kind, data = kernel_data(system, tol)
+    if not system_newton_kernel.signatures:  # compile before the clock starts (first call)
+        _compile()
     start = time.perf_counter()
     deadline = math.inf if time_budget is None else start + time_budget
-    free = np.arange(system.size, dtype=np.int64)
-    if system.gauge_free:  # pin one variable (the largest target) to fix the gauge
-        free = np.delete(free, int(np.argmax(system.targets)))
-    ev = system.evaluate(_initial_alpha(system), hessian=True)
-    evaluations, iterations, message = 1, 0, "iteration limit"
-    iteration_start = start  # an iteration does not start if it would end past the deadline
-    while True:
-        residual = ev.receipts - system.targets
-        grad_norm = float(np.abs(residual).sum())
-        deviation = grad_norm + ev.quad_error
-        if deviation <= tol:
-            message = "converged"
-            break
-        if iterations >= max_iter:
-            break
-        # The first two iterations start unless the deadline has passed (the first may have
-        # compiled kernels); later ones only if they would end before it, taking as long as
-        # the last.
-        now = time.perf_counter()
-        last = now - iteration_start if iterations > 1 else 0.0
-        if now + last > deadline:
-            message = MESSAGES[OUT_OF_TIME]
-            break
-        iteration_start = now
-        assert ev.row_sums is not None and ev.low_rank is not None and ev.blocks is not None
-        step = direction(residual, ev.row_sums, ev.low_rank, ev.blocks, free)
-        trial, used = _step(system, ev.alpha, step, residual, deadline)
-        evaluations += used
-        iterations += 1
-        if trial is None:
-            late = time.perf_counter() > deadline
-            message = MESSAGES[OUT_OF_TIME if late else LINE_SEARCH_FAILED]
-            break
-        ev = trial
+    alpha, iterations, evaluations, grad_norm, deviation, status = system_newton_kernel(
+        kind,
+        data,
+        np.ascontiguousarray(system.targets, dtype=np.float64),
+        float(system.slack),
+        tol,
+        max_iter,
+        deadline,
+        NEWTON.FIRST_CHUNK,
+    )
     return MinimizeResult(
-        ev.alpha,
-        iterations,
-        evaluations,
-        grad_norm,
-        deviation,
-        deviation <= tol,
-        message,
+        alpha,
+        int(iterations),
+        int(evaluations),
+        float(grad_norm),
+        float(deviation),
+        bool(deviation <= tol),
+        MESSAGES[status],
         time.perf_counter() - start,
     )
+
+
+def _compile() -> None:
+    """Compile :func:`system_newton_kernel` for both kinds on a tiny system."""
+    q = np.array([0.3, 0.3, 0.4])
+    targets = np.array([0.1, 0.1, 0.1])
+    pair = PairSystem(q, targets, 0.0, 1.0, 2, q, q, q, 0.0, 0.0)
+    wor = WithoutReplacementSystem(q, targets, 0.0, 1.0, 3, np.zeros(0), 0.3)
+    for system in (pair, wor):
+        kind, data = kernel_data(system, 1e-3)
+        system_newton_kernel(kind, data, targets, 1.0, 1e-3, 1, math.inf, 1)

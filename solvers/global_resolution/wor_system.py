@@ -23,11 +23,14 @@ evaluation costs O(R_t R_u m n). The u-integral is the trapezoidal rule in log u
 ``discretisation_bound(n + 1, h)`` (the integrand has n factors 1 - e^{-w}) plus the tails,
 u < u_low (relative <= u_low^{n+1} / (n + 1), since w(s) >= Π_{j∈s} q_j) and
 u > u_high (relative <= e^{-30}). Positive terms carry relative errors over to the receipts.
+The discretisation and left-tail targets are ``U_SHARE`` of the solve's tolerance (never
+finer than ``U_REL_ERROR``): at tau = 1e-3, n = 4, about 15 u-nodes instead of 32.
 
 Newton's Hessian is exact on the diagonal side (rho_i = slack c_i Σ_{s∋i} w / (slack +
 c(s))^2 from the same pass with the w2 weights). Its off-diagonal part
 M_ij = c_i c_j Σ_{s∋i,j} w(s) / (slack + c(s))^2 is exact too while that costs at most
-``EXACT_HESSIAN_WORK`` (O(R_t R_u m^2 n): the products excluding two variables); beyond,
+``EXACT_HESSIAN_WORK`` (O(R_t R_u m^2 n): the products excluding two variables, about m / 2
+evaluations of the receipts) for at most ``EXACT_HESSIAN_SIZE`` variables; beyond,
 it is taken from the i.i.d. system on the same tokens
 (:mod:`~solvers.global_resolution.softmax_system`, low rank, scaled to the exact total
 Σ_ij M_ij): an approximate Hessian in Laplacian form is still positive semidefinite, so
@@ -48,14 +51,32 @@ import numpy as np
 from numpy.typing import NDArray
 
 from solvers.global_resolution.clocks import QuadratureRangeError, discretisation_bound, step
-from solvers.global_resolution.expsum import KERNEL_REL_ERROR, quadrature
-from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, evaluate
+from solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
+from solvers.global_resolution.softmax_system import (
+    Evaluation,
+    SoftmaxSystem,
+    clip_alpha,
+    evaluate_kernel,
+    power_table,
+)
 
 FloatArray = NDArray[np.float64]
 
 U_REL_ERROR = 1e-9  # target of the u-quadrature's discretisation bound
 U_TAIL = 30.0  # the right tail is below e^-30 relative to every set's mass
+U_SHARE = 0.01  # the u-quadrature's relative error may take this share of a solve's tolerance
 EXACT_HESSIAN_WORK = 3e7  # largest R_t R_u m^2 n for the exact off-diagonal Hessian
+EXACT_HESSIAN_SIZE = 40  # and the most variables: it costs about m / 2 receipt evaluations
+
+
+def u_target(tol: float) -> float:
+    """The u-quadrature's target for a solve to ``tol`` (an L1 deviation of receipts that sum
+    to at most 1): ``U_SHARE`` of it rounded down to a power of ten (a few distinct targets,
+    so :func:`~solvers.global_resolution.clocks.step` stays cached), never finer than
+    ``U_REL_ERROR``."""
+    if not U_SHARE * tol > U_REL_ERROR:
+        return U_REL_ERROR
+    return max(U_REL_ERROR, 10.0 ** math.floor(math.log10(U_SHARE * tol)))
 
 
 @dataclass(frozen=True)
@@ -67,8 +88,16 @@ class WithoutReplacementSystem(SoftmaxSystem):
     excluded: float
 
     @cached_property
-    def _u_grid(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
-        """Per u-node: weights, a and b of the variables, base polynomials; the bound."""
+    def u_grid(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
+        """:meth:`u_grid_at` the finest target, ``U_REL_ERROR``."""
+        return self.u_grid_at(U_REL_ERROR)
+
+    def u_grid_at(
+        self, target: float
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
+        """Per u-node: weights, a and b of the variables, base polynomials; the relative
+        error bound of the u-quadrature, whose discretisation and left tail are each at most
+        ``target`` (a solve to a tolerance ``tol`` uses :func:`u_target` of it: fewer nodes)."""
         n = self.n
         everything = np.concatenate([self.q, self.base_q])
         top = np.sort(everything)[::-1]
@@ -76,85 +105,150 @@ class WithoutReplacementSystem(SoftmaxSystem):
         if not rest > 0:
             raise QuadratureRangeError("base_q: the unit's largest set holds all the draft mass")
         q_min = float(everything[everything > 0].min())
-        h = step(n + 1, U_REL_ERROR)
-        u_low = ((n + 1) * U_REL_ERROR) ** (1.0 / (n + 1))
+        h = step(n + 1, target)
+        u_low = ((n + 1) * target) ** (1.0 / (n + 1))
         u_high = (U_TAIL + n * -math.log(q_min) - math.log(rest)) / rest
         count = math.ceil((math.log(u_high) - math.log(u_low)) / h) + 1
         u = np.exp(math.log(u_low) + h * np.arange(count))
         weights = h * u
         b = np.exp(-np.multiply.outer(u, self.q))
         a = -np.expm1(-np.multiply.outer(u, self.q))
-        base = _base_polynomials(u, self.base_q, self.excluded, n)
-        bound = discretisation_bound(n + 1, h) + 2 * U_REL_ERROR + math.exp(-U_TAIL)
+        base = _base_polynomials(u, np.ascontiguousarray(self.base_q), self.excluded, n)
+        bound = discretisation_bound(n + 1, h) + 2 * target + math.exp(-U_TAIL)
         return weights, a, b, base, bound
 
     @cached_property
-    def _iid(self) -> SoftmaxSystem:
-        """The i.i.d. system on the same tokens, whose Hessian stands in off the diagonal."""
-        return SoftmaxSystem(self.q, self.targets, float(self.base_q.sum()), self.slack, self.n)
-
-    def _terms(
-        self, c: FloatArray, t: FloatArray, w1: FloatArray, w2: FloatArray, second: bool
-    ) -> tuple[FloatArray, FloatArray]:
-        weights, a, b, base, _ = self._u_grid
-        return _wor_terms(t, w1, w2, c, self.q, a, b, base, weights, second)
+    def iid_powers(self) -> tuple[FloatArray, FloatArray]:
+        """:func:`~.softmax_system.power_table` of the i.i.d. system on the same tokens, whose
+        Hessian stands in off the diagonal."""
+        return power_table(self.q, float(self.base_q.sum()), self.n)
 
     @cached_property
     def reachable(self) -> FloatArray:
-        ones = np.ones(self.size)
-        return self._terms(ones, np.zeros(1), np.ones(1), np.zeros(1), False)[0]
+        weights, a, b, base, _ = self.u_grid
+        return wor_reachable(self.q, weights, a, b, base)
 
     def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation:
-        alpha = self.clip(alpha)
-        c = np.exp(alpha - alpha.max() if self.gauge_free else alpha)
-        top = np.sort(c)[::-1][: self.n].sum()
-        t, w1, w2 = quadrature(self.slack + c.min(), self.slack + top)
-        scale = np.exp(-t * self.slack)
-        receipts, second = self._terms(c, t, w1 * scale, w2 * scale, hessian)
-        relative = (1 + KERNEL_REL_ERROR) * (1 + self._u_grid[4]) - 1
-        quad_error = 1.01 * relative * float(receipts.sum())
+        """Receipts (and the Hessian parts) at ``alpha``; see the module docstring."""
+        weights, a, b, base, bound = self.u_grid
+        q_pow, base_pow = self.iid_powers
+        alpha, receipts, rho, low_rank, blocks, quad_error = wor_evaluate(
+            np.asarray(alpha, dtype=np.float64),
+            self.q,
+            weights,
+            a,
+            b,
+            base,
+            bound,
+            q_pow,
+            base_pow,
+            self.slack,
+            hessian,
+            0,
+        )
         if not hessian:
             return Evaluation(alpha, receipts, None, None, None, quad_error)
-        rho = self.slack * second
-        m = self.size
-        if t.shape[0] * self._u_grid[0].shape[0] * m * m * self.n <= EXACT_HESSIAN_WORK:
-            weights, a, b, base, _ = self._u_grid
-            pairs = _wor_pairs(t, w2 * scale, c, self.q, a, b, base, weights)
-            return Evaluation(alpha, receipts, rho, np.eye(m), pairs[None], quad_error)
-        spread = np.maximum(receipts - (self.slack + c) * second, 0.0)  # exact (M 1)_i
-        iid = evaluate(self._iid, alpha, hessian=True)
-        assert iid.low_rank is not None and iid.blocks is not None
-        blocks = iid.blocks
-        if iid.low_rank.shape[0]:  # scale M to the exact Σ_{i≠j} M_ij (its diagonal cancels)
-            off = _off_diagonal_sum(iid.low_rank, blocks)
-            if off > 0:
-                blocks = blocks * (float(spread.sum()) / off)
-        return Evaluation(alpha, receipts, rho, iid.low_rank, blocks, quad_error)
+        return Evaluation(alpha, receipts, rho, low_rank, blocks, quad_error)
 
 
+@nb.njit(cache=True)
+def wor_reachable(
+    q: FloatArray, weights: FloatArray, a: FloatArray, b: FloatArray, base: FloatArray
+) -> FloatArray:
+    """Mass of the unit's sets containing each variable, Σ_{s∋i} w(s), on a u-grid."""
+    m = q.shape[0]
+    one = np.ones(1)
+    return _wor_terms(np.zeros(1), one, np.zeros(1), np.ones(m), q, a, b, base, weights, False)[0]
+
+
+@nb.njit(cache=True)
+def wor_evaluate(
+    alpha: FloatArray,
+    q: FloatArray,
+    weights: FloatArray,
+    a: FloatArray,
+    b: FloatArray,
+    base: FloatArray,
+    u_bound: float,
+    q_pow: FloatArray,
+    base_pow: FloatArray,
+    slack: float,
+    hessian: bool,
+    level: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """:meth:`WithoutReplacementSystem.evaluate` compiled on its u-grid
+    (:attr:`~WithoutReplacementSystem.u_grid`) and i.i.d. powers: (clipped alpha, receipts,
+    row sums, U^T, Λ blocks, certified bound of the receipts' quadrature error), the Hessian
+    parts empty unless ``hessian``; ``level`` picks the quadrature step
+    (:data:`~solvers.global_resolution.expsum.STEPS`)."""
+    gauge_free = slack == 0.0
+    alpha = clip_alpha(alpha, gauge_free)
+    m, n = alpha.shape[0], base.shape[2]
+    c = np.exp(alpha - alpha.max()) if gauge_free and m else np.exp(alpha)
+    ordered = np.sort(c)
+    top = ordered[max(m - n, 0) :].sum()
+    lo, hi = slack + ordered[0], slack + top
+    t, w1, w2 = quadrature(lo, hi, level)
+    for r in range(t.shape[0]):
+        scale = math.exp(-t[r] * slack)
+        w1[r] *= scale
+        w2[r] *= scale
+    receipts, second = _wor_terms(t, w1, w2, c, q, a, b, base, weights, hessian)
+    relative = (1.0 + KERNEL_REL_ERRORS[level]) * (1.0 + u_bound) - 1.0
+    quad_error = 1.01 * relative * receipts.sum()
+    if not hessian:
+        return alpha, receipts, np.zeros(0), np.zeros((0, m)), np.zeros((0, 0, 0)), quad_error
+    rho = slack * second
+    if m <= EXACT_HESSIAN_SIZE and t.shape[0] * weights.shape[0] * m * m * n <= EXACT_HESSIAN_WORK:
+        blocks = np.empty((1, m, m))
+        blocks[0] = _wor_pairs(t, w2, c, q, a, b, base, weights)
+        return alpha, receipts, rho, np.eye(m), blocks, quad_error
+    spread = 0.0  # exact Σ_ij M_ij = Σ_i ((M 1)_i), from the receipts
+    for i in range(m):
+        spread += max(receipts[i] - (slack + c[i]) * second[i], 0.0)
+    iid = evaluate_kernel(alpha, q_pow, base_pow, slack, True, level)
+    low_rank, blocks = iid[3], iid[4]
+    if low_rank.shape[0]:  # scale M to the exact Σ_{i≠j} M_ij (its diagonal cancels)
+        off = _off_diagonal_sum(low_rank, blocks)
+        if off > 0:
+            blocks = blocks * (spread / off)
+    return alpha, receipts, rho, low_rank, blocks, quad_error
+
+
+@nb.njit(cache=True)
 def _off_diagonal_sum(low_rank: FloatArray, blocks: FloatArray) -> float:
     """Σ_{i≠j} M_ij of M = U Λ U^T with block-diagonal Λ (``low_rank`` = U^T, one row per node
     and rank): per node 1^T U_t Λ_t U_t^T 1 - Σ_i (U_t Λ_t U_t^T)_ii, O(nodes rank^2 m)."""
     nodes, rank = blocks.shape[0], blocks.shape[1]
-    u = low_rank.reshape(nodes, rank, -1)
-    rows = u.sum(axis=2)
-    total = float(np.einsum("ta,tab,tb->", rows, blocks, rows))
-    diagonal = float(np.sum(blocks * np.einsum("tai,tbi->tab", u, u)))
-    return total - diagonal
+    m = low_rank.shape[1]
+    total = 0.0
+    for node in range(nodes):
+        for x in range(rank):
+            row_x = low_rank[node * rank + x]
+            for y in range(rank):
+                row_y = low_rank[node * rank + y]
+                diagonal = 0.0
+                for i in range(m):
+                    diagonal += row_x[i] * row_y[i]
+                total += blocks[node, x, y] * (row_x.sum() * row_y.sum() - diagonal)
+    return total
 
 
+@nb.njit(cache=True)
 def _base_polynomials(u: FloatArray, base_q: FloatArray, excluded: float, n: int) -> FloatArray:
     """[x^e z^d] of e^{-q_ex u} (1 + q_ex x) Π_base (b + a z + q b x), e <= 1, d < n, per node."""
     out = np.zeros((u.shape[0], 2, n))
-    out[:, 0, 0] = np.exp(-excluded * u)
-    out[:, 1, 0] = excluded * out[:, 0, 0]
-    for q in base_q:
-        b = np.exp(-q * u)
-        a = -np.expm1(-q * u)
-        for d in range(n - 1, -1, -1):
-            lower = out[:, :, d - 1] if d > 0 else np.zeros((u.shape[0], 2))
-            out[:, 1, d] = out[:, 1, d] * b + lower[:, 1] * a + out[:, 0, d] * q * b
-            out[:, 0, d] = out[:, 0, d] * b + lower[:, 0] * a
+    for k in range(u.shape[0]):
+        out[k, 0, 0] = math.exp(-excluded * u[k])
+        out[k, 1, 0] = excluded * out[k, 0, 0]
+        for q in base_q:
+            b = math.exp(-q * u[k])
+            a = -math.expm1(-q * u[k])
+            for d in range(n - 1, -1, -1):
+                low0 = out[k, 0, d - 1] if d > 0 else 0.0
+                low1 = out[k, 1, d - 1] if d > 0 else 0.0
+                out[k, 1, d] = out[k, 1, d] * b + low1 * a + out[k, 0, d] * q * b
+                out[k, 0, d] = out[k, 0, d] * b + low0 * a
     return out
 
 
