@@ -9,22 +9,24 @@ direction d, phi'(t) = d . (g - x) is nondecreasing, so a trial with phi'(t) in
 [phi'(0) / 2, 0] (or the full step in the quadratic regime) decreases F; its root is
 bracketed by Illinois regula falsi. Iteration stops when the certified deviation
 ||g - x||_1 + (quadrature bound) reaches ``tol``. With a time budget no iteration starts
-that would end past it if it took as long as the last one (the first two: none once it has
-passed), and the line search stops at it: the budget is overrun by at most one iteration,
-whose direction has bounded flops.
+that would end past it if it took as long as the last one (the first: as long as
+``1 + EXPECTED_TRIALS`` evaluations, timed on the initial one, and its direction's flops at
+:data:`~.budget.FLOP_RATE`), and the line search stops at it: the budget is overrun by at
+most one iteration, whose direction has bounded flops.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.direction import compile_direction, direction
+from solvers.global_resolution.budget import FLOP_RATE, Deadline, compile_seconds
+from solvers.global_resolution.direction import compile_direction, direction, step_work
 from solvers.global_resolution.newton import (
+    EXPECTED_TRIALS,
     LINE_SEARCH_FAILED,
     MAX_STEP,
     MAX_TRIALS,
@@ -59,7 +61,7 @@ def _step(
     alpha: FloatArray,
     direction: FloatArray,
     residual: FloatArray,
-    deadline: float = math.inf,
+    deadline: Deadline | None = None,
 ) -> tuple[Evaluation | None, int]:
     """A trial along ``direction`` that decreases F, or None (also when ``deadline`` passes
     before a trial after the first). Trials carry the Hessian parts: for these systems they
@@ -74,7 +76,7 @@ def _step(
     merit = float(residual @ residual)
     lo, slope_lo, hi, slope_hi, step, kept = 0.0, slope0, 1.0, 0.0, 1.0, 0
     for used in range(1, MAX_TRIALS + 1):
-        if used > 1 and time.perf_counter() > deadline:
+        if used > 1 and deadline is not None and time.perf_counter() > deadline.now():
             return None, used - 1
         trial = system.evaluate(system.clip(alpha + step * direction), hessian=True)
         trial_residual = trial.receipts - system.targets
@@ -113,12 +115,17 @@ def system_newton(
     """Minimise F until the certified deviation is at most ``tol`` (within ``time_budget``
     seconds from this call, None: no limit; see the module docstring)."""
     compile_direction()
-    start = time.perf_counter()
-    deadline = math.inf if time_budget is None else start + time_budget
+    start, compiled = time.perf_counter(), compile_seconds()
+    deadline = Deadline.after(time_budget, start)  # its kernels' first compilation excluded
     free = np.arange(system.size, dtype=np.int64)
     if system.gauge_free:  # pin one variable (the largest target) to fix the gauge
         free = np.delete(free, int(np.argmax(system.targets)))
     ev = system.evaluate(_initial_alpha(system), hessian=True)
+    assert ev.row_sums is not None and ev.low_rank is not None and ev.blocks is not None
+    nodes, rank = ev.blocks.shape[0], ev.blocks.shape[1]
+    evaluation = time.perf_counter() - start - (compile_seconds() - compiled)
+    predicted = (1.0 + EXPECTED_TRIALS) * evaluation
+    predicted += step_work(free.shape[0], nodes, rank, system.size) / FLOP_RATE
     evaluations, iterations, message = 1, 0, "iteration limit"
     iteration_start = start  # an iteration does not start if it would end past the deadline
     while True:
@@ -130,12 +137,11 @@ def system_newton(
             break
         if iterations >= max_iter:
             break
-        # The first two iterations start unless the deadline has passed (the first may have
-        # compiled kernels); later ones only if they would end before it, taking as long as
-        # the last.
+        # An iteration starts only if it would end before the deadline, taking as long as the
+        # last (the first: as predicted).
         now = time.perf_counter()
-        last = now - iteration_start if iterations > 1 else 0.0
-        if now + last > deadline:
+        last = now - iteration_start if iterations > 0 else predicted
+        if now + last > deadline.now():
             message = MESSAGES[OUT_OF_TIME]
             break
         iteration_start = now
@@ -145,7 +151,7 @@ def system_newton(
         evaluations += used
         iterations += 1
         if trial is None:
-            late = time.perf_counter() > deadline
+            late = time.perf_counter() > deadline.now()
             message = MESSAGES[OUT_OF_TIME if late else LINE_SEARCH_FAILED]
             break
         ev = trial
