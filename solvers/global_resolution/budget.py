@@ -9,9 +9,9 @@ before it starts and, where it cannot fit, the call goes straight to the scheme'
 rule (one pass over the row).
 
 Compiling a kernel is no part of a call's work (numba compiles each kernel once per process
-and signature, or loads it from its cache): the seconds spent compiling since a deadline was
-set move it later (:class:`_CompileClock`), so a first call is not served by the fallback
-rule only because its kernels compiled.
+and signature, or loads it from its cache: 35 ms for four kernels of the independent row):
+the seconds spent so since a deadline was set move it later (:class:`_CompileClock`), so a
+first call is not served by the fallback rule only because its kernels compiled.
 
 The estimates are sizes times rates measured on the project's 2-core machine with BLAS on one
 thread, made pessimistic by a factor of about two for a loaded machine; an estimate that is
@@ -55,7 +55,8 @@ SECONDS_PER_ELEMENT = 1e-8
 
 
 class _CompileClock(event.Listener):
-    """Total seconds numba has spent compiling (outermost compilations only)."""
+    """Total seconds numba has held its compiler lock (compiling, or loading a kernel from its
+    cache on first use; outermost acquisitions only)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -74,7 +75,7 @@ class _CompileClock(event.Listener):
 
 
 _COMPILING = _CompileClock()
-event.register("numba:compile", _COMPILING)
+event.register("numba:compiler_lock", _COMPILING)  # compilations and cache loads
 
 
 def compile_seconds() -> float:
