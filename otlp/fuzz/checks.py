@@ -495,7 +495,8 @@ def _check_decode(
 # ----- budget adherence (issue 24) -------------------------------------------------------------
 BUDGET_ROWS = 1  # decoder rows per budget case
 # One bounded step: a Newton iteration (its direction at most EXACT_WORK + CG_WORK flops;
-# 1-3 s on this 2-core machine under load) or a unit's exact fallback within otlp.limits.
+# 1-3 s on this 2-core machine under load) or a stage (H*, an evaluation, a unit's exact
+# fallback) that its estimate let start (solvers.global_resolution.budget).
 BOUNDED_STEP_S = 3.0
 
 
@@ -529,7 +530,7 @@ def _check_budget(case: dict[str, Any]) -> list[str]:
     allowed = BUDGET_ROWS * (1.2 * budget + BOUNDED_STEP_S)
     if seconds > allowed:
         problems.append(
-            f"{seconds:.2f} s for {BUDGET_ROWS} rows at a budget of {budget:g} s per row "
+            f"{seconds:.2f} s for {BUDGET_ROWS} rows at a budget of {budget:g} s per call "
             f"(allowed {allowed:.2f} s)"
         )
     return problems

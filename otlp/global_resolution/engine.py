@@ -75,6 +75,7 @@ from solvers.global_resolution.budget import (
     NO_DEADLINE,
     Deadline,
     OutOfTime,
+    blas_pinned,
     evaluation_seconds,
     require,
     setup_seconds,
@@ -206,7 +207,8 @@ class GlobalResolution:
         the unit stays unsolved (a later call tries it again)."""
         if unit not in self.reports:
             tokens, system = self._system(unit)
-            alpha, report = self._solve_unit(unit, system)
+            with blas_pinned(system.size):
+                alpha, report = self._solve_unit(unit, system)
             self._alpha[tokens] = alpha
             self.reports[unit] = report
             self.seconds += report.seconds
