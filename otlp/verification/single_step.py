@@ -37,10 +37,12 @@ from otlp.args import (
 from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.rule_fallback import rule_seconds
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
+    call_deadline,
     draw_token,
     exact_verification,
     fallback_token,
@@ -104,9 +106,9 @@ def verify_drafts(
         Global resolution only: seconds this call may take (default ``DEFAULT_TIME_BUDGET``,
         5 s; None for no limit), counted from its entry and shared by its rows. No stage
         starts that is predicted to end past it (H* and the outer targets, each Newton
-        iteration, the exact max-flow fallback; see :mod:`solvers.global_resolution.budget`),
-        so the call ends within it plus one bounded step and the rows' lossless-rule
-        tokens. A row whose Newton misses its certificate is solved exactly
+        iteration, the exact max-flow fallback; see :mod:`solvers.global_resolution.budget`)
+        and the rows' lossless-rule passes are kept in reserve, so the call ends within it
+        plus one bounded step. A row whose Newton misses its certificate is solved exactly
         (``fallback=True``); a row whose next stage does not fit (``"time budget
         exhausted"`` or ``"skipped"`` in its message), or whose unit's exact network is over
         ``otlp.limits``, gets its token from the scheme's lossless rule (``fallback_rule``,
@@ -170,7 +172,7 @@ def verify_drafts(
         atol=atol,
         parallel=parallel,
         time_budget=time_budget,
-        deadline=Deadline.after(time_budget, start),
+        deadline=call_deadline(time_budget, start, rows * rule_seconds(vocab, 1)),
     )
 
 

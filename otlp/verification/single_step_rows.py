@@ -84,6 +84,14 @@ def batch_arrays(
     return p_arr, q_arr, draft_arr, max(tolerances)
 
 
+def call_deadline(time_budget: float | None, start: float, reserve: float) -> Deadline:
+    """A ``verify_drafts`` call's deadline for its stages: ``time_budget`` seconds from the
+    call's ``start``, less ``reserve`` seconds kept for its rows' rule tokens
+    (:func:`otlp.global_resolution.rule_fallback.rule_seconds`), so that a row sent to the
+    rule still ends within the budget."""
+    return Deadline.after(None if time_budget is None else time_budget - reserve, start)
+
+
 def local_drafts(inst: Instance, drafts: NDArray, b: int) -> NDArray[np.int64]:
     """Row ``b``'s drafts as draft-vocabulary positions of ``inst`` (errors name the row)."""
     try:

@@ -42,11 +42,12 @@ from otlp.global_resolution.constants import (
 )
 from otlp.global_resolution.fused import checked_row, scheme_row
 from otlp.global_resolution.reports import RowReport
-from otlp.global_resolution.rule_fallback import FALLBACK_RULES
+from otlp.global_resolution.rule_fallback import FALLBACK_RULES, rule_seconds
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
+    call_deadline,
     draw_token,
     exact_verification,
     fallback_token,
@@ -147,7 +148,7 @@ def verify_scheme_drafts(
         name = FALLBACK_RULES[scheme].name
         verified = _exact_rows(p_arr, q_arr, draft_arr, scheme, name, top_k, atol, uniforms)
         return rule_rows(verified, str(exc))
-    deadline = Deadline.after(time_budget, start)
+    deadline = call_deadline(time_budget, start, rows * rule_seconds(vocab, q_arr.shape[1]))
     with blas_pinned(top_k or vocab):
         return _scheme_rows(
             p_arr,
