@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import numba as nb
-import numpy as np
 from numba.core import event
 
 # A Newton direction ran at 1e10-4e10 of direction.step_work's flops per second with BLAS on
@@ -136,21 +134,6 @@ class OutOfTime(Exception):
         self.stage = stage
 
 
-_COMPILED: set[tuple[object, ...]] = set()  # (kernel, argument kinds) compiled by compile_for
-
-
-def compile_for(kernel: Any, *args: object) -> None:
-    """Compile numba ``kernel`` for ``args``' types now, so that a deadline read afterwards
-    (:meth:`Deadline.now`) excludes it; a set look-up (~2 us) once compiled."""
-    kinds = tuple(
-        (arg.dtype, arg.ndim, arg.flags.c_contiguous) if isinstance(arg, np.ndarray) else type(arg)
-        for arg in args
-    )
-    if (kernel, *kinds) not in _COMPILED:
-        kernel.compile(tuple(nb.typeof(arg) for arg in args))
-        _COMPILED.add((kernel, *kinds))
-
-
 def require(deadline: Deadline, seconds: float, stage: str) -> None:
     """Raise :class:`OutOfTime` unless a stage of ``seconds`` fits before ``deadline``."""
     if not deadline.fits(seconds):
@@ -182,24 +165,33 @@ BLAS_SIZE = 64  # units from this many variables on make library calls worth pin
 
 
 @cache
-def _controller() -> Any:
-    """threadpoolctl's view of the loaded BLAS libraries, built once (~2 ms); limiting
-    through it costs ~10 us a call, where ``threadpool_limits`` rebuilds it each time.
-    scipy's BLAS and LAPACK (what numba's compiled ``np.linalg`` and ``@`` call) are loaded
-    first: a controller built before them would not see them."""
+def _blas_libraries() -> tuple[Any, ...]:
+    """threadpoolctl's controllers of the loaded BLAS libraries, found once (~2 ms; a
+    ``threadpool_limits`` block searches again each time). scipy's BLAS and LAPACK (what
+    numba's compiled ``np.linalg`` and ``@`` call) are loaded first: a search before them
+    would not see them."""
     import scipy.linalg.cython_blas
     import scipy.linalg.cython_lapack  # noqa: F401
     from threadpoolctl import ThreadpoolController
 
-    return ThreadpoolController()
+    controller = ThreadpoolController()
+    return tuple(lib for lib in controller.lib_controllers if lib.user_api == "blas")
 
 
 @contextmanager
 def blas_pinned(variables: int) -> Iterator[None]:
     """BLAS on one thread for the block (the libraries loaded when first called), where a
-    unit may have ``variables`` >= ``BLAS_SIZE`` (smaller ones never pay the ~10 us)."""
-    if variables < BLAS_SIZE:
+    unit may have ``variables`` >= ``BLAS_SIZE``; ~5 us, and nothing for smaller units.
+
+    Each library's own get/set calls, restored on exit: ``ThreadpoolController.limit``
+    built a limiter per block whose reference cycles left ~100 bytes of garbage per call."""
+    libraries = _blas_libraries() if variables >= BLAS_SIZE else ()
+    before = [lib.get_num_threads() for lib in libraries]
+    changed = [(lib, n) for lib, n in zip(libraries, before, strict=True) if n != 1]
+    for lib, _ in changed:
+        lib.set_num_threads(1)
+    try:
         yield
-        return
-    with _controller().limit(limits=1, user_api="blas"):
-        yield
+    finally:
+        for lib, n in changed:
+            lib.set_num_threads(n)
