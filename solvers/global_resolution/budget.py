@@ -181,7 +181,7 @@ def _blas_libraries() -> tuple[Any, ...]:
 @contextmanager
 def blas_pinned(variables: int) -> Iterator[None]:
     """BLAS on one thread for the block (the libraries loaded when first called), where a
-    unit may have ``variables`` >= ``BLAS_SIZE``; ~5 us, and nothing for smaller units.
+    unit may have ``variables`` >= ``BLAS_SIZE``; ~12 us, and nothing for smaller units.
 
     Each library's own get/set calls, restored on exit: ``ThreadpoolController.limit``
     built a limiter per block whose reference cycles left ~100 bytes of garbage per call."""
