@@ -258,7 +258,7 @@ def test_newton_steps_run_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) 
     seen: list[int] = []
     direction = system_newton.direction
 
-    def recording(*args: object) -> object:
+    def recording(*args: np.ndarray) -> np.ndarray:
         seen.extend(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
         return direction(*args)
 
