@@ -4,8 +4,6 @@ built the whole outer network, runaway solves)."""
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 
@@ -14,7 +12,7 @@ import otlp.errors
 from instances import dirichlet_pair
 from instances.generators import softmax
 from otlp.global_resolution import DEFAULT_TIME_BUDGET, GlobalResolutionPlan
-from solvers.global_resolution import token
+from solvers.global_resolution import newton, token
 from solvers.global_resolution.wor_system import WithoutReplacementSystem
 
 
@@ -90,13 +88,11 @@ def test_fallback_slices_are_the_materialised_plan(max_iter: int | None) -> None
         )
 
 
-def test_a_runaway_solve_stops_at_the_time_budget_and_falls_back(monkeypatch) -> None:
-    """A solve still iterating when its clock runs out stops between Newton chunks and the
-    unit is solved exactly, fallback=True, budget reported. (Chunks of one iteration here,
-    so that a solve of two iterations at tau = 1e-6 outlasts a 1 us budget.)"""
-    monkeypatch.setattr(
-        importlib.import_module("solvers.global_resolution.newton"), "FIRST_CHUNK", 1
-    )
+def test_a_token_whose_stages_cannot_fit_its_budget_is_the_rules() -> None:
+    """A 1 us budget fits no stage of a token's call (H* and the targets, Newton, the exact
+    max-flow; issue 24: the clock starts at the call's entry): the token comes from rrs at
+    once, no Newton iteration run, and the report says so. Newton alone stops at such a
+    budget before its first iteration. The materialised plan (no call deadline) verifies."""
     rng = np.random.default_rng(1)
     p, q = rng.dirichlet(np.full(50, 0.1)), rng.dirichlet(np.full(50, 0.1))
     inst = otlp.Instance(p, q, 4)
@@ -104,9 +100,14 @@ def test_a_runaway_solve_stops_at_the_time_budget_and_falls_back(monkeypatch) ->
     assert _plan(inst, tau=1e-6).token_report(omega)[1].iterations >= 2
     plan = _plan(inst, tau=1e-6, time_budget=1e-6)
     probs, report = plan.token_report(omega)
-    assert report.fallback and "time budget exhausted" in report.message
-    assert report.time_budget == 1e-6 and report.iterations == 1
-    _assert_distribution(probs)
+    assert report.fallback and report.fallback_rule == "rrs" and "skipped" in report.message
+    assert report.time_budget == 1e-6 and report.iterations == 0
+    expected = otlp.rules.get("rrs").local_conditionals(inst, inst.to_local(omega)[None, :])[0]
+    np.testing.assert_array_equal(probs, expected)
+    engine = plan.engine
+    _, system = engine._system(engine.unit_of(inst.to_local(omega)))
+    result = newton(system, 1e-6, time_budget=1e-6)
+    assert result.message == "time budget exhausted" and result.iterations == 0
     assert otlp.verify(plan).ok
     default = otlp.solve(inst, "global_resolution", check=False)
     assert default.engine.time_budget == DEFAULT_TIME_BUDGET

@@ -60,27 +60,30 @@ def test_conjugate_gradients_solve_the_laplacian_form() -> None:
 # ----- every valid row gets a token -----------------------------------------------------------
 def test_without_replacement_row_over_the_limits_gets_the_rule_token() -> None:
     """The issue's second reproducer: without replacement, n = 8, k = 1,000, near-one-hot q. Its
-    inner unit (857 tokens) misses a small budget and its exact network (5.6e19 draft sets) is
+    inner unit (857 tokens) misses its budget and its exact network (5.6e19 draft sets) is
     over the limits: token_report and verify_drafts raised ProblemTooLarge. The token now comes
-    from rrs_without_replacement's exact conditional law, after at most one Newton iteration."""
+    from rrs_without_replacement's exact conditional law; under a 10 ms budget the call does
+    not even start H* (estimated at more than that) and no Newton iteration runs."""
     p, q = _near_one_hot_without_replacement()
     inst = otlp.Instance(p, q, 8, scheme="without_replacement")
     omega = np.argsort(-q, kind="stable")[:8]
-    probs, report = _plan(inst, time_budget=0.01).token_report(omega)
-    assert report.fallback and report.fallback_rule == "rrs_without_replacement"
-    assert report.iterations <= 1 and "over the limit" in report.message
     expected = RecursiveRejectionWithoutReplacement().local_conditionals(
         inst, inst.to_local(omega)[None, :]
     )[0]
+    probs, report = _plan(inst, time_budget=None, max_iter=0).token_report(omega)
+    assert report.fallback and report.fallback_rule == "rrs_without_replacement"
+    assert "over the limit" in report.message
+    np.testing.assert_array_equal(probs, expected)
+    probs, report = _plan(inst, time_budget=0.01).token_report(omega)
+    assert report.fallback_rule == "rrs_without_replacement" and report.iterations == 0
+    assert "skipped" in report.message
     np.testing.assert_array_equal(probs, expected)
     result = otlp.verify_drafts(
         p, q, omega[None], scheme="without_replacement", time_budget=0.01, rng=0
     )
     row = result.reports[0]
     assert row.fallback and row.fallback_rule == "rrs_without_replacement"
-    assert row.iterations <= 1
-    # The row's budget was spent by the fused Newton: the object API runs no second one.
-    assert row.message.count("time budget exhausted") == 1, row.message
+    assert row.iterations == 0 and "skipped" in row.message
     position = np.flatnonzero(inst.tokens == result.tokens[0])  # empty: outside the draft
     assert probs[position[0] if position.size else -1] > 0
 
@@ -149,3 +152,122 @@ def test_budget_fuzz_cases_give_every_row_a_token(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(checks, "verify_drafts", no_token)
     assert run_case(case)[0].status == "failed"  # a row without a token is a failure
+
+
+# ----- issue 24: one deadline per call, stages estimated before they start -------------------
+def test_independent_outer_max_flow_over_the_limits_gets_the_rrs_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two independent drafts whose removal chain is not certified take the outer targets from
+    a max-flow over the whole outer system; over ``otlp.limits`` it raised ProblemTooLarge for
+    a valid row. The token now comes from rrs (lossless for independent drafts, see below),
+    in the object API and in verify_drafts."""
+    import otlp.global_resolution.fused as fused
+    import otlp.global_resolution.schemes as schemes
+
+    monkeypatch.setattr(schemes, "independent_targets", lambda *args: None)
+    monkeypatch.setattr(fused, "independent_targets", lambda *args: None)
+    rng = np.random.default_rng(3)
+    p, q1, q2 = (rng.dirichlet(np.ones(100)) for _ in range(3))
+    with otlp.limits.limited(max_variables=8_000):  # one evaluation fits, the outer network not
+        inst = otlp.Instance(p, [q1, q2], 2, scheme="independent")
+        probs, report = _plan(inst).token_report([0, 1])
+        again = _plan(inst)
+        again.token_report([0, 1])
+        second = again.token_report([2, 3])[1]
+        out = otlp.verify_drafts(p, np.stack([q1, q2]), [[0, 1]], scheme="independent", rng=0)
+    assert report.fallback_rule == "rrs" and "over the limit" in report.message
+    assert second.cached and second.fallback_rule == "rrs"  # refused once, not rebuilt
+    expected = RecursiveRejection().local_conditionals(inst, inst.to_local([0, 1])[None, :])[0]
+    np.testing.assert_array_equal(probs, expected)
+    row = out.reports[0]
+    assert row.fallback_rule == "rrs" and "over the limit" in row.message
+
+
+def test_rrs_is_lossless_for_two_independent_drafts() -> None:
+    """The independent scheme's fallback rule: drafts x1 ~ q1, x2 ~ q2 verified by rrs (one
+    draft row per draw) give output law p exactly (every pair enumerated on a toy V)."""
+    rng = np.random.default_rng(7)
+    p, q1, q2 = (rng.dirichlet(np.full(5, 0.7)) for _ in range(3))
+    q2[1] = 0.0  # a token only the first drafter can draw
+    q2 /= q2.sum()
+    inst = otlp.Instance(p, [q1, q2], 2, scheme="independent")
+    rows = inst.draft_rows
+    pairs = np.array([[a, b] for a in range(inst.k) for b in range(inst.k)])
+    weights = rows[0][pairs[:, 0]] * rows[1][pairs[:, 1]]
+    laws = RecursiveRejection().local_conditionals(inst, pairs)
+    np.testing.assert_allclose(weights @ laws, inst.target_rows, rtol=0, atol=1e-14)
+
+
+def test_the_exact_max_flow_does_not_start_past_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without replacement, k = 1,000, n = 2: a unit whose Newton cannot certify goes to the
+    exact max-flow on its own network, estimated at ~1 s (1e6 arcs; it took 0.3-0.5 s). Under
+    a 0.3 s budget it is not started, the token is rrs_without_replacement's, and what the
+    report says; with no budget the max-flow runs. (Asserted on the work done, not on time.)"""
+    import otlp.global_resolution.engine as engine
+
+    rng = np.random.default_rng(2)
+    p, q = rng.dirichlet(np.ones(1000)), rng.dirichlet(np.ones(1000))
+    inst = otlp.Instance(p, q, 2, scheme="without_replacement")
+    omega = np.argsort(-q)[:2]
+    calls = []
+
+    def max_flow(network: object) -> np.ndarray:
+        calls.append(network)
+        return np.zeros(network.num_arcs)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(engine, "max_flow_values", max_flow)
+    plan = _plan(inst, tau=1e-6, max_iter=0, time_budget=0.3)
+    probs, report = plan.token_report(omega)
+    assert not calls and report.fallback_rule == "rrs_without_replacement"
+    assert "the exact max-flow skipped" in report.message
+    local = inst.to_local(omega)[None, :]
+    expected = RecursiveRejectionWithoutReplacement().local_conditionals(inst, local)[0]
+    np.testing.assert_array_equal(probs, expected)
+    unit = plan.engine.unit_of(inst.to_local(omega))
+    assert unit not in plan.engine.exact and unit not in plan.engine.over_limits
+    plan.engine.solve(unit)  # no call deadline: the unit's exact fallback starts
+    assert len(calls) == 1
+
+
+def test_compilation_is_not_the_calls_time() -> None:
+    """A kernel compiled (or loaded from numba's cache) during a call moves its deadline later
+    by that long: a first call is not served by the fallback rule only because it compiled."""
+    import numba
+
+    from solvers.global_resolution.budget import Deadline
+
+    deadline = Deadline.after(10.0)
+    before = deadline.now()
+    numba.njit(lambda x: x + 1)(1)  # a fresh kernel: compiled now
+    assert deadline.now() > before
+    assert Deadline.after(None).now() == np.inf
+
+
+def test_newton_steps_run_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two OpenBLAS threads on two busy cores made a 100-variable dense Newton direction 100x
+    slower: every direction of a decoder row's Newton runs with BLAS pinned to one thread
+    (threadpoolctl), and small rows skip the pinning's ~10 us."""
+    from threadpoolctl import threadpool_info
+
+    import solvers.global_resolution.system_newton as system_newton
+    from solvers.global_resolution.budget import BLAS_SIZE, blas_pinned
+
+    seen: list[int] = []
+    direction = system_newton.direction
+
+    def recording(*args: np.ndarray) -> np.ndarray:
+        seen.extend(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
+        return direction(*args)
+
+    monkeypatch.setattr(system_newton, "direction", recording)
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(300)), rng.dirichlet(np.ones(300))
+    drafts = np.argsort(-q)[:2][None, :]
+    otlp.verify_drafts(p, q, drafts, scheme="without_replacement", tau=1e-6, rng=0)
+    assert seen and set(seen) == {1}
+    before = [info["num_threads"] for info in threadpool_info()]
+    with blas_pinned(BLAS_SIZE - 1):
+        assert [info["num_threads"] for info in threadpool_info()] == before

@@ -7,6 +7,15 @@ the approximate OT of Eq. (18). Solved parameters are cached on the engine, so f
 slices of the same (p, q) are free. Other draft schemes replace the scheme-dependent steps
 in :mod:`otlp.global_resolution.schemes`; :func:`otlp.global_resolution.method.make_engine`
 picks the engine.
+
+A slice (:meth:`GlobalResolution.local_slice`, behind ``plan.token_report`` and
+``plan.local_slice``) is one call with one deadline, ``time_budget`` seconds from its entry
+(:mod:`solvers.global_resolution.budget`): H* and the outer targets, Newton (its initial
+evaluation, then each iteration) and the exact max-flow on the unit's own network each start
+only if their estimated seconds fit what is left; where one cannot, or where the exact
+network is over ``otlp.limits``, the token comes from the scheme's lossless rule
+(:mod:`otlp.global_resolution.rule_fallback`) and its report says so. A unit left unsolved
+for lack of time is tried again by the next call, with that call's budget.
 """
 
 from __future__ import annotations
@@ -61,6 +70,15 @@ from solvers.global_resolution import (
     SoftmaxSystem,
     lbfgs,
     newton,
+)
+from solvers.global_resolution.budget import (
+    NO_DEADLINE,
+    Deadline,
+    OutOfTime,
+    blas_pinned,
+    evaluation_seconds,
+    require,
+    setup_seconds,
 )
 from solvers.global_resolution.token import analyse, budget_share, slice_of
 
@@ -119,6 +137,10 @@ class GlobalResolution:
         self.over_limits: dict[Unit, SolveReport] = {}
         self.seconds = 0.0
         self._alpha = np.zeros(inst.k)  # each solved unit's alpha, per variable token
+        self._deadline = NO_DEADLINE  # the slice call in progress (none outside one)
+        # H* or the outer targets over otlp.limits (two independent drafts whose outer
+        # max-flow is too large): every token comes from the scheme's lossless rule.
+        self._setup_refused: SolveReport | None = None
 
     # ----- shared per-(p, q) quantities ---------------------------------------------------
     @cached_property
@@ -180,22 +202,26 @@ class GlobalResolution:
     def solve(self, unit: Unit) -> SolveReport:
         """Solve one unit (cached). If it misses its budget, solve it exactly by max-flow;
         if that network is over ``otlp.limits``, the unit is recorded in ``over_limits`` and
-        :class:`~otlp.errors.ProblemTooLarge` raised."""
+        :class:`~otlp.errors.ProblemTooLarge` raised; if the max-flow cannot fit the slice
+        call's deadline, :class:`~solvers.global_resolution.budget.OutOfTime` is raised and
+        the unit stays unsolved (a later call tries it again)."""
         if unit not in self.reports:
             tokens, system = self._system(unit)
-            alpha, report = self._solve_unit(unit, system)
+            with blas_pinned(system.size):
+                alpha, report = self._solve_unit(unit, system)
             self._alpha[tokens] = alpha
             self.reports[unit] = report
             self.seconds += report.seconds
-            if report.fallback:
-                try:
-                    self._solve_exactly(unit)
-                except ProblemTooLarge as exc:
-                    del self.reports[unit]
-                    self.over_limits[unit] = dataclasses.replace(
-                        report, message=f"{report.message}; exact fallback: {exc}"
-                    )
-                    raise
+        report = self.reports[unit]
+        if report.fallback and unit not in self.exact:
+            try:
+                self._solve_exactly(unit)
+            except ProblemTooLarge as exc:
+                del self.reports[unit]
+                self.over_limits[unit] = dataclasses.replace(
+                    report, message=f"{report.message}; exact fallback: {exc}"
+                )
+                raise
         return self.reports[unit]
 
     def solve_all(self) -> None:
@@ -216,10 +242,19 @@ class GlobalResolution:
         base = float(inst.q_local[inside & (inst.p_local <= 0)].sum())
         return tokens, SoftmaxSystem(inst.q_local[tokens], inst.p_local[tokens], base, 1.0, inst.n)
 
+    def _time_left(self) -> float | None:
+        """A convex solve's time budget: what is left of the slice call's deadline, else
+        ``time_budget`` (a unit solved for the whole plan)."""
+        return self._deadline.seconds() if self._deadline.limited else self.time_budget
+
+    def _evaluation_seconds(self, system: SoftmaxSystem) -> float:
+        """Estimated seconds of one evaluation of a unit's system (before Newton starts)."""
+        return evaluation_seconds(system.size, self.instance.n, False)
+
     def _minimize(self, system: SoftmaxSystem, stop: float) -> MinimizeResult:
         if self.minimizer == "seed":
             return lbfgs(system, stop, max_iter=self.max_iter)
-        return newton(system, stop, max_iter=self.max_iter, time_budget=self.time_budget)
+        return newton(system, stop, max_iter=self.max_iter, time_budget=self._time_left())
 
     def _budget_share(self, block: int) -> float:
         """The part of the outer system's 5 tau block ``block`` may use (see budget_share)."""
@@ -279,7 +314,10 @@ class GlobalResolution:
             # term); seed: Theorem 6.4 with eps = eps_T = tau, so that 2 tau + 3 eps_T <= 5 tau
             stop = budget if self.minimizer == "newton" else 2.0 * self.tau
             try:
+                require(self._deadline, self._evaluation_seconds(system), "Newton")
                 result = self._minimize(system, stop)
+            except OutOfTime as exc:  # not started: the unit falls back
+                result = MinimizeResult(alpha[keep], 0, 0, math.inf, math.inf, False, str(exc), 0.0)
             except NUMERICAL_FAILURES as exc:  # the unit falls back to the exact max-flow
                 result = MinimizeResult(
                     alpha[keep], 0, 0, math.inf, math.inf, False, f"numerical failure: {exc}", 0.0
@@ -333,11 +371,11 @@ class GlobalResolution:
             if name == INNER:
                 inside = self.selection.H_mask
                 left = np.flatnonzero(inside).astype(np.int64)
-                columns = unit_columns(inst, inside, None)
+                columns = unit_columns(inst, inside, None, self._deadline)
                 return unit_network(columns, left, inst.p_local[left], inst.k), None
             assert block is not None
             allowed = (outer.block_of < 0) | (outer.block_of >= block)
-            columns = unit_columns(inst, allowed, outer.block_of == block)
+            columns = unit_columns(inst, allowed, outer.block_of == block, self._deadline)
             left = outer.block_tokens(block)
             return unit_network(columns, left, outer.block_targets(block), inst.k), None
         network = self._networks[name]
@@ -374,21 +412,53 @@ class GlobalResolution:
         total = float(self.row_residual.sum())
         return self.row_residual / total if total > 0 else np.zeros_like(self.row_residual)
 
-    def local_slice(self, omega: ArrayLike) -> tuple[FloatArray, TokenReport]:
-        """pi(. | omega) over the draft vocabulary plus the outside row, and its report."""
+    def local_slice(
+        self, omega: ArrayLike, deadline: Deadline | None = None
+    ) -> tuple[FloatArray, TokenReport]:
+        """pi(. | omega) over the draft vocabulary plus the outside row, and its report.
+
+        ``deadline``: the caller's (default: ``time_budget`` seconds from now; see the
+        module docstring)."""
         start = time.perf_counter()
+        self._deadline = Deadline.after(self.time_budget) if deadline is None else deadline
+        try:
+            return self._slice(omega, start)
+        finally:
+            self._deadline = NO_DEADLINE
+
+    def _set_up(self) -> None:
+        """H* and the outer targets, if their estimated seconds fit the call's deadline."""
+        if "outer" not in self.__dict__:
+            inst = self.instance
+            require(self._deadline, setup_seconds(inst.scheme, inst.k, inst.n), "H* and targets")
+            _ = self.outer
+
+    def _slice(self, omega: ArrayLike, start: float) -> tuple[FloatArray, TokenReport]:
         inst = self.instance
         local = inst.to_local(omega)
+        if self._setup_refused is not None:
+            return self._rule_slice(omega, local, start, True, self._setup_refused)
+        try:
+            self._set_up()
+        except (OutOfTime, ProblemTooLarge) as exc:  # no unit to solve: the rule's token
+            failed = _unsolved(str(exc))
+            if isinstance(exc, ProblemTooLarge):
+                self._setup_refused = failed
+            return self._rule_slice(omega, local, start, False, failed)
         unit = self.unit_of(local)
         cached = unit in self.reports or unit in self.over_limits
-        if unit not in self.over_limits:
-            try:
-                report = self.solve(unit)
-            except ProblemTooLarge:
-                if unit not in self.over_limits:
-                    raise  # not the unit's exact fallback
         if unit in self.over_limits:
-            return self._rule_slice(omega, local, unit, start, cached)
+            return self._rule_slice(omega, local, start, cached, self.over_limits[unit])
+        try:
+            report = self.solve(unit)
+        except ProblemTooLarge:
+            if unit not in self.over_limits:
+                raise  # not the unit's exact fallback
+            return self._rule_slice(omega, local, start, cached, self.over_limits[unit])
+        except OutOfTime as exc:  # the exact fallback does not fit the time left
+            failed = self.reports[unit]
+            late = dataclasses.replace(failed, message=f"{failed.message}; {exc}")
+            return self._rule_slice(omega, local, start, cached, late)
         if unit in self.exact:
             out = self._exact_slice(unit, local)
         else:
@@ -411,12 +481,13 @@ class GlobalResolution:
         return out, token_report
 
     def _rule_slice(
-        self, omega: ArrayLike, local: IntArray, unit: Unit, start: float, cached: bool
+        self, omega: ArrayLike, local: IntArray, start: float, cached: bool, failed: SolveReport
     ) -> tuple[FloatArray, TokenReport]:
-        """The slice of the scheme's lossless rule for a unit over the limits
-        (:mod:`otlp.global_resolution.rule_fallback`), and its report."""
-        found = rule_token(self.instance, local, self.selection.alpha_star)
-        failed = self.over_limits[unit]
+        """The slice of the scheme's lossless rule for a token whose unit (report ``failed``)
+        is over the limits or out of time (:mod:`otlp.global_resolution.rule_fallback`), and
+        its report."""
+        alpha_star = self.selection.alpha_star if "selection" in self.__dict__ else None
+        found = rule_token(self.instance, local, alpha_star, self._deadline)
         report = TokenReport.of_unit(
             dataclasses.replace(failed, message=f"{failed.message}; token by {found.rule}"),
             omega=tuple(int(t) for t in np.atleast_1d(omega)),
@@ -502,3 +573,19 @@ class GlobalResolution:
                 deviation[unit[0]] += report.deviation
         outer, inner = deviation[OUTER], deviation[INNER]
         return {"target_l1": outer + 2.0 * inner, "acceptance": outer + inner}
+
+
+def _unsolved(message: str) -> SolveReport:
+    """The report of a token that reached no unit (H* or the outer targets not computed)."""
+    return SolveReport(
+        system=None,
+        block=None,
+        variables=0,
+        iterations=0,
+        deviation=math.inf,
+        fallback=True,
+        message=message,
+        truncation_error=0.0,
+        grad_norm=math.inf,
+        seconds=0.0,
+    )

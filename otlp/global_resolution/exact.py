@@ -22,6 +22,7 @@ from otlp.global_resolution.constants import ROUNDING_SHORTFALL
 from otlp.instance import Instance
 from otlp.limits import check_size, check_work
 from solvers.global_resolution import OuterTargets
+from solvers.global_resolution.budget import NO_DEADLINE, Deadline, max_flow_seconds, require
 from solvers.registry import get_backend
 
 FloatArray = NDArray[np.float64]
@@ -136,21 +137,24 @@ def block_network(
 
 
 def unit_columns(
-    inst: Instance, allowed: NDArray[np.bool_], required: NDArray[np.bool_] | None
+    inst: Instance,
+    allowed: NDArray[np.bool_],
+    required: NDArray[np.bool_] | None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> DraftColumns:
     """The draft sets of one unit, with their exact masses, without the rest of the system.
 
     The sets of the scheme's sizes inside ``allowed`` that meet ``required`` (None: all):
     for the inner system the sets inside H*; for outer block b the sets that meet b and no
     earlier block (their earliest block is b). Sizes and work are checked against
-    ``otlp.limits`` for this unit alone, before anything is enumerated.
+    ``otlp.limits`` for this unit alone, and the estimated seconds of the whole exact
+    fallback (sets, masses, max-flow) against ``deadline``, before anything is enumerated.
     """
     n, tokens = inst.n, np.flatnonzero(allowed)
     size = tokens.shape[0]
     sizes = set_sizes(inst.scheme, size, n)
-    check_size(
-        f"the exact fallback's draft sets (k = {size}, n = {n})", cb.count_sets(size, sizes) * n
-    )
+    arcs = cb.count_sets(size, sizes) * n
+    check_size(f"the exact fallback's draft sets (k = {size}, n = {n})", arcs)
     distinct = not np.all(inst.draft_rows == inst.draft_rows[:1])
     missing = 0 if required is None else size - int(required[tokens].sum())
     work = 0  # the masses of the kept sets only: those that meet ``required``
@@ -158,6 +162,7 @@ def unit_columns(
         per_size = mass_operations(inst.scheme, size, n, range(j, j + 1), distinct)
         work += per_size * (comb(size, j) - comb(missing, j)) // max(comb(size, j), 1)
     check_work(f"the exact fallback's set masses ({inst.scheme}, k = {size}, n = {n})", work)
+    require(deadline, max_flow_seconds(arcs, work), "the exact max-flow")
     blocks, masses = [], []
     for j in sizes:
         subsets = tokens[cb.colex_subsets(tokens.shape[0], j)]

@@ -12,6 +12,8 @@ driver (the i.i.d. row runs entirely compiled: :func:`solvers.global_resolution.
    independent drafts);
 3. only the unit omega needs (the earliest outer block it meets, else the inner system),
    solved by Newton to its 5 tau budget (its share for an outer block);
+   steps 2 and 3 start only if their estimated seconds fit what is left of the call's
+   ``deadline`` (:mod:`solvers.global_resolution.budget`), else the row is ``out_of_time``;
 4. the slice of Eq. (18) (:func:`~solvers.global_resolution.token.slice_of`, the kernel the
    i.i.d. path and the object API use) and the draw.
 
@@ -43,6 +45,14 @@ from otlp.global_resolution.scheme_parts import (
 )
 from otlp.instance import impossible_draw
 from solvers.global_resolution import OuterTargets
+from solvers.global_resolution.budget import (
+    NO_DEADLINE,
+    Deadline,
+    OutOfTime,
+    evaluation_seconds,
+    require,
+    setup_seconds,
+)
 from solvers.global_resolution.clocks import QuadratureRangeError
 from solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
 from solvers.global_resolution.newton import MESSAGES, OUT_OF_TIME
@@ -72,7 +82,8 @@ FUSED_SCHEMES = ("without_replacement", "independent", "greedy")
 class RowResult:
     """One row: ``status`` (a code of :mod:`solvers.global_resolution.constants`), the
     token (-1 unless OK), and the unit's report fields. For a bad input ``detail`` is the
-    offending draft row (BAD_P .. SUM_Q) or draft position (BAD_DRAFT)."""
+    offending draft row (BAD_P .. SUM_Q) or draft position (BAD_DRAFT). ``out_of_time``: a
+    stage did not fit the call's deadline; ``alpha_star`` once H* is known."""
 
     status: int
     token: int
@@ -85,6 +96,7 @@ class RowResult:
     message: str = ""
     detail: int = 0
     out_of_time: bool = False
+    alpha_star: float | None = None
 
 
 @dataclass(frozen=True)
@@ -174,13 +186,13 @@ def row_slice(
     tau: float,
     max_iter: int,
     atol: float,
-    time_budget: float | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> tuple[RowResult, FloatArray | None, IntArray | None]:
     """(report, pi(.|omega) over the draft vocabulary plus the outside row, its global ids)
     for one decoder row of ``scheme``; the slice is None unless the status is OK.
 
     ``q_rows`` is (1, V), or (2, V) for two independent drafts; ``top_k`` 0 keeps every
-    positive draft token.
+    positive draft token; ``deadline``: the call's (see the module docstring).
     """
     status, detail, vocab, local = checked_row(p, q_rows, drafts, scheme, top_k, atol)
     if vocab is None or local is None:
@@ -192,10 +204,15 @@ def row_slice(
         if bad:
             return RowResult(BAD_DRAFT, -1, detail=-1), None, None
         return RowResult(OK, -1, message="closed form (exact)"), probs, vocab.tokens
+    try:
+        require(deadline, setup_seconds(scheme, k, n), "H* and the outer targets")
+    except OutOfTime as exc:
+        return RowResult(FALLBACK, -1, message=str(exc), out_of_time=True), None, None
     found = analysis(scheme, n, vocab)
     if isinstance(found, str):
         return RowResult(FALLBACK, -1, message=found), None, None
     selection, outer = found
+    alpha_star = 1.0 + selection.psi_min  # [GR] Theorem 3.1
     block = int(unit_of(outer.block_of, local))
     unit = (OUTER, block) if block >= 0 else (INNER, None)
     parts = unit_parts(vocab.p_local, selection.H_mask, outer, unit)
@@ -205,23 +222,38 @@ def row_slice(
     name = str(unit[0])
     block_id = block if block >= 0 else None
     if system is None:
-        return (
-            RowResult(FALLBACK, -1, name, block_id, message="unit needs exact set masses"),
-            None,
-            None,
-        )
+        message = "unit needs exact set masses"
+        failure = RowResult(FALLBACK, -1, name, block_id, message=message, alpha_star=alpha_star)
+        return failure, None, None
     alpha = np.zeros(system.size)
     iterations, deviation, message = 0, 0.0, "exact"
     if not (system.size == 0 or (system.size == 1 and system.gauge_free)):
+        double = scheme == "without_replacement" and n >= 3
         try:
+            require(deadline, evaluation_seconds(system.size, n, double), "Newton")
             result = system_newton(
                 system,
                 budget,
                 max_iter=max_iter,
-                time_budget=time_budget,
+                time_budget=deadline.seconds(),
             )
+        except OutOfTime as exc:
+            skipped = RowResult(
+                FALLBACK,
+                -1,
+                name,
+                block_id,
+                system.size,
+                message=str(exc),
+                out_of_time=True,
+                alpha_star=alpha_star,
+            )
+            return skipped, None, None
         except NUMERICAL_FAILURES as exc:
-            failure = RowResult(FALLBACK, -1, name, block_id, message=f"numerical failure: {exc}")
+            message = f"numerical failure: {exc}"
+            failure = RowResult(
+                FALLBACK, -1, name, block_id, message=message, alpha_star=alpha_star
+            )
             return failure, None, None
         alpha, iterations, deviation = result.alpha, result.iterations, result.deviation
         message = result.message
@@ -239,6 +271,7 @@ def row_slice(
                 budget,
                 message,
                 out_of_time=late,
+                alpha_star=alpha_star,
             )
             return report, None, None
     solved = np.zeros(k)
@@ -247,7 +280,7 @@ def row_slice(
     inner[parts.tokens] = block < 0
     probs = slice_of(solved, inner, outer.block_of, residual_rows(vocab, outer), local, block)
     report = RowResult(OK, -1, name, block_id, system.size, iterations, deviation, budget, message)
-    return report, probs, vocab.tokens
+    return dataclasses.replace(report, alpha_star=alpha_star), probs, vocab.tokens
 
 
 def scheme_row(
@@ -260,11 +293,11 @@ def scheme_row(
     max_iter: int,
     atol: float,
     uniforms: FloatArray,
-    time_budget: float | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> RowResult:
     """One decoder row: :func:`row_slice` and a draw from the slice (two uniforms)."""
     report, probs, tokens = row_slice(
-        p, q_rows, drafts, scheme, top_k, tau, max_iter, atol, time_budget
+        p, q_rows, drafts, scheme, top_k, tau, max_iter, atol, deadline
     )
     if probs is None or tokens is None:
         return report

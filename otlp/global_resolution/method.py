@@ -40,10 +40,12 @@ def solve_global_resolution(
 ) -> GlobalResolutionPlan:
     """A lazy global-resolution plan (nothing is solved until a slice or entry is needed).
 
-    ``time_budget`` (seconds, default ``DEFAULT_TIME_BUDGET``; None for no limit) bounds the
-    convex solve of each unit, i.e. of each token's slice: a solve that runs past it stops
-    and the unit is solved exactly instead (``fallback=True`` in its reports, which state the
-    budget).
+    ``time_budget`` (seconds, default ``DEFAULT_TIME_BUDGET``; None for no limit) bounds each
+    token's call (``plan.token_report``, ``plan.local_slice``) from its entry: no stage (H*,
+    Newton, the unit's exact max-flow) starts that is estimated to end past it, and a token
+    whose next stage does not fit comes from the scheme's lossless rule (``fallback_rule`` in
+    its report; :mod:`otlp.global_resolution.engine`). Materialising the whole plan solves
+    each unit's Newton within the budget and exactly where it misses it.
     """
     engine = make_engine(
         inst,

@@ -45,7 +45,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp import combinatorics as cb
 from otlp.builders import outer_system
+from otlp.columns import set_sizes
 from otlp.global_resolution.constants import OUTER, Unit
 from otlp.global_resolution.engine import GlobalResolution
 from otlp.global_resolution.exact import ExactUnit, max_flow_values, restore_rounded_outer_flow
@@ -62,6 +64,7 @@ from otlp.global_resolution.scheme_parts import (
 from otlp.instance import Instance
 from otlp.subset import SubsetSelection, optimal_acceptance, prefix_psi
 from solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
+from solvers.global_resolution.budget import evaluation_seconds, max_flow_seconds, require
 from solvers.global_resolution.explicit_system import ExplicitSystem
 from solvers.global_resolution.system_newton import system_newton
 
@@ -144,8 +147,13 @@ class SchemeGlobalResolution(GlobalResolution):
             system,
             stop,
             max_iter=self.max_iter,
-            time_budget=self.time_budget,
+            time_budget=self._time_left(),
         )
+
+    def _evaluation_seconds(self, system: SoftmaxSystem) -> float:
+        n = self.instance.n
+        double = self.instance.scheme == "without_replacement" and n >= 3
+        return evaluation_seconds(system.size, n, double)
 
     @cached_property
     def outer(self) -> OuterTargets:
@@ -158,9 +166,13 @@ class SchemeGlobalResolution(GlobalResolution):
 
     def _exact_outer(self) -> OuterTargets:
         """The outer system by max-flow (independent drafts whose chain is not certified);
-        its row sums are the targets."""
+        its row sums are the targets. Over ``otlp.limits`` (``ProblemTooLarge``) or past the
+        slice call's deadline (``OutOfTime``, estimated from its arcs before it is built),
+        the caller's token comes from the scheme's lossless rule."""
         start = time.perf_counter()
         inst, inside = self.instance, self.selection.H_mask
+        arcs = cb.count_sets(inst.k, set_sizes(inst.scheme, inst.k, inst.n)) * inst.n
+        require(self._deadline, max_flow_seconds(arcs, 0), "the outer max-flow")
         outside = np.flatnonzero(~inside).astype(np.int64)
         network = outer_system(inst, inside)  # the inner network is built only if needed
         values = restore_rounded_outer_flow(network, max_flow_values(network), inst.target_rows)

@@ -11,6 +11,9 @@ is one of its drafts, and a report per row.
   and selects the top k, H*, the polymatroid targets, the one unit omega needs (Newton) and
   the slice of Eq. (18). A row whose unit misses its 5 tau budget is solved exactly by the
   object API (max-flow fallback, :mod:`otlp.global_resolution`) and its report says so.
+  ``time_budget`` is the whole call's: its clock starts at the call's entry, and a row whose
+  next stage cannot fit what is left gets its token from ``rrs`` (issue 24; see
+  :mod:`solvers.global_resolution.budget`).
   ``parallel=True`` spreads the rows over numba's threads (``prange``; set their number with
   ``numba.set_num_threads`` or ``NUMBA_NUM_THREADS``).
 * The exact i.i.d. lossless rules ``sps`` (n = 1), ``rrs``, ``kseq`` ([SpecHub] Algorithm 1;
@@ -22,6 +25,8 @@ is one of its drafts, and a report per row.
 from __future__ import annotations
 
 import math
+import time
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -33,18 +38,21 @@ from otlp.args import (
 )
 from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
-from otlp.global_resolution.reports import RowReport, TokenReport
+from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.rule_fallback import rule_seconds
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
+    call_deadline,
     draw_token,
     exact_verification,
+    fallback_token,
     local_drafts,
-    object_api_token,
     rule_rows,
 )
 from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
+from solvers.global_resolution.budget import Deadline, blas_pinned
 
 __all__ = ["METHODS", "DraftVerification", "RowReport", "global_resolution_rows", "verify_drafts"]
 
@@ -97,13 +105,18 @@ def verify_drafts(
         ``independent`` (n = 2, q of shape (2, V) or (B, 2, V)) or ``greedy``; the other
         schemes and their methods are in :mod:`otlp.verification.single_step_schemes`.
     time_budget:
-        Global resolution only: seconds a row's convex solve may run (default
-        ``DEFAULT_TIME_BUDGET``, 5 s; None for no limit); no Newton iteration starts that is
-        predicted to end past it. A row past it stops and is solved exactly
-        (``fallback=True``, "time budget exhausted" in its report's message), or, where its
-        unit's exact network is over ``otlp.limits``, by the scheme's lossless rule
-        (``fallback_rule``, e.g. ``"rrs"``, with ``acceptance_lost``).
+        Global resolution only: seconds this call may take (default ``DEFAULT_TIME_BUDGET``,
+        5 s; None for no limit), counted from its entry and shared by its rows. No stage
+        starts that is predicted to end past it (H* and the outer targets, each Newton
+        iteration, the exact max-flow fallback; see :mod:`solvers.global_resolution.budget`)
+        and the rows' lossless-rule passes are kept in reserve, so the call ends within it
+        plus one bounded step. A row whose Newton misses its certificate is solved exactly
+        (``fallback=True``); a row whose next stage does not fit (``"time budget
+        exhausted"`` or ``"skipped"`` in its message), or whose unit's exact network is over
+        ``otlp.limits``, gets its token from the scheme's lossless rule (``fallback_rule``,
+        e.g. ``"rrs"``, with ``acceptance_lost`` where it could be computed in time).
     """
+    start = time.perf_counter()
     if handles(scheme, method):
         return verify_scheme_drafts(
             p,
@@ -161,6 +174,7 @@ def verify_drafts(
         atol=atol,
         parallel=parallel,
         time_budget=time_budget,
+        deadline=call_deadline(time_budget, start, rows * rule_seconds(vocab, 1)),
     )
 
 
@@ -176,39 +190,99 @@ def global_resolution_rows(
     atol: float,
     parallel: bool = False,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
+    deadline: Deadline | None = None,
 ) -> DraftVerification:
     """Global resolution's compiled batch on checked arrays (``verify_drafts`` after its
     argument checks): p, q (1 or B, V) float32/float64 C-contiguous, drafts (B, n) int64,
     two ``uniforms`` per row (a row's token depends on its own pair only); rows whose unit
-    misses its budget, or whose Newton runs past ``time_budget`` seconds (None: no limit),
-    are solved exactly (fallback)."""
-    from solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
-    from solvers.global_resolution.newton import OUT_OF_TIME
+    misses its budget are solved exactly (fallback). Every row stops at ``deadline`` (the
+    caller's; default ``time_budget`` seconds from this call, None: no limit) and a row that
+    ran out of it gets its token from ``rrs``."""
     from solvers.global_resolution.token import batch, batch_parallel
 
-    rows = draft_arr.shape[0]
+    if deadline is None:
+        deadline = Deadline.after(time_budget)
     kernel = batch_parallel if parallel else batch
-    seconds = math.inf if time_budget is None else time_budget
-    tokens, table = kernel(
-        p_arr, q_arr, draft_arr, top_k or 0, tau, max_iter, atol, uniforms, seconds
-    )
-    _raise_for_bad_rows(table, p_arr, q_arr, draft_arr)
+    _compile(kernel, p_arr.dtype, q_arr.dtype)  # before the deadline is handed to it
+    with blas_pinned(top_k or p_arr.shape[1]):
+        tokens, table = kernel(
+            p_arr, q_arr, draft_arr, top_k or 0, tau, max_iter, atol, uniforms, deadline.now()
+        )
+        _raise_for_bad_rows(table, p_arr, q_arr, draft_arr)
+        reports = _row_reports(
+            p_arr,
+            q_arr,
+            draft_arr,
+            uniforms,
+            tokens,
+            table,
+            top_k,
+            tau,
+            max_iter,
+            atol,
+            time_budget,
+            deadline,
+        )
+    accepted = (tokens[:, None] == draft_arr).any(axis=1)
+    return DraftVerification(tokens, accepted, tuple(reports), "global_resolution")
+
+
+_COMPILED: set[tuple[object, ...]] = set()  # (kernel, p dtype, q dtype) run once
+
+
+def _compile(kernel: Any, p_dtype: np.dtype, q_dtype: np.dtype) -> None:
+    """Run the batch ``kernel`` once on a two-token row of these dtypes, so that numba
+    compiles it (or loads it from its cache) before a call hands it a deadline: the seconds
+    that takes are then excluded from the call's budget (:class:`Deadline`)."""
+    if (kernel, p_dtype, q_dtype) not in _COMPILED:
+        half = np.full((1, 2), 0.5)
+        drafts = np.zeros((1, 1), dtype=np.int64)
+        kernel(half.astype(p_dtype), half.astype(q_dtype), drafts, 0, 1e-3, 0, 1e-6, half, math.inf)
+        _COMPILED.add((kernel, p_dtype, q_dtype))
+
+
+def _row_reports(
+    p_arr: NDArray,
+    q_arr: NDArray,
+    draft_arr: NDArray[np.int64],
+    uniforms: NDArray[np.float64],
+    tokens: NDArray[np.int64],
+    table: NDArray,
+    top_k: int | None,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    time_budget: float | None,
+    deadline: Deadline,
+) -> list[RowReport]:
+    """Each row's report from the kernel's table; a fallback row's token (written into
+    ``tokens``) from :func:`fallback_token`."""
+    from solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
+    from solvers.global_resolution.newton import OUT_OF_TIME
+
+    rows = draft_arr.shape[0]
     reports = []
     for b in range(rows):
         status, system, block, variables, iterations, deviation, budget, newton = table[b]
         fallback = bool(status == 1)
         message = NEWTON_MESSAGES[int(newton)]
         rule, lost = None, None
-        if fallback:  # a row that spent its budget goes straight to the exact fallback
-            left = 0 if int(newton) == OUT_OF_TIME else max_iter
-            tokens[b], exact = _exact_fallback(
-                p_arr, q_arr, draft_arr, b, top_k, tau, left, atol, uniforms[b], time_budget
+        if fallback:
+            inst, _ = _row_instance(p_arr, q_arr, draft_arr, b, top_k, atol)
+            tokens[b], how, rule, lost = fallback_token(
+                inst,
+                draft_arr[b],
+                uniforms[b],
+                out_of_time=int(newton) == OUT_OF_TIME,
+                alpha_star=None,
+                tau=tau,
+                max_iter=max_iter,
+                time_budget=time_budget,
+                deadline=deadline,
             )
             message = (
-                f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; "
-                f"object API: {exact.message}"
+                f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; {how}"
             )
-            rule, lost = exact.fallback_rule, exact.acceptance_lost
         reports.append(
             RowReport(
                 system="outer" if system == 0 else "inner",
@@ -223,8 +297,7 @@ def global_resolution_rows(
                 acceptance_lost=lost,
             )
         )
-    accepted = (tokens[:, None] == draft_arr).any(axis=1)
-    return DraftVerification(tokens, accepted, tuple(reports), "global_resolution")
+    return reports
 
 
 _ROW_ERRORS = {
@@ -263,23 +336,6 @@ def _row_instance(
         name, _, rest = str(exc).partition(":")
         raise ValueError(f"{name}[{b}]:{rest}") from None
     return inst, local_drafts(inst, drafts, b)
-
-
-def _exact_fallback(
-    p: NDArray,
-    q: NDArray,
-    drafts: NDArray,
-    b: int,
-    top_k: int | None,
-    tau: float,
-    max_iter: int,
-    atol: float,
-    u: NDArray[np.float64],
-    time_budget: float | None,
-) -> tuple[int, TokenReport]:
-    """Row ``b``, whose unit missed its budget: :func:`object_api_token` on its instance."""
-    inst, _ = _row_instance(p, q, drafts, b, top_k, atol)
-    return object_api_token(inst, drafts[b], u, tau=tau, max_iter=max_iter, time_budget=time_budget)
 
 
 def _exact_rule(

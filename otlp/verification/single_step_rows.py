@@ -13,8 +13,10 @@ from numpy.typing import NDArray
 
 from otlp.args import real_number
 from otlp.global_resolution.reports import RowReport, TokenReport
+from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
 from otlp.tensors import as_float64, as_index_array, check_distributions
+from solvers.global_resolution.budget import Deadline
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,14 @@ def batch_arrays(
     return p_arr, q_arr, draft_arr, max(tolerances)
 
 
+def call_deadline(time_budget: float | None, start: float, reserve: float) -> Deadline:
+    """A ``verify_drafts`` call's deadline for its stages: ``time_budget`` seconds from the
+    call's ``start``, less ``reserve`` seconds kept for its rows' rule tokens
+    (:func:`otlp.global_resolution.rule_fallback.rule_seconds`), so that a row sent to the
+    rule still ends within the budget."""
+    return Deadline.after(None if time_budget is None else time_budget - reserve, start)
+
+
 def local_drafts(inst: Instance, drafts: NDArray, b: int) -> NDArray[np.int64]:
     """Row ``b``'s drafts as draft-vocabulary positions of ``inst`` (errors name the row)."""
     try:
@@ -108,11 +118,13 @@ def object_api_token(
     tau: float,
     max_iter: int,
     time_budget: float | None,
+    deadline: Deadline,
 ) -> tuple[int, TokenReport]:
     """A decoder row the fused path could not certify: the object API solves the unit the
-    drafts need (within the same ``time_budget``; exactly by max-flow where its own
-    certificate fails too, by the scheme's lossless rule where that max-flow is over
-    ``otlp.limits``) and draws the token; returns (token, the token's report)."""
+    drafts need before the call's ``deadline`` (exactly by max-flow where its own certificate
+    fails too, by the scheme's lossless rule where that max-flow is over ``otlp.limits`` or
+    does not fit the time left) and draws the token; returns (token, the token's report).
+    ``time_budget``: the call's, for the report."""
     from otlp.api import solve
 
     plan = solve(
@@ -123,8 +135,42 @@ def object_api_token(
         time_budget=time_budget,
         check=False,
     )
-    probs, report = plan.token_report(drafts)  # type: ignore[attr-defined]
+    probs, report = plan.engine.local_slice(drafts, deadline)  # type: ignore[attr-defined]
     return draw_token(inst, probs, u), report
+
+
+def fallback_token(
+    inst: Instance,
+    drafts: NDArray,
+    u: NDArray[np.float64],
+    *,
+    out_of_time: bool,
+    alpha_star: float | None,
+    tau: float,
+    max_iter: int,
+    time_budget: float | None,
+    deadline: Deadline,
+) -> tuple[int, str, str | None, float | None]:
+    """The token of a row the fused path could not certify: (token, what the fallback did,
+    the lossless rule that gave the token or None, the acceptance it lost or None).
+
+    A row ``out_of_time`` (a stage did not fit the call's deadline) goes straight to the
+    scheme's lossless rule: an exact max-flow on its unit costs more than the Newton
+    iteration that no longer fitted. Any other row goes to :func:`object_api_token`."""
+    if out_of_time:
+        found = rule_token(inst, inst.to_local(drafts), alpha_star, deadline)
+        token = draw_token(inst, found.probs, u)
+        return token, f"token by {found.rule}", found.rule, found.acceptance_lost
+    token, report = object_api_token(
+        inst,
+        drafts,
+        u,
+        tau=tau,
+        max_iter=max_iter,
+        time_budget=time_budget,
+        deadline=deadline,
+    )
+    return token, f"object API: {report.message}", report.fallback_rule, report.acceptance_lost
 
 
 def exact_verification(

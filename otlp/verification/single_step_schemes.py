@@ -7,7 +7,9 @@ rest) verifies its batch with the same call and ``scheme=``:
 * ``method="global_resolution"`` — the fused per-row path of
   :mod:`otlp.global_resolution.fused` (compiled scan and top-k, H*, outer targets, the one
   unit omega needs, the slice, the draw); a row it cannot certify is solved exactly by the
-  object API (max-flow fallback) and its report says so. For the greedy scheme the optimal
+  object API (max-flow fallback) and its report says so. The call's ``time_budget`` starts
+  at its entry; a row whose next stage cannot fit what is left gets its token from the
+  scheme's lossless rule (``rrs_without_replacement``, ``rrs``). For the greedy scheme the optimal
   plan has a closed form and every row is exact.
 * the exact lossless rules, each row drawn from the rule's exact conditional law given its
   drafts: ``maxflow_cs`` (the exact OT of the scheme, [GR] §5.3) for every scheme,
@@ -20,6 +22,8 @@ by every row or (B, 2, V).
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,18 +41,20 @@ from otlp.global_resolution.constants import (
     check_unit_size,
 )
 from otlp.global_resolution.fused import checked_row, scheme_row
-from otlp.global_resolution.reports import RowReport, TokenReport
-from otlp.global_resolution.rule_fallback import FALLBACK_RULES
+from otlp.global_resolution.reports import RowReport
+from otlp.global_resolution.rule_fallback import FALLBACK_RULES, rule_seconds
 from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
+    call_deadline,
     draw_token,
     exact_verification,
+    fallback_token,
     local_drafts,
-    object_api_token,
     rule_rows,
 )
+from solvers.global_resolution.budget import Deadline, blas_pinned
 from solvers.global_resolution.constants import (
     BAD_DRAFT,
     BAD_P,
@@ -97,6 +103,7 @@ def verify_scheme_drafts(
     time_budget: float | None = DEFAULT_TIME_BUDGET,
 ) -> DraftVerification:
     """See the module docstring and :func:`otlp.verify_drafts`."""
+    start = time.perf_counter()
     scheme = canonical_name(scheme, "scheme")
     method = canonical_name(method, "method")
     if method not in SCHEME_METHODS[scheme]:
@@ -141,25 +148,65 @@ def verify_scheme_drafts(
         name = FALLBACK_RULES[scheme].name
         verified = _exact_rows(p_arr, q_arr, draft_arr, scheme, name, top_k, atol, uniforms)
         return rule_rows(verified, str(exc))
+    deadline = call_deadline(time_budget, start, rows * rule_seconds(vocab, q_arr.shape[1]))
+    with blas_pinned(top_k or vocab):
+        return _scheme_rows(
+            p_arr,
+            q_arr,
+            draft_arr,
+            uniforms,
+            scheme,
+            top_k,
+            tau,
+            max_iter,
+            atol,
+            time_budget,
+            deadline,
+        )
+
+
+def _scheme_rows(
+    p_arr: NDArray,
+    q_arr: NDArray,
+    draft_arr: NDArray[np.int64],
+    uniforms: NDArray[np.float64],
+    scheme: str,
+    top_k: int | None,
+    tau: float,
+    max_iter: int,
+    atol: float,
+    time_budget: float | None,
+    deadline: Deadline,
+) -> DraftVerification:
+    """The fused row per row of the batch, before the call's ``deadline``; a row it cannot
+    certify gets its token from :func:`fallback_token`."""
+    rows = draft_arr.shape[0]
     tokens = np.empty(rows, dtype=np.int64)
     reports = []
     for b in range(rows):
         pb, qb = _row(p_arr, b), _row(q_arr, b)
         result = scheme_row(
-            pb, qb, draft_arr[b], scheme, top_k or 0, tau, max_iter, atol, uniforms[b], time_budget
+            pb, qb, draft_arr[b], scheme, top_k or 0, tau, max_iter, atol, uniforms[b], deadline
         )
         if result.status not in (OK, FALLBACK):
             _raise_for_row(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
         fallback = result.status == FALLBACK
         message = result.message
         rule, lost = None, None
-        if fallback:  # a row that spent its budget goes straight to the exact fallback
-            left = 0 if result.out_of_time else max_iter
-            tokens[b], exact = _exact_fallback(
-                pb, qb, draft_arr[b], scheme, top_k, tau, left, atol, uniforms[b], time_budget
+        if fallback:
+            inst = _instance(pb, qb, draft_arr.shape[1], scheme, top_k, atol, b)
+            tokens[b], how, rule, lost = fallback_token(
+                inst,
+                draft_arr[b],
+                uniforms[b],
+                out_of_time=result.out_of_time,
+                alpha_star=result.alpha_star,
+                tau=tau,
+                max_iter=max_iter,
+                time_budget=time_budget,
+                deadline=deadline,
             )
-            message = f"{message}; exact: {exact.message}"
-            rule, lost = exact.fallback_rule, exact.acceptance_lost
+            message = f"{message}; {how}"
         else:
             tokens[b] = result.token
         reports.append(
@@ -177,7 +224,7 @@ def verify_scheme_drafts(
             )
         )
     accepted = (tokens[:, None] == draft_arr).any(axis=1)
-    return DraftVerification(tokens, accepted, tuple(reports), method)
+    return DraftVerification(tokens, accepted, tuple(reports), "global_resolution")
 
 
 def scheme_row_token(
@@ -194,15 +241,27 @@ def scheme_row_token(
 ) -> int:
     """One checked row's global-resolution token: ``p`` (V,), ``q`` (d, V) as
     :func:`verify_scheme_drafts` holds them, two uniforms. The fused path, the object API
-    where it cannot certify the row: that function's step per row, for callers that have
-    checked their row already (``verify_tree``'s nodes). Only q's support is the draft
-    vocabulary (a top-k restricted q costs its k tokens, not V)."""
+    where it cannot certify the row (the rule where it ran out of ``time_budget`` seconds
+    from this call): that function's step per row, for callers that have checked their row
+    already (``verify_tree``'s nodes). Only q's support is the draft vocabulary (a top-k
+    restricted q costs its k tokens, not V)."""
+    deadline = Deadline.after(time_budget)
     support = int(np.count_nonzero(q.max(axis=0)))
     top_k = support if support < q.shape[-1] else 0
-    result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, time_budget)
+    result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, deadline)
     if result.status == FALLBACK:
-        args = (p, q, drafts, scheme, top_k or None, tau, max_iter, atol, uniforms, time_budget)
-        return _exact_fallback(*args)[0]
+        inst = _instance(p, q, drafts.shape[0], scheme, top_k or None, atol, 0)
+        return fallback_token(
+            inst,
+            drafts,
+            uniforms,
+            out_of_time=result.out_of_time,
+            alpha_star=result.alpha_star,
+            tau=tau,
+            max_iter=max_iter,
+            time_budget=time_budget,
+            deadline=deadline,
+        )[0]
     if result.status != OK:
         _raise_for_row(result.status, result.detail, 0, p[None], q[None], drafts[None], scheme)
     return result.token
@@ -245,23 +304,6 @@ def _instance(
     except ValueError as exc:
         name, _, rest = str(exc).partition(":")
         raise ValueError(f"{name}[{b}]:{rest}") from None
-
-
-def _exact_fallback(
-    pb: NDArray,
-    qb: NDArray,
-    drafts: NDArray,
-    scheme: str,
-    top_k: int | None,
-    tau: float,
-    max_iter: int,
-    atol: float,
-    u: NDArray[np.float64],
-    time_budget: float | None,
-) -> tuple[int, TokenReport]:
-    """A row the fused path could not certify: :func:`object_api_token` on its instance."""
-    inst = _instance(pb, qb, drafts.shape[0], scheme, top_k, atol, 0)
-    return object_api_token(inst, drafts, u, tau=tau, max_iter=max_iter, time_budget=time_budget)
 
 
 def _exact_rows(

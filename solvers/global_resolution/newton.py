@@ -4,11 +4,12 @@ The Hessian of F is diag(rho + M 1) - M with M = U Λ U^T of rank R (n - 1) and 
 sums rho (see :class:`~solvers.global_resolution.softmax_system.Evaluation`); the direction
 (:mod:`~solvers.global_resolution.direction`) uses the Woodbury identity, the dense system
 or, where those are too costly, conjugate gradients, so that every step's flops are bounded.
-With a deadline, a large unit (an iteration of more than ``TIMED_WORK`` flops) reads the
-clock before every iteration and does not start one that would end past it if it took as
-long as the last one (the first: once it has passed); the line search stops at the deadline.
-A solve then overruns its deadline by at most one iteration of bounded flops (the first, or
-one slower than the last), instead of running unbounded dense steps.
+With a deadline, a unit whose iterations are large (more than ``TIMED_WORK`` flops) or could
+not all fit before it (``FIRST_CHUNK`` of them at :data:`~.budget.FLOP_RATE`) reads the clock
+before every iteration and does not start one that would end past it if it took as long as
+the last one (the first: as long as its flops predict); the line search stops at the
+deadline. A solve then overruns its deadline by at most one iteration of bounded flops (one
+slower than predicted or than the last), instead of running unbounded dense steps.
 Steps are chosen on the convex objective itself, from receipts only: along a direction d,
 phi'(t) = d . (g - x) is nondecreasing, so a trial with phi'(t) <= 0 has decreased F (see
 :func:`_line_search`); backtracking on ||g - x|| instead zigzags when the inner system has
@@ -28,6 +29,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from solvers.global_resolution.budget import FLOP_RATE
 from solvers.global_resolution.direction import direction, step_work
 from solvers.global_resolution.expsum import coarsest_level
 from solvers.global_resolution.softmax_system import SoftmaxSystem, evaluate_kernel, power_table
@@ -223,9 +225,10 @@ def newton_kernel(
     ``UNRESOLVED`` (the rounding error of the receipts alone exceeds ``tol``) or
     ``OUT_OF_TIME``: past ``deadline`` (``time.perf_counter()``), read before each iteration
     after the first ``first_check`` (most solves finish before the clock is ever read) or,
-    for a unit whose iteration exceeds ``TIMED_WORK`` flops, before every iteration, which
-    does not start if it would end past the deadline taking as long as the last one (see the
-    module docstring).
+    for a unit whose iteration exceeds ``TIMED_WORK`` flops or whose first ``first_check``
+    iterations are predicted to end past the deadline, before every iteration, which does
+    not start if it would end past the deadline taking as long as the last one (the first:
+    its predicted seconds; see the module docstring).
     """
     q_pow, base_pow = power_table(q, base, n)
     m = q.shape[0]
@@ -244,7 +247,10 @@ def newton_kernel(
     # One iteration's flops: a Hessian evaluation, the direction and the line-search trials.
     work = step_work(free.shape[0], ev[4].shape[0], ev[4].shape[1], m)
     work += (1.0 + EXPECTED_TRIALS) * float(ev[4].shape[0]) * m * (n + 1) ** 2
-    timed = deadline < math.inf and work > TIMED_WORK
+    predicted = work / FLOP_RATE
+    timed = deadline < math.inf and (
+        work > TIMED_WORK or clock() + first_check * predicted > deadline
+    )
     trial_deadline = deadline if timed else math.inf
     has_hessian = True
     residual = ev[1] - targets
@@ -263,9 +269,9 @@ def newton_kernel(
             break
         if iterations >= max_iter:
             break
-        if timed:  # the first iteration runs unless the deadline has passed
+        if timed:  # the first iteration runs if its predicted seconds fit
             now = clock()
-            last = now - iteration_start if iterations > 0 else 0.0
+            last = now - iteration_start if iterations > 0 else predicted
             if now + last > deadline:
                 status = OUT_OF_TIME
                 break

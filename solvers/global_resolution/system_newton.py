@@ -17,9 +17,11 @@ Iteration stops when the certified deviation ||g - x||_1 + (quadrature bound) re
 Time: as :func:`~solvers.global_resolution.newton.newton_kernel`, the clock
 (``deadline``, ``time.perf_counter()``) is read before every iteration after the first
 ``FIRST_CHUNK`` of :mod:`~solvers.global_resolution.newton`, or before every one for a unit
-whose iteration exceeds ``TIMED_WORK`` flops; such an iteration does not start if it would
-end past the deadline taking as long as the last (the first: once the deadline has passed),
-and the line search stops at the deadline.
+whose iteration exceeds ``TIMED_WORK`` flops or whose first ``FIRST_CHUNK`` iterations are
+predicted (at :data:`~.budget.FLOP_RATE`) to end past the deadline; such an iteration does
+not start if it would end past the deadline taking as long as the last (the first: as long
+as predicted), and the line search stops at the deadline. Compiling the kernels is no part
+of the budget (:class:`~.budget.Deadline`).
 The budget is overrun by at most one iteration, whose direction has bounded flops.
 """
 
@@ -34,6 +36,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from solvers.global_resolution.budget import FLOP_RATE, Deadline
 from solvers.global_resolution.direction import direction, step_work
 from solvers.global_resolution.newton import (
     CONVERGED,
@@ -218,9 +221,9 @@ def system_newton_kernel(
             break
         if iterations >= max_iter:
             break
-        if timed:  # the first iteration runs unless the deadline has passed
+        if timed and iterations > 0:  # the first one is checked once its flops are known
             now = clock()
-            last = now - iteration_start if iterations > 0 else 0.0
+            last = now - iteration_start
             if now + last > deadline:
                 status = OUT_OF_TIME
                 break
@@ -235,9 +238,14 @@ def system_newton_kernel(
                 nodes, rank = ev[4].shape[0], ev[4].shape[1]
                 work = step_work(free.shape[0], nodes, rank, m)
                 work += (2.0 + EXPECTED_TRIALS) * _evaluation_work(kind, m, nodes, data)
-                timed = work > TIMED_WORK
-                if timed:
-                    iteration_start = clock()
+                predicted = work / FLOP_RATE
+                now = clock()
+                timed = work > TIMED_WORK or now + first_check * predicted > deadline
+                if timed:  # the first iteration runs if its predicted seconds fit
+                    if now + predicted > deadline:
+                        status = OUT_OF_TIME
+                        break
+                    iteration_start = now
         step = direction(residual, ev[2], ev[3], ev[4], free)
         found, late, trial, used = _line_search(
             kind, ev[0], step, residual, targets, slack, level, data,
@@ -266,7 +274,7 @@ def system_newton(
     if not system_newton_kernel.signatures:  # compile before the clock starts (first call)
         _compile()
     start = time.perf_counter()
-    deadline = math.inf if time_budget is None else start + time_budget
+    deadline = Deadline.after(time_budget, start).now()  # numba compiling is not counted
     alpha, iterations, evaluations, grad_norm, deviation, status = system_newton_kernel(
         kind,
         data,

@@ -34,7 +34,7 @@ from solvers.global_resolution.constants import (
     SUM_P,
     SUM_Q,
 )
-from solvers.global_resolution.newton import CONVERGED, clock, newton_kernel
+from solvers.global_resolution.newton import CONVERGED, newton_kernel
 from solvers.global_resolution.polymatroid import target_blocks
 from solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
 from solvers.global_resolution.sorting import stable_argsort, top_tokens
@@ -428,14 +428,14 @@ def token_row(
     u: float,
     u_out: float,
     report: FloatArray,
-    time_budget: float = math.inf,
+    deadline: float = math.inf,
 ) -> int:
     """One decoder step: the output token for drafted ids (-1 unless the status is OK).
 
     ``report`` receives (status, system, block, variables, iterations, deviation, budget,
-    Newton status); Newton stops at ``time_budget`` seconds after the row starts.
+    Newton status); Newton stops at ``deadline`` (``time.perf_counter()``; the call's, read
+    at its entry).
     """
-    deadline = clock() + time_budget if time_budget < math.inf else math.inf
     n = drafts.shape[0]
     status, p_sum, q_sum = scan(p, q, atol)
     report[0] = status
@@ -482,10 +482,10 @@ def batch(
     max_iter: int,
     atol: float,
     uniforms: FloatArray,
-    time_budget: float = math.inf,
+    deadline: float = math.inf,
 ) -> tuple[IntArray, FloatArray]:
     """:func:`token_row` for each row of ``drafts`` ((B, n)); p and q are (1, V) or (B, V);
-    ``time_budget`` seconds per row (inf: none)."""
+    every row stops at the call's ``deadline`` (``time.perf_counter()``; inf: none)."""
     rows = drafts.shape[0]
     out = np.empty(rows, dtype=np.int64)
     reports = np.zeros((rows, len(REPORT_FIELDS)))
@@ -503,7 +503,7 @@ def batch(
             uniforms[b, 0],
             uniforms[b, 1],
             reports[b],
-            time_budget,
+            deadline,
         )
     return out, reports
 
@@ -518,7 +518,7 @@ def batch_parallel(
     max_iter: int,
     atol: float,
     uniforms: FloatArray,
-    time_budget: float = math.inf,
+    deadline: float = math.inf,
 ) -> tuple[IntArray, FloatArray]:
     """:func:`batch` with the rows spread over numba's threads (``prange``)."""
     rows = drafts.shape[0]
@@ -538,6 +538,6 @@ def batch_parallel(
             uniforms[b, 0],
             uniforms[b, 1],
             reports[b],
-            time_budget,
+            deadline,
         )
     return out, reports
