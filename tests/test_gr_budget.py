@@ -4,6 +4,8 @@ where even that is over ``otlp.limits``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -256,13 +258,14 @@ def test_newton_steps_run_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) 
     from solvers.global_resolution.budget import BLAS_SIZE, blas_pinned
 
     seen: list[int] = []
-    direction = system_newton.direction
+    kernel = system_newton.system_newton_kernel  # the compiled loop: every direction inside
 
-    def recording(*args: np.ndarray) -> np.ndarray:
+    def recording(*args: Any) -> Any:
         seen.extend(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
-        return direction(*args)
+        return kernel(*args)
 
-    monkeypatch.setattr(system_newton, "direction", recording)
+    recording.signatures = kernel.signatures or [None]  # type: ignore[attr-defined]
+    monkeypatch.setattr(system_newton, "system_newton_kernel", recording)
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(300)), rng.dirichlet(np.ones(300))
     drafts = np.argsort(-q)[:2][None, :]
