@@ -229,3 +229,26 @@ def test_scheme_system_solve_stops_at_its_deadline(monkeypatch, n: int) -> None:
     monkeypatch.setattr(NEWTON, "FIRST_CHUNK", 1)
     late = system_newton(system, 1e-6, time_budget=1e-9)
     assert late.message == "time budget exhausted" and late.iterations == 0
+
+
+@pytest.mark.parametrize("explicit_sets", [False, True])
+def test_units_of_exact_set_masses_solve_in_the_compiled_loop(explicit_sets: bool) -> None:
+    """k = n without replacement (one set holds all the draft mass: an ``ExplicitSystem``
+    unit), and every n >= 3 unit with ``explicit_sets``: solved by the compiled Newton loop
+    to a plan the verifier accepts, at alpha* (fuzz seed 41 found the loop refusing them)."""
+    rng = np.random.default_rng(3)
+    for k, n in ((3, 3), (5, 3), (6, 4)):
+        p, q = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k))
+        inst = otlp.Instance(p, q, n, "without_replacement")
+        engine = SchemeGlobalResolution(inst, 1e-6, explicit_sets=explicit_sets)
+        kinds = {type(engine._system(unit)[1]) for unit in engine.units()}
+        if k == n or explicit_sets:
+            assert ExplicitSystem in kinds
+        for unit in engine.units():
+            report = engine.solve(unit)
+            assert not report.fallback and report.deviation <= 5e-6, report.message
+        if not explicit_sets:
+            plan = otlp.solve(inst, "global_resolution", tau=1e-6)
+            exact = otlp.solve(inst, "maxflow_cs")
+            assert plan.acceptance == pytest.approx(exact.acceptance, abs=1e-5)
+            assert otlp.verify(plan).ok

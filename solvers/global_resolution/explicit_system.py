@@ -39,15 +39,12 @@ class ExplicitSystem(SoftmaxSystem):
 
     @property
     def reachable(self) -> FloatArray:
-        out = np.zeros(self.size)
-        real = self.members >= 0
-        np.add.at(out, self.members[real], np.broadcast_to(self.weights[:, None], real.shape)[real])
-        return out
+        return explicit_reachable(self.members, self.weights, self.size)
 
     def evaluate(self, alpha: FloatArray, hessian: bool = False) -> Evaluation:
         alpha = self.clip(alpha)
         c_log = alpha - alpha.max() if self.gauge_free else alpha
-        receipts, rho, matrix = _explicit_terms(
+        receipts, rho, matrix = explicit_terms(
             c_log, self.members, self.weights, self.slack, hessian
         )
         if not hessian:
@@ -57,7 +54,18 @@ class ExplicitSystem(SoftmaxSystem):
 
 
 @nb.njit(cache=True)
-def _explicit_terms(
+def explicit_reachable(members: IntArray, weights: FloatArray, size: int) -> FloatArray:
+    """Mass of the groups containing each variable."""
+    out = np.zeros(size)
+    for row in range(members.shape[0]):
+        for j in range(members.shape[1]):
+            if members[row, j] >= 0:
+                out[members[row, j]] += weights[row]
+    return out
+
+
+@nb.njit(cache=True)
+def explicit_terms(
     log_c: FloatArray, members: IntArray, weights: FloatArray, slack: float, hessian: bool
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Receipts, row sums rho and the dense M, with a stable softmax per group."""

@@ -5,7 +5,9 @@ systems (:mod:`~solvers.global_resolution.pair_system`: two draws without replac
 independent drafts) and the systems of n >= 3 draws without replacement
 (:mod:`~solvers.global_resolution.wor_system`) run :func:`system_newton_kernel`, one compiled
 loop over their compiled evaluations (``PAIR`` or ``WITHOUT_REPLACEMENT``, picked by an integer:
-both evaluations return the same tuple), with the same compiled Newton step
+every evaluation returns the same tuple; ``EXPLICIT`` for the exact groups of set masses of
+:mod:`~solvers.global_resolution.explicit_system`, a unit whose largest set holds all the
+draft mass), with the same compiled Newton step
 (:func:`~solvers.global_resolution.direction.direction`, of bounded flops) and the same step
 rule on the convex objective: along a direction d, phi'(t) = d . (g - x) is nondecreasing,
 so a trial with phi'(t) in [phi'(0) / 2, 0] (or the full step in the quadratic regime)
@@ -38,6 +40,11 @@ from numpy.typing import NDArray
 
 from solvers.global_resolution.budget import FLOP_RATE, Deadline
 from solvers.global_resolution.direction import direction, step_work
+from solvers.global_resolution.explicit_system import (
+    ExplicitSystem,
+    explicit_reachable,
+    explicit_terms,
+)
 from solvers.global_resolution.newton import (
     CONVERGED,
     EXPECTED_TRIALS,
@@ -64,12 +71,21 @@ FloatArray = NDArray[np.float64]
 # The module, not the function the package exports under its name: FIRST_CHUNK is read from
 # it at every call (tests shorten it).
 NEWTON = importlib.import_module("solvers.global_resolution.newton")
-PAIR, WITHOUT_REPLACEMENT = 0, 1
-# What the evaluations read, one tuple for both kinds (the other kind's entries are empty):
+PAIR, WITHOUT_REPLACEMENT, EXPLICIT = 0, 1, 2
+# What the evaluations read, one tuple for every kind (the other kinds' entries are empty):
 # (vectors (rows a, b, single: pair; q: without replacement), u-grid a, u-grid b, base
-# polynomials, u-weights, u-bound, i.i.d. q powers, i.i.d. base powers).
+# polynomials, u-weights (explicit: the groups' masses), u-bound, i.i.d. q powers, i.i.d. base
+# powers, the explicit groups' members (positions, -1 padded)).
 KernelData = tuple[
-    FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float, FloatArray, FloatArray
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    float,
+    FloatArray,
+    FloatArray,
+    NDArray[np.int64],
 ]
 
 
@@ -77,11 +93,18 @@ def kernel_data(system: SoftmaxSystem, tol: float) -> tuple[int, KernelData]:
     """The kind of ``system`` and what its compiled evaluation reads for a solve to ``tol``
     (the u-grid of :func:`~solvers.global_resolution.wor_system.u_target` of it)."""
     none1, none2, none3 = np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0, 0))
+    no_groups = np.zeros((0, 0), dtype=np.int64)
     if isinstance(system, PairSystem):
         vectors = np.stack((system.a, system.b, system.single)).astype(np.float64)
-        return PAIR, (vectors, none2, none2, none3, none1, 0.0, none2, none1)
+        return PAIR, (vectors, none2, none2, none3, none1, 0.0, none2, none1, no_groups)
+    if isinstance(system, ExplicitSystem):
+        members = np.ascontiguousarray(system.members, dtype=np.int64)
+        weights = np.ascontiguousarray(system.weights, dtype=np.float64)
+        return EXPLICIT, (none2, none2, none2, none3, weights, 0.0, none2, none1, members)
     if not isinstance(system, WithoutReplacementSystem):
-        raise TypeError(f"system: expected a pair or without-replacement system, got {system!r}")
+        raise TypeError(
+            f"system: expected a pair, without-replacement or explicit system, got {system!r}"
+        )
     weights, a, b, base, bound = system.u_grid_at(u_target(tol))
     q_pow, base_pow = system.iid_powers
     return WITHOUT_REPLACEMENT, (
@@ -93,6 +116,7 @@ def kernel_data(system: SoftmaxSystem, tol: float) -> tuple[int, KernelData]:
         bound,
         q_pow,
         base_pow,
+        no_groups,
     )
 
 
@@ -101,9 +125,11 @@ def _evaluate(
     kind: int, alpha: FloatArray, slack: float, hessian: bool, level: int, data: Any
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
     """The system's evaluation: (clipped alpha, receipts, row sums, U^T, Λ blocks, bound)."""
-    vectors, grid_a, grid_b, base, weights, u_bound, q_pow, base_pow = data
+    vectors, grid_a, grid_b, base, weights, u_bound, q_pow, base_pow, members = data
     if kind == PAIR:
         return pair_evaluate(alpha, vectors[0], vectors[1], vectors[2], slack, hessian, level)
+    if kind == EXPLICIT:
+        return _explicit_evaluate(alpha, members, weights, slack, hessian)
     return wor_evaluate(
         alpha, vectors[0], weights, grid_a, grid_b, base, u_bound, q_pow, base_pow, slack,
         hessian, level,
@@ -111,10 +137,31 @@ def _evaluate(
 
 
 @nb.njit(cache=True)
+def _explicit_evaluate(
+    alpha: FloatArray, members: NDArray[np.int64], weights: FloatArray, slack: float, hessian: bool
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float]:
+    """:meth:`ExplicitSystem.evaluate` in the loop's tuple form: the dense M as one node of
+    rank m (U = I), exact (no quadrature bound)."""
+    gauge_free = slack == 0.0
+    clipped = clip_alpha(alpha, gauge_free)
+    log_c = clipped - clipped.max() if gauge_free and clipped.shape[0] else clipped
+    receipts, rho, matrix = explicit_terms(log_c, members, weights, slack, hessian)
+    m = clipped.shape[0]
+    if not hessian:
+        return clipped, receipts, rho, np.zeros((0, 0)), np.zeros((0, 0, 0)), 0.0
+    blocks = np.empty((1, m, m))
+    blocks[0] = matrix
+    return clipped, receipts, rho, np.eye(m), blocks, 0.0
+
+
+@nb.njit(cache=True)
 def _evaluation_work(kind: int, m: int, nodes: int, data: Any) -> float:
     """Flops of one evaluation of receipts (about), for the clock rule."""
     if kind == PAIR:
         return 8.0 * nodes * m
+    if kind == EXPLICIT:
+        members = data[8]
+        return 4.0 * members.shape[0] * members.shape[1] ** 2
     base = data[3]
     return 4.0 * nodes * base.shape[0] * m * base.shape[2] ** 2
 
@@ -175,6 +222,8 @@ def initial_alpha(kind: int, data: Any, targets: FloatArray, slack: float) -> Fl
     vectors, grid_a, grid_b, base, weights = data[0], data[1], data[2], data[3], data[4]
     if kind == PAIR:
         reach = pair_reachable(vectors[0], vectors[1], vectors[2])
+    elif kind == EXPLICIT:
+        reach = explicit_reachable(data[8], weights, targets.shape[0])
     else:
         reach = wor_reachable(vectors[0], weights, grid_a, grid_b, base)
     alpha = np.empty(targets.shape[0])
@@ -298,7 +347,8 @@ def system_newton(
 
 
 def _compile() -> None:
-    """Compile :func:`system_newton_kernel` for both kinds on a tiny system."""
+    """Compile :func:`system_newton_kernel` on a tiny system (one signature serves every
+    kind: the kind is an argument and every kind's data has the same types)."""
     q = np.array([0.3, 0.3, 0.4])
     targets = np.array([0.1, 0.1, 0.1])
     pair = PairSystem(q, targets, 0.0, 1.0, 2, q, q, q, 0.0, 0.0)
