@@ -45,7 +45,9 @@ class Tolerances:
 
 @dataclass(frozen=True)
 class SliceReport:
-    """The conditionals pi(. | omega) of every column with positive draft mass.
+    """The conditionals pi(. | omega) of every column the draft scheme can produce: positive
+    draft mass, or a mass that underflowed to 0 whose log by the one rule for tuple masses
+    (:func:`otlp.columns.log_set_mass`) is finite.
 
     ``worst_*`` describe the column whose slice is furthest from a probability vector (largest
     of |sum - 1| and the magnitude of its most negative entry); ``worst_omega`` lists its
