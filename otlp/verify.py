@@ -3,8 +3,9 @@ and every conditional pi(. | omega) a decoder samples from.
 
 It trusts no solver status and no theory: everything is recomputed from the plan's entries.
 Global L1 errors alone are not enough: a column of mass 1e-12 turns an absolute error of
-1e-13 into a relative one of 10%, so each slice with positive mass is checked on its own
-(entries >= -slice_negative, sum within slice_sum of 1).
+1e-13 into a relative one of 10%, so each slice of a draft the scheme can produce (also one
+whose mass underflowed to 0) is checked on its own (entries >= -slice_negative, sum within
+slice_sum of 1).
 """
 
 from __future__ import annotations
