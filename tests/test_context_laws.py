@@ -14,9 +14,11 @@ from otlp.verification.laws import ContextLaws
 B, C, V = 2, 3, 5
 
 
-def _values(dtype: type = np.float64) -> np.ndarray:
+def _values(dtype: type = np.float64, spread: float = 0.0) -> np.ndarray:
+    """Dirichlet laws; with ``spread``, context (b, c)'s law sums to 1 + spread * (b C + c)."""
     rng = np.random.default_rng(0)
     laws = rng.dirichlet(np.ones(V), size=(B, C))
+    laws *= 1.0 + spread * np.arange(B * C).reshape(B, C, 1)
     return np.ascontiguousarray(laws.astype(dtype))
 
 
@@ -75,19 +77,26 @@ def test_other_inputs_are_gathered_rows_of_the_same_values(make) -> None:
 
 @pytest.mark.parametrize("make", VIEWABLE + COPIED)
 def test_entries_rows_and_sums_are_the_given_values(make) -> None:
+    """Every context's law sums to its own total (within atol): each row is renormalised by
+    its own, whichever row was read first."""
     value = make()
+    if isinstance(value, torch.Tensor):
+        value = value * torch.from_numpy(_values(spread=1e-3) / _values()).to(value.dtype)
+    else:
+        value = value * (_values(spread=1e-3) / _values()).astype(value.dtype)
     given = _numpy(value)
     laws = ContextLaws("q", value, (B, C), 1e-2)
     contexts, tokens = np.array([0, 2, 1]), np.array([4, 0, 3])
     picked = laws.values_at(1, contexts, tokens)
     assert picked.dtype == np.float64
     np.testing.assert_array_equal(picked, given[1, contexts, tokens])
-    raw = laws.raw(0, contexts)
-    np.testing.assert_array_equal(raw, given[0, contexts])
-    totals = given[0, contexts].sum(axis=1)
-    np.testing.assert_allclose(laws.rows(0, contexts), raw / totals[:, None], rtol=1e-6)
-    np.testing.assert_allclose(laws.row(0, 2), given[0, 2] / totals[1], rtol=1e-6)
-    assert laws.total(0, 1) == pytest.approx(totals[2], rel=1e-6)
+    for b in range(B):
+        raw = laws.raw(b, contexts)
+        np.testing.assert_array_equal(raw, given[b, contexts])
+        totals = given[b, contexts].sum(axis=1)
+        np.testing.assert_allclose(laws.rows(b, contexts), raw / totals[:, None], rtol=1e-6)
+        np.testing.assert_allclose(laws.row(b, 2), given[b, 2] / totals[1], rtol=1e-6)
+        assert laws.total(b, 1) == pytest.approx(totals[2], rel=1e-6)
 
 
 def test_tolerance_is_the_inputs_unless_given() -> None:
