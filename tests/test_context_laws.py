@@ -111,6 +111,8 @@ def test_tolerance_is_the_inputs_unless_given() -> None:
     assert ContextLaws("p", values, (B, C), 1e-4).total(0, 1) == pytest.approx(1 + 1e-5)
     with pytest.raises(ValueError, match="atol"):
         ContextLaws("p", values, (B, C), -1.0)
+    edge = np.array([[[0.75, 0.5], [0.5, 0.5]]])  # sums 1.25 and 1, exact in binary
+    assert ContextLaws("p", edge, (1, 2), 0.25).total(0, 0) == 1.25  # within atol: inclusive
 
 
 def test_a_bad_row_is_refused_naming_it_when_read() -> None:
