@@ -109,7 +109,7 @@ def test_tolerance_is_the_inputs_unless_given() -> None:
         1 + 1e-5
     )
     assert ContextLaws("p", values, (B, C), 1e-4).total(0, 1) == pytest.approx(1 + 1e-5)
-    with pytest.raises(ValueError, match="atol"):
+    with pytest.raises(ValueError, match=r"^atol: must be at least 0"):
         ContextLaws("p", values, (B, C), -1.0)
     edge = np.array([[[0.75, 0.5], [0.5, 0.5]]])  # sums 1.25 and 1, exact in binary
     assert ContextLaws("p", edge, (1, 2), 0.25).total(0, 0) == 1.25  # within atol: inclusive
@@ -147,6 +147,20 @@ def test_a_bad_row_is_refused_naming_it_when_read() -> None:
 def test_shapes_are_refused_naming_the_argument(shape, last_optional, match) -> None:
     with pytest.raises(ValueError, match=match):
         ContextLaws("q", np.full(shape, 0.2), (B, C), None, last_optional=last_optional)
+
+
+def test_lists_are_read_and_other_dtypes_refused_naming_the_argument() -> None:
+    laws = ContextLaws("p", _values().tolist(), (B, C), None)
+    assert laws.kind.library == "numpy" and laws.total(1, 2) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=r"^q: expected a float16, bfloat16, float32 or float64"):
+        ContextLaws("q", np.ones((B, C, V), dtype=np.int64), (B, C), None)
+    with pytest.raises(ValueError, match=r"^q: expected real numbers"):
+        ContextLaws("q", [[["a"] * V] * C] * B, (B, C), None)
+
+
+def test_the_last_row_is_required_unless_optional() -> None:
+    with pytest.raises(ValueError, match=r"^q: expected shape \(B, N \+ 1, V\) = \(2, 3, V\), got"):
+        ContextLaws("q", _values()[:, :2], (B, C), None)
 
 
 def test_a_chain_may_omit_the_last_draft_row() -> None:
