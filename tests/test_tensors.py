@@ -241,3 +241,54 @@ def test_half_precision_tensors_for_every_scheme_and_input(
     got = otlp.verify_drafts(p_t, q_t, torch.tensor(drafts), **options)
     ref = otlp.verify_drafts(p_w, q_w, drafts, atol=tol, **options)
     assert got.tokens.tolist() == ref.tokens.tolist()
+
+
+def test_kinds_say_where_the_input_came_from() -> None:
+    """ArrayKind records library, dtype name, device and precision (ids: eps 0)."""
+    import torch
+
+    assert as_index_array("drafts", np.array([[1, 2]], dtype=np.int32))[1] == ArrayKind(
+        "numpy", "int32", None, 0.0
+    )
+    assert as_index_array("drafts", torch.tensor([[1, 2]]))[1] == ArrayKind(
+        "torch", "int64", "cpu", 0.0
+    )
+    assert as_float64("p", torch.tensor([0.5, 0.5], dtype=torch.bfloat16))[1] == ArrayKind(
+        "torch", "bfloat16", "cpu", float(torch.finfo(torch.bfloat16).eps)
+    )
+
+
+def test_an_empty_list_of_ids_is_an_empty_int64_array() -> None:
+    ids, kind = as_index_array("omega", [])
+    assert ids.dtype == np.int64 and ids.shape == (0,) and kind.dtype == "int64"
+    with pytest.raises(ValueError, match=r"^omega: expected integer token ids, got dtype float64"):
+        as_index_array("omega", [2.0])
+    with pytest.raises(ValueError, match=r"^omega: expected integer token ids, got dtype float64"):
+        as_index_array("omega", np.zeros(0))  # an empty float array is still floats
+
+
+def test_long_values_are_shortened_in_messages() -> None:
+    """The offending value is shown up to 60 characters, longer ones cut to 57 and '...'."""
+    exact = "x" * 60
+    with pytest.raises(ValueError, match=rf"^p: expected an array, got '{'x' * 58}'$"):
+        as_float64("p", exact[:58])
+    with pytest.raises(ValueError, match=rf"^p: expected an array, got '{'x' * 56}\.\.\.$"):
+        as_float64("p", exact + "x")
+
+
+def test_check_distributions_labels_and_figures() -> None:
+    """A single vector is named as itself, with its sum; a one-entry law is a law; sums that
+    overflow are a refusal, not a warning."""
+    import warnings
+
+    check_distributions("p", np.array([1.0]), 1e-6)
+    with pytest.raises(ValueError, match=r"^p: does not sum to 1 within atol 1e-06 \(sum 0\.75\)$"):
+        check_distributions("p", np.array([0.5, 0.25]), 1e-6)
+    with pytest.raises(ValueError, match=r"^p\[1\]: does not sum to 1"):
+        check_distributions("p", np.array([[1.0], [0.5]]), 1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(
+            ValueError, match=r"^p: does not sum to 1 within atol 1e-06 \(sum inf\)$"
+        ):
+            check_distributions("p", np.array([1e308, 1e308]), 1e-6)
