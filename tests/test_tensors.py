@@ -237,7 +237,7 @@ def test_half_precision_tensors_for_every_scheme_and_input(
         q_t, q_w = q_t[:, 0], q_w[:, 0]
     if not batched:
         p_t, q_t, p_w, q_w = p_t[0], q_t[0], p_w[0], q_w[0]
-    options = {"scheme": scheme, "method": method, "rng": 11}
+    options = {"scheme": scheme, "method": method, "rng": 11, "time_budget": None}  # no clock
     got = otlp.verify_drafts(p_t, q_t, torch.tensor(drafts), **options)
     ref = otlp.verify_drafts(p_w, q_w, drafts, atol=tol, **options)
     assert got.tokens.tolist() == ref.tokens.tolist()
@@ -292,3 +292,35 @@ def test_check_distributions_labels_and_figures() -> None:
             ValueError, match=r"^p: does not sum to 1 within atol 1e-06 \(sum inf\)$"
         ):
             check_distributions("p", np.array([1e308, 1e308]), 1e-6)
+
+
+def test_index_arrays_are_int64_within_their_range() -> None:
+    """Ids come back int64 whatever integer dtype came in; every bound is exact: size is
+    excluded, uint64 up to the int64 maximum is read, beyond it refused."""
+    ids, _ = as_index_array("drafts", np.array([[1, 2]], dtype=np.int32))
+    assert ids.dtype == np.int64
+    with pytest.raises(ValueError, match=r"^drafts: expected a 2-D array, got shape \(2,\)$"):
+        as_index_array("drafts", [1, 2], ndims=(2,))
+    assert as_index_array("omega", [2], size=3)[0].tolist() == [2]
+    with pytest.raises(ValueError, match=r"^omega\[1\]: token id 3 outside \[0, 3\)$"):
+        as_index_array("omega", [0, 3], size=3)
+    with pytest.raises(ValueError, match=r"^omega: token id 5 outside \[0, 3\)$"):
+        as_index_array("omega", np.int64(5), size=3)
+    assert as_index_array("x", np.array([7], dtype=np.uint64))[0].tolist() == [7]
+    top = np.iinfo(np.int64).max
+    assert as_index_array("x", np.array([top], dtype=np.uint64))[0].tolist() == [top]
+    with pytest.raises(ValueError, match=r"^x: token ids beyond int64$"):
+        as_index_array("x", np.array([top + 1], dtype=np.uint64))
+
+
+def test_messages_of_empty_and_invalid_sums() -> None:
+    import warnings
+
+    with pytest.raises(ValueError, match=r"^q: empty array, shape \(0,\)$"):
+        check_distributions("q", np.zeros(0), 1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^q: has a negative, NaN or infinite entry$"):
+            check_distributions("q", np.array([np.inf, -np.inf]), 1e-6)
+    with pytest.raises(ValueError, match=rf"^p: expected an array, got '{'x' * 56}\.\.\.$"):
+        as_float64("p", "x" * 59)  # its repr is 61 characters: cut
