@@ -324,3 +324,12 @@ def test_messages_of_empty_and_invalid_sums() -> None:
             check_distributions("q", np.array([np.inf, -np.inf]), 1e-6)
     with pytest.raises(ValueError, match=rf"^p: expected an array, got '{'x' * 56}\.\.\.$"):
         as_float64("p", "x" * 59)  # its repr is 61 characters: cut
+
+
+def test_float_messages_show_the_value_and_the_shape() -> None:
+    with pytest.raises(ValueError, match=r"^p: expected real numbers, got \[\['a', 'b'\]\]$"):
+        as_float64("p", [["a", "b"]])
+    with pytest.raises(ValueError, match=r"^p: expected a 2-D array, got shape \(1,\)$"):
+        as_float64("p", [1.0], ndims=(2,))
+    with pytest.raises(ValueError, match=r"^p: not a rectangular array of numbers \(ragged"):
+        as_float64("p", [1.0, None])
