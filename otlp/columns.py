@@ -23,6 +23,7 @@ from otlp.reprs import dataclass_repr
 
 FORMS = ("sets", "tuples")
 FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -215,11 +216,32 @@ def log_column_mass(
 ) -> float:
     """log of column ``column``'s draft mass by the one rule (:func:`log_set_mass`,
     :func:`log_tuple_mass`): finite for a possible draft whose mass underflowed to 0."""
-    members = columns.members[column]
+    return float(log_column_masses(columns, draft_rows, scheme, np.array([column]))[0])
+
+
+def log_column_masses(
+    columns: DraftColumns, draft_rows: FloatArray, scheme: str, which: NDArray[np.int64]
+) -> FloatArray:
+    """:func:`log_column_mass` of each column in ``which``, vectorised (sets grouped by size)."""
+    members = columns.members[which]
     if columns.form == "tuples":
-        return float(log_tuple_mass(draft_rows, columns.n, scheme, members[None, :])[0])
-    members = members[members >= 0]
-    return float(log_set_mass(draft_rows, columns.n, scheme, members[None, :])[0])
+        return log_tuple_mass(draft_rows, columns.n, scheme, members)
+    sizes = (members >= 0).sum(axis=1)
+    out = np.empty(members.shape[0])
+    for size in np.unique(sizes):
+        block = sizes == size
+        out[block] = log_set_mass(draft_rows, columns.n, scheme, members[block, :size])
+    return out
+
+
+def possible_columns(columns: DraftColumns, draft_rows: FloatArray, scheme: str) -> BoolArray:
+    """Columns the scheme can draft: positive mass, or mass that underflowed to 0 while its
+    log by the one rule (:func:`log_column_masses`) is finite."""
+    possible = columns.mass > 0
+    lost = np.flatnonzero(~possible)
+    if lost.size:
+        possible[lost] = log_column_masses(columns, draft_rows, scheme, lost) > -np.inf
+    return possible
 
 
 def set_sizes(scheme: str, k: int, n: int) -> range:

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import as_generator, positive_int, real_number
-from otlp.columns import DraftColumns, log_column_mass
+from otlp.columns import DraftColumns, log_column_mass, possible_columns
 from otlp.instance import Instance
 from otlp.reprs import plan_repr
 
@@ -36,7 +36,8 @@ POLISH_LIMIT = 1e-6
 
 @dataclass(frozen=True)
 class SliceStatistics:
-    """Per-column figures of the conditionals, for the columns with positive mass.
+    """Per-column figures of the conditionals, for every column the draft scheme can produce
+    (positive mass, or a mass that underflowed to 0: :meth:`TransportPlan.possible_columns`).
 
     ``columns`` are the column indices; ``sums[j]`` is sum_i pi(i | c), ``mins[j]`` the
     smallest entry of pi(. | c) and ``negative[j]`` the total of its negative entries. The last
@@ -289,9 +290,11 @@ class TransportPlan:
     def slice_statistics(self) -> SliceStatistics:
         """Per-column figures of the conditionals pi(.|c) = C[:, c] / mass[c], vectorised.
 
-        Only columns with positive draft mass have a conditional. Each slice is evaluated as
-        ``explicit / mass + rows * (col_residual / mass)`` so that a column of subnormal mass
-        whose entries all come from the residual term still sums to 1 to rounding.
+        Only columns the scheme can draft have a conditional. Each slice of positive mass is
+        evaluated as ``explicit / mass + rows * (col_residual / mass)`` so that a column of
+        subnormal mass whose entries all come from the residual term still sums to 1 to
+        rounding; a possible column whose mass underflowed to 0 has
+        :meth:`negligible_slice`, checked like the others.
         """
         mass = self.columns.mass
         live = np.flatnonzero(mass > 0)
@@ -321,7 +324,28 @@ class TransportPlan:
             share >= 0, share * negative_rows, share * positive_rows
         )
         sums, mins, negative = sums[live], mins[live], negative[live]
+        stranded = np.flatnonzero(self.possible_columns() & ~(mass > 0))
+        if stranded.size:
+            share = self.negligible_slice()
+            order = np.argsort(np.concatenate([live, stranded]), kind="stable")
+            fill = np.ones(stranded.size)
+            live = np.concatenate([live, stranded])[order]
+            sums = np.concatenate([sums, fill * share.sum()])[order]
+            mins = np.concatenate([mins, fill * share.min()])[order]
+            negative = np.concatenate([negative, fill * share[share < 0].sum()])[order]
         return SliceStatistics(live, sums, mins, -negative)
+
+    def possible_columns(self) -> NDArray[np.bool_]:
+        """Columns the draft scheme can produce: positive mass, or a mass that underflowed to
+        0 whose log is finite by the one rule for tuple masses
+        (:func:`otlp.columns.possible_columns`)."""
+        inst = self.instance
+        return possible_columns(self.columns, inst.draft_rows, inst.scheme)
+
+    def negligible_slice(self) -> FloatArray:
+        """pi(. | omega) of every possible column whose mass underflowed to 0
+        (:func:`negligible_column_slice` of this plan's residual rows)."""
+        return negligible_column_slice(self._residual_rows(), self.instance.target_rows)
 
     @cached_property
     def acceptance(self) -> float:
@@ -345,7 +369,7 @@ class TransportPlan:
             inst = self.instance
             if log_column_mass(self.columns, inst.draft_rows, inst.scheme, column) == -np.inf:
                 raise ValueError("omega: has zero probability under the draft scheme")
-            return negligible_column_slice(self._residual_rows(), inst.target_rows)
+            return self.negligible_slice()
         values = self.explicit[:, column].toarray().ravel() / mass
         return values + self._residual_rows() * (float(self.col_residual[column]) / mass)
 

@@ -172,6 +172,8 @@ def as_index_array(
         arr, kind = _torch_to_numpy(name, value, integer=True)
     else:
         arr = _list_to_numpy(name, value)
+        if arr.size == 0 and not isinstance(value, np.ndarray):
+            arr = arr.astype(np.int64)  # an empty list: no ids, and no dtype to refuse
         kind = ArrayKind("numpy", arr.dtype.name, None, 0.0)
         if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
             raise ValueError(f"{name}: expected integer token ids, got dtype {arr.dtype}")

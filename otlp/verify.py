@@ -3,8 +3,9 @@ and every conditional pi(. | omega) a decoder samples from.
 
 It trusts no solver status and no theory: everything is recomputed from the plan's entries.
 Global L1 errors alone are not enough: a column of mass 1e-12 turns an absolute error of
-1e-13 into a relative one of 10%, so each slice with positive mass is checked on its own
-(entries >= -slice_negative, sum within slice_sum of 1).
+1e-13 into a relative one of 10%, so each slice of a draft the scheme can produce (also one
+whose mass underflowed to 0) is checked on its own (entries >= -slice_negative, sum within
+slice_sum of 1).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ class Tolerances:
 
 @dataclass(frozen=True)
 class SliceReport:
-    """The conditionals pi(. | omega) of every column with positive draft mass.
+    """The conditionals pi(. | omega) of every column the draft scheme can produce: positive
+    draft mass, or a mass that underflowed to 0 whose log by the one rule for tuple masses
+    (:func:`otlp.columns.log_set_mass`) is finite.
 
     ``worst_*`` describe the column whose slice is furthest from a probability vector (largest
     of |sum - 1| and the magnitude of its most negative entry); ``worst_omega`` lists its

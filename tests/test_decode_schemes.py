@@ -295,3 +295,13 @@ def test_impossible_drafts_are_named_as_the_caller_passed_them(
     for drafts in ([[0, 2]], [[2, 3], [0, 1]], [[0, 1, 2]]):
         with pytest.raises(ValueError, match=r"^drafts\[[01], [0-2]\]: token \d cannot be"):
             otlp.verify_drafts(p, q, drafts, scheme=scheme, method=method, top_k=top_k)
+
+
+def test_greedy_share_sent_to_the_fixed_tokens_is_at_most_one() -> None:
+    """The share of the fixed tokens T's target mass that the rejected columns receive is
+    capped at 1. Mathematically p(T) <= the columns' excess; here p <= r on the other tokens
+    and p(T) is 2e-16, so the two are equal and rounding leaves the excess 3x below p(T):
+    uncapped, column (0, 3)'s slice would put 3.1 on token 0."""
+    p = np.array([2.0734634663802175e-16, 0.8680975014044215, 0.1319024985955783, 0.0])
+    q = np.array([0.5685756825407897, 0.37451837203144844, 0.05690594542776181, 2.85e-17])
+    _assert_greedy_plan_optimal(p, q, 2, None)

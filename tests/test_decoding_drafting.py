@@ -77,3 +77,67 @@ def test_restrict_top_k_breaks_ties_towards_the_drafts():
     kept = restrict_top_k(q, 2, np.array([[3, -1]]))
     np.testing.assert_allclose(kept, [[2 / 3, 0.0, 0.0, 1 / 3]])
     assert restrict_top_k(q, None) is q
+
+
+def test_row_uniforms_follow_the_documented_streams():
+    """Which uniforms a row gets is part of the reproducibility contract (row_uniforms): one
+    generator or seed for the batch: its draws in row order; one per row (a sequence): row b's
+    own first draws; a mapping {row: generator}: those rows' own draws, the others fresh; a
+    torch.Generator: torch.rand on it, float64."""
+    import torch
+
+    from otlp.verification.drafting import row_uniforms
+
+    rows, count = 3, 4
+    shared = np.random.default_rng(7).random(rows * count).reshape(rows, count)
+    np.testing.assert_array_equal(row_uniforms(7, rows, count), shared)
+    np.testing.assert_array_equal(row_uniforms(np.random.default_rng(7), rows, count), shared)
+    own = np.array([np.random.default_rng(s).random(count) for s in (5, 6, 9)])
+    np.testing.assert_array_equal(row_uniforms([5, 6, 9], rows, count), own)
+    np.testing.assert_array_equal(row_uniforms(np.array([5, 6, 9]), rows, count), own)
+    generators = [np.random.default_rng(s) for s in (5, 6, 9)]
+    np.testing.assert_array_equal(row_uniforms(generators, rows, count), own)
+    mapped = row_uniforms({2: 9, 0: np.random.default_rng(5)}, rows, count)
+    np.testing.assert_array_equal(mapped[[0, 2]], own[[0, 2]])
+    assert mapped.shape == (rows, count) and ((mapped >= 0) & (mapped < 1)).all()
+    assert not np.array_equal(mapped[1], row_uniforms({2: 9, 0: 5}, rows, count)[1])
+    expected = torch.rand(
+        rows * count, generator=torch.Generator().manual_seed(3), dtype=torch.float64
+    )
+    drawn = row_uniforms(torch.Generator().manual_seed(3), rows, count)
+    assert drawn.dtype == np.float64
+    np.testing.assert_array_equal(drawn, expected.numpy().reshape(rows, count))
+    per_row = row_uniforms([torch.Generator().manual_seed(s) for s in (1, 2, 3)], rows, count)
+    for b, s in enumerate((1, 2, 3)):
+        first = torch.rand(count, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
+        np.testing.assert_array_equal(per_row[b], first.numpy())
+    for bad, match in (
+        ([1, 2], r"rng: expected one generator or seed per row \(3\), got 2"),
+        ({3: 1}, r"rng: keys must be row indices in \[0, 3\), got 3"),
+        ({"a": 1}, r"rng: keys must be row indices"),
+        ([1, -2, 3], r"rng\[1\]: a seed must be non-negative"),
+        ({1: -2}, r"rng\[1\]: a seed must be non-negative"),
+        ("seed", r"rng: expected an int seed"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            row_uniforms(bad, rows, count)
+
+
+def test_row_generators_follow_the_documented_streams():
+    """sample_children's generators: one shared generator from a seed, None or a Generator;
+    one per row from a sequence (row b's drafts from its own)."""
+    from otlp.verification.drafting import row_generators
+
+    shared = row_generators(4, 3)
+    assert isinstance(shared, np.random.Generator)
+    assert shared.random() == np.random.default_rng(4).random()
+    given = np.random.default_rng(1)
+    assert row_generators(given, 3) is given
+    per_row = row_generators([4, np.random.default_rng(5), 6], 3)
+    assert isinstance(per_row, list) and len(per_row) == 3
+    for generator, seed in zip(per_row, (4, 5, 6), strict=True):
+        assert generator.random() == np.random.default_rng(seed).random()
+    with pytest.raises(ValueError, match=r"rng: expected one generator or seed per row \(3\)"):
+        row_generators([1, 2], 3)
+    with pytest.raises(ValueError, match=r"rng\[1\]"):
+        row_generators([1, -1, 2], 3)

@@ -194,6 +194,11 @@ def test_memoized_prefix_function_evaluates_each_prefix_once():
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"seed": [1, 2, 3]}, "seed"),
         ({"prompts": []}, "prompts"),
+        ({"prompts": [[0], [4]]}, r"prompts\[1\]\[0\]: token id 4 outside \[0, 4\)"),
+        ({"stop_tokens": [-1]}, r"stop_tokens\[0\]"),
+        ({"seed": -1}, "seed"),
+        ({"speculation": "sps"}, "speculation: expected a Speculation"),
+        ({"speculation": Speculation("sps", np.array([0]))}, r"speculation\.parents\[0\]"),
     ],
 )
 def test_bad_input_names_the_argument(kwargs: dict, message: str):

@@ -378,6 +378,7 @@ def test_top_k_keeps_the_drafted_token_at_ties():
     ],
 )
 def test_bad_input_names_the_argument(kwargs, match):
+    kwargs = dict(kwargs)  # a copy: the parameter's dict is reused by a second in-process run
     parents = kwargs.pop("parents", path_tree(2, 2))
     tokens, p, q = random_batch(path_tree(2, 2), 1)
     tokens = kwargs.pop("tokens", tokens)

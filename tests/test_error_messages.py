@@ -71,10 +71,6 @@ NOT_WALKED = {
     "otlp.decoding.load_model_pair": "needs model folders or GGUF files on disk",
 }
 
-# The verification package (otlp/verification/) is being fixed on another branch: its
-# messages that name no parameter of the public function are expected failures until then.
-VERIFICATION_PENDING = "verification package: fixed on branch trust-numerics"
-
 P3 = [0.5, 0.3, 0.2]
 Q3 = [0.2, 0.3, 0.5]
 
@@ -264,14 +260,6 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
     "otlp.validate.select": lambda: {"checks": ["gr."]},
 }
 
-# Modules (the callable's __module__ prefix) whose findings are expected failures.
-PENDING_MODULES = {"otlp.verification": VERIFICATION_PENDING}
-# Public callables whose findings are expected failures, with the reason.
-PENDING = {
-    "otlp.decoding.decode": "decode loop: argument checks left to branches decode-models/"
-    "decode-timing, which change otlp.decoding.engine",
-}
-
 
 def _public() -> dict[str, Any]:
     import importlib
@@ -358,13 +346,6 @@ def _cases() -> Iterator[Any]:
                 )
 
 
-def _pending(qualname: str) -> str | None:
-    if qualname in PENDING:
-        return PENDING[qualname]
-    module = getattr(PUBLIC[qualname], "__module__", "") or ""
-    return next((why for prefix, why in PENDING_MODULES.items() if module.startswith(prefix)), None)
-
-
 def test_baselines_run() -> None:
     for qualname, make in BASELINES.items():
         PUBLIC[qualname](**make())
@@ -380,12 +361,6 @@ def test_errors_name_a_parameter_of_the_function(qualname: str, parameter: str, 
         func(**arguments)
     except (ValueError, TypeError) as exc:
         if not _names_a_parameter(str(exc), parameters):
-            pending = _pending(qualname)
-            if pending:
-                pytest.xfail(pending)
             pytest.fail(f"{type(exc).__name__} names none of {parameters}: {exc}")
     except Exception as exc:  # any other exception from a bad argument is a bug
-        pending = _pending(qualname)
-        if pending:
-            pytest.xfail(pending)
         pytest.fail(f"{type(exc).__name__} (not a ValueError naming an argument): {exc}")

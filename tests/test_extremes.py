@@ -281,3 +281,51 @@ def test_no_method_draws_a_token_of_target_probability_zero(scheme: str, tiny: f
     for method in methods:
         out = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=method, top_k=3, rng=1)
         assert (p[out.tokens] > 0).all(), (method, out.tokens)
+
+
+def _underflowing_pair(scheme: str) -> otlp.Instance:
+    """Two drafts of probability 1e-200: the pair's mass (2e-400) is 0 as a double."""
+    tiny = 1e-200
+    q = np.array([1 - 3 * tiny, tiny, tiny, tiny, 0.0, 0.0])
+    return otlp.Instance(np.full(6, 1 / 6), q, 2, scheme)
+
+
+@pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
+def test_ot_rule_conditional_of_an_underflowing_pair_is_the_plans_slice(scheme: str) -> None:
+    """rules/transport.py by the one rule for tuple masses (issue 27): the ``ot`` rule's
+    conditional of a possible pair whose mass underflowed is the plan's slice there (a
+    probability vector), not a row of zeros."""
+    inst = _underflowing_pair(scheme)
+    rule = otlp.rules.get("ot")
+    law = rule.conditional(inst, [1, 2])
+    assert law.min() >= 0 and law.sum() == pytest.approx(1.0, abs=1e-12)
+    np.testing.assert_allclose(law, rule.plan(inst).slice([1, 2]), atol=1e-15)
+
+
+@pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
+def test_the_verifier_checks_the_slice_of_an_underflowing_pair(scheme: str) -> None:
+    """verify.py by the one rule for tuple masses (issue 27): every draft the scheme can
+    produce has its conditional checked, also one whose mass underflowed to 0. A plan whose
+    only defect is there (its residual rows, which only the underflowing pairs' slices use
+    once the residual is folded into explicit entries, have a negative entry) is refused."""
+    import dataclasses
+
+    import scipy.sparse as sp
+
+    inst = _underflowing_pair(scheme)
+    plan = otlp.solve(inst, "maxflow_cs")
+    report = otlp.verify(plan)
+    assert report.ok and report.slices.columns == plan.columns.count  # every column possible
+    rows = plan.row_residual / plan.row_residual.sum()
+    dense = plan.explicit.toarray() + np.outer(rows, plan.col_residual)
+    folded = dataclasses.replace(
+        plan,
+        explicit=sp.csc_matrix(dense),
+        row_residual=np.array([0.5, -0.1, 0.0, 0.0, 0.0]),
+        col_residual=np.zeros(plan.columns.count),
+    )
+    report = otlp.verify(folded)
+    assert report.target_l1 < 1e-12 and report.draft_l1 < 1e-12 and report.min_entry == 0
+    assert not report.ok
+    assert report.slices.min_entry == pytest.approx(-0.25)
+    assert plan.columns.mass[report.slices.worst_column] == 0

@@ -237,7 +237,99 @@ def test_half_precision_tensors_for_every_scheme_and_input(
         q_t, q_w = q_t[:, 0], q_w[:, 0]
     if not batched:
         p_t, q_t, p_w, q_w = p_t[0], q_t[0], p_w[0], q_w[0]
-    options = {"scheme": scheme, "method": method, "rng": 11}
+    options = {"scheme": scheme, "method": method, "rng": 11, "time_budget": None}  # no clock
     got = otlp.verify_drafts(p_t, q_t, torch.tensor(drafts), **options)
     ref = otlp.verify_drafts(p_w, q_w, drafts, atol=tol, **options)
     assert got.tokens.tolist() == ref.tokens.tolist()
+
+
+def test_kinds_say_where_the_input_came_from() -> None:
+    """ArrayKind records library, dtype name, device and precision (ids: eps 0)."""
+    import torch
+
+    assert as_index_array("drafts", np.array([[1, 2]], dtype=np.int32))[1] == ArrayKind(
+        "numpy", "int32", None, 0.0
+    )
+    assert as_index_array("drafts", torch.tensor([[1, 2]]))[1] == ArrayKind(
+        "torch", "int64", "cpu", 0.0
+    )
+    assert as_float64("p", torch.tensor([0.5, 0.5], dtype=torch.bfloat16))[1] == ArrayKind(
+        "torch", "bfloat16", "cpu", float(torch.finfo(torch.bfloat16).eps)
+    )
+
+
+def test_an_empty_list_of_ids_is_an_empty_int64_array() -> None:
+    ids, kind = as_index_array("omega", [])
+    assert ids.dtype == np.int64 and ids.shape == (0,) and kind.dtype == "int64"
+    with pytest.raises(ValueError, match=r"^omega: expected integer token ids, got dtype float64"):
+        as_index_array("omega", [2.0])
+    with pytest.raises(ValueError, match=r"^omega: expected integer token ids, got dtype float64"):
+        as_index_array("omega", np.zeros(0))  # an empty float array is still floats
+
+
+def test_long_values_are_shortened_in_messages() -> None:
+    """The offending value is shown up to 60 characters, longer ones cut to 57 and '...'."""
+    exact = "x" * 60
+    with pytest.raises(ValueError, match=rf"^p: expected an array, got '{'x' * 58}'$"):
+        as_float64("p", exact[:58])
+    with pytest.raises(ValueError, match=rf"^p: expected an array, got '{'x' * 56}\.\.\.$"):
+        as_float64("p", exact + "x")
+
+
+def test_check_distributions_labels_and_figures() -> None:
+    """A single vector is named as itself, with its sum; a one-entry law is a law; sums that
+    overflow are a refusal, not a warning."""
+    import warnings
+
+    check_distributions("p", np.array([1.0]), 1e-6)
+    with pytest.raises(ValueError, match=r"^p: does not sum to 1 within atol 1e-06 \(sum 0\.75\)$"):
+        check_distributions("p", np.array([0.5, 0.25]), 1e-6)
+    with pytest.raises(ValueError, match=r"^p\[1\]: does not sum to 1"):
+        check_distributions("p", np.array([[1.0], [0.5]]), 1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(
+            ValueError, match=r"^p: does not sum to 1 within atol 1e-06 \(sum inf\)$"
+        ):
+            check_distributions("p", np.array([1e308, 1e308]), 1e-6)
+
+
+def test_index_arrays_are_int64_within_their_range() -> None:
+    """Ids come back int64 whatever integer dtype came in; every bound is exact: size is
+    excluded, uint64 up to the int64 maximum is read, beyond it refused."""
+    ids, _ = as_index_array("drafts", np.array([[1, 2]], dtype=np.int32))
+    assert ids.dtype == np.int64
+    with pytest.raises(ValueError, match=r"^drafts: expected a 2-D array, got shape \(2,\)$"):
+        as_index_array("drafts", [1, 2], ndims=(2,))
+    assert as_index_array("omega", [2], size=3)[0].tolist() == [2]
+    with pytest.raises(ValueError, match=r"^omega\[1\]: token id 3 outside \[0, 3\)$"):
+        as_index_array("omega", [0, 3], size=3)
+    with pytest.raises(ValueError, match=r"^omega: token id 5 outside \[0, 3\)$"):
+        as_index_array("omega", np.int64(5), size=3)
+    assert as_index_array("x", np.array([7], dtype=np.uint64))[0].tolist() == [7]
+    top = np.iinfo(np.int64).max
+    assert as_index_array("x", np.array([top], dtype=np.uint64))[0].tolist() == [top]
+    with pytest.raises(ValueError, match=r"^x: token ids beyond int64$"):
+        as_index_array("x", np.array([top + 1], dtype=np.uint64))
+
+
+def test_messages_of_empty_and_invalid_sums() -> None:
+    import warnings
+
+    with pytest.raises(ValueError, match=r"^q: empty array, shape \(0,\)$"):
+        check_distributions("q", np.zeros(0), 1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^q: has a negative, NaN or infinite entry$"):
+            check_distributions("q", np.array([np.inf, -np.inf]), 1e-6)
+    with pytest.raises(ValueError, match=rf"^p: expected an array, got '{'x' * 56}\.\.\.$"):
+        as_float64("p", "x" * 59)  # its repr is 61 characters: cut
+
+
+def test_float_messages_show_the_value_and_the_shape() -> None:
+    with pytest.raises(ValueError, match=r"^p: expected real numbers, got \[\['a', 'b'\]\]$"):
+        as_float64("p", [["a", "b"]])
+    with pytest.raises(ValueError, match=r"^p: expected a 2-D array, got shape \(1,\)$"):
+        as_float64("p", [1.0], ndims=(2,))
+    with pytest.raises(ValueError, match=r"^p: not a rectangular array of numbers \(ragged"):
+        as_float64("p", [1.0, None])

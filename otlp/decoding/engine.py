@@ -27,13 +27,14 @@ else grows with the decode: the sessions hold the committed tokens and their cac
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from otlp.args import canonical_name, positive_int
+from otlp.args import canonical_name, integers, positive_int
 from otlp.decoding.models.base import FloatArray, IntArray, TreeModel, TreeSession
 
 AUTOREGRESSIVE = "ar"
@@ -159,34 +160,40 @@ def decode(
 
     ``seed``: one seed (rows get spawned generators) or one per row.
     """
+    from otlp.verification.shapes import check_parents
     from otlp.verification.tree import METHODS, SCHEMES_OF
 
-    method = canonical_name(speculation.method, "method")
+    if not isinstance(speculation, Speculation):
+        raise ValueError(f"speculation: expected a Speculation, got {type(speculation).__name__}")
+    method = canonical_name(speculation.method, "speculation.method")
     if method != AUTOREGRESSIVE and method not in METHODS:
-        raise ValueError(f"method: expected ar or one of {', '.join(METHODS)}, got {method!r}")
+        raise ValueError(
+            f"speculation.method: expected ar or one of {', '.join(METHODS)}, got {method!r}"
+        )
     scheme = speculation.scheme
     if method != AUTOREGRESSIVE and scheme is None:
         scheme = SCHEMES_OF[method][0]
     elif method != AUTOREGRESSIVE and scheme not in SCHEMES_OF[method]:
         raise ValueError(
-            f"scheme: method {method!r} verifies children drafted "
+            f"speculation.scheme: method {method!r} verifies children drafted "
             f"{' or '.join(SCHEMES_OF[method])}, got {scheme!r}"
         )
     max_new = positive_int("max_new_tokens", max_new_tokens)
+    vocab = _check_model("target", target)
+    if draft is not None and _check_model("draft", draft) != vocab:
+        raise ValueError(
+            f"draft: vocabulary size {draft.vocab_size} differs from the target's {vocab}"
+        )
+    prompts = _token_lists("prompts", prompts, vocab)
     if not prompts:
         raise ValueError("prompts: need at least one prompt")
-    parents = _check_parents(speculation.parents)
+    parents = check_parents(speculation.parents, name="speculation.parents")
     if method != AUTOREGRESSIVE and (draft is None or parents.size == 0):
         raise ValueError("draft: speculative methods need a draft model and a non-empty tree")
-    if draft is not None and draft.vocab_size != target.vocab_size:
-        raise ValueError(
-            f"draft: vocabulary size {draft.vocab_size} differs from the target's "
-            f"{target.vocab_size}"
-        )
-    if speculation.top_k is not None and speculation.top_k >= target.vocab_size:
+    if speculation.top_k is not None and speculation.top_k >= vocab:
         speculation = replace(speculation, top_k=None)  # the top V tokens: all of them
     rngs = _generators(seed, len(prompts))
-    stops = {int(t) for t in stop_tokens}
+    stops = set(integers("stop_tokens", stop_tokens, minimum=0))
     result = DecodeResult(tokens=[[] for _ in prompts])
     started = time.perf_counter()
     tgt = target.session(prompts)
@@ -332,20 +339,35 @@ def sample_rows(laws: FloatArray, rngs: Sequence[np.random.Generator]) -> IntArr
     return np.minimum(out, laws.shape[1] - 1).astype(np.int64)
 
 
-def _check_parents(parents: object) -> IntArray:
-    arr = np.asarray(parents)
-    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError("parents: expected a 1-D integer array")
-    arr = arr.astype(np.int64)
-    if np.any(arr >= np.arange(arr.size)) or np.any(arr < -1):
-        raise ValueError("parents: need -1 <= parents[i] < i (topological order)")
-    return arr
+def _check_model(name: str, model: object) -> int:
+    """``model``'s vocabulary size if it is a :class:`TreeModel`, else a ``ValueError``."""
+    vocab = getattr(model, "vocab_size", None)
+    if not callable(getattr(model, "session", None)) or not isinstance(vocab, numbers.Integral):
+        raise ValueError(
+            f"{name}: expected a TreeModel (vocab_size and session(prompts)), "
+            f"got {type(model).__name__}"
+        )
+    return int(vocab)
 
 
-def _generators(seed: int | Sequence[int], rows: int) -> list[np.random.Generator]:
-    if isinstance(seed, int | np.integer):
-        return [np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(rows)]
-    seeds = list(seed)
+def _token_lists(name: str, values: object, vocab: int) -> list[tuple[int, ...]]:
+    """``values`` (a sequence of token-id sequences) as tuples of ids in [0, vocab), or a
+    ``ValueError`` naming the first bad one (``prompts[b]`` or ``prompts[b][i]``)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence | np.ndarray):
+        raise ValueError(f"{name}: expected a sequence of token-id sequences, got {values!r}")
+    rows = [integers(f"{name}[{b}]", row, minimum=0) for b, row in enumerate(values)]
+    for b, row in enumerate(rows):
+        for i, token in enumerate(row):
+            if token >= vocab:
+                raise ValueError(f"{name}[{b}][{i}]: token id {token} outside [0, {vocab})")
+    return rows
+
+
+def _generators(seed: object, rows: int) -> list[np.random.Generator]:
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        root = np.random.SeedSequence(positive_int("seed", seed, minimum=0))
+        return [np.random.default_rng(s) for s in root.spawn(rows)]
+    seeds = integers("seed", seed, minimum=0)
     if len(seeds) != rows:
         raise ValueError(f"seed: expected one seed or {rows} (one per prompt), got {len(seeds)}")
-    return [np.random.default_rng(int(s)) for s in seeds]
+    return [np.random.default_rng(s) for s in seeds]

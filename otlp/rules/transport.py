@@ -36,7 +36,9 @@ from otlp.rules.single import kernel_verify, speculative_kernel
 
 def plan_conditionals(plan: TransportPlan) -> FloatArray:
     """pi(. | column) for every column of ``plan``, shape (columns, k + 1), as one dense array
-    (the vectorised form of :meth:`TransportPlan.column_slice`)."""
+    (the vectorised form of :meth:`TransportPlan.column_slice`): a possible column whose mass
+    underflowed to 0 gets the plan's :meth:`~TransportPlan.negligible_slice`, a column the
+    scheme cannot draft a row of zeros."""
     cols = plan.columns
     check_size("dense plan conditionals", cols.count * plan.explicit.shape[0])
     total = plan.row_residual.sum()
@@ -45,7 +47,9 @@ def plan_conditionals(plan: TransportPlan) -> FloatArray:
     mass = np.where(live, cols.mass, 1.0)
     # explicit / mass + rows * (col_residual / mass): exact for columns of subnormal mass
     slices = plan.explicit.toarray().T / mass[:, None] + np.outer(plan.col_residual / mass, rows)
-    return np.where(live[:, None], slices, 0.0)
+    stranded = plan.possible_columns() & ~live
+    slices[stranded] = plan.negligible_slice()
+    return np.where((live | stranded)[:, None], slices, 0.0)
 
 
 def importance_weights(plan: TransportPlan) -> tuple[FloatArray, FloatArray]:

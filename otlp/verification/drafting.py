@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import as_generator, positive_int
 from otlp.rules.joints import DraftJoint
+from otlp.tensors import as_float64, as_index_array
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -101,12 +102,53 @@ def _uniforms(generator: object, count: int, name: str) -> FloatArray:
     return as_generator(generator, name).random(count)
 
 
-def restrict_top_k(q: FloatArray, top_k: int | None, keep: IntArray | None = None) -> FloatArray:
-    """Rows of ``q`` restricted to their ``top_k`` largest entries and renormalised.
+def check_laws(ndims: Sequence[int], **laws: object) -> list[FloatArray]:
+    """Each keyword argument as a float64 array with ``ndims`` dimensions, a non-empty last axis
+    (the vocabulary) and finite nonnegative entries, all of one shape; a ``ValueError`` names
+    the keyword (the caller passes its own parameters: ``check_laws((1,), p=p, q=q)``)."""
+    out: list[FloatArray] = []
+    for name, value in laws.items():
+        arr, _ = as_float64(name, value, ndims=ndims)
+        if arr.shape[-1] == 0:
+            raise ValueError(f"{name}: expected at least one token per law, got shape {arr.shape}")
+        bad = np.argwhere(~(np.isfinite(arr) & (arr >= 0)))
+        if bad.size:
+            where = tuple(int(i) for i in bad[0])
+            raise ValueError(
+                f"{name}[{', '.join(map(str, where))}]: expected a finite nonnegative "
+                f"probability, got {arr[where]!r}"
+            )
+        if out and arr.shape != out[0].shape:
+            first = next(iter(laws))
+            raise ValueError(f"{name}: shape {arr.shape} differs from {first}'s {out[0].shape}")
+        out.append(arr)
+    return out
+
+
+def check_top_k(top_k: object) -> int | None:
+    """``top_k`` as a positive int, or None (no restriction); a ``ValueError`` names it."""
+    return None if top_k is None else positive_int("top_k", top_k)
+
+
+def restrict_top_k(q: ArrayLike, top_k: int | None, keep: ArrayLike | None = None) -> FloatArray:
+    """Rows of ``q`` ``(M, V)`` restricted to their ``top_k`` largest entries and renormalised.
 
     Ties at the k-th value are broken towards the tokens listed in ``keep[m]`` (drafted
-    tokens; -1 entries ignored), then towards lower token ids; ``top_k=None`` returns ``q``.
+    tokens, ``(M, n)``; -1 entries ignored), then towards lower token ids; ``top_k=None``
+    returns ``q``.
     """
+    (arr,) = check_laws((2,), q=q)
+    kept = None
+    if keep is not None:
+        kept, _ = as_index_array("keep", keep, ndims=(2,))
+        if kept.shape[0] != arr.shape[0]:
+            raise ValueError(
+                f"keep: expected one row per row of q ({arr.shape[0]}), got {kept.shape}"
+            )
+    return _restrict_top_k(arr, check_top_k(top_k), kept)
+
+
+def _restrict_top_k(q: FloatArray, top_k: int | None, keep: IntArray | None) -> FloatArray:
     if top_k is None or top_k >= q.shape[-1]:
         return q
     rows, vocab = q.shape
@@ -137,15 +179,11 @@ def sample_children(
     """
     scheme = check_scheme(scheme)
     n = positive_int("n", n)
-    arr = np.asarray(q, dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[1] == 0:
-        raise ValueError(f"q: expected shape (M, V), got {arr.shape}")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError("q: entries must be finite and nonnegative")
+    (arr,) = check_laws((2,), q=q)
     totals = arr.sum(axis=1, keepdims=True)
     if np.any(totals <= 0):
         raise ValueError(f"q[{int(np.flatnonzero(totals[:, 0] <= 0)[0])}]: sums to 0")
-    arr = restrict_top_k(arr / totals, top_k)
+    arr = _restrict_top_k(arr / totals, check_top_k(top_k), None)
     if scheme == "spechub" and n > 2:
         raise ValueError(f"n: SpecHub's hub joint drafts two children, got n={n}")
     gens = row_generators(rng, arr.shape[0])
@@ -183,5 +221,13 @@ def draft_joint(q: FloatArray, n: int, scheme: str) -> DraftJoint:
 
 def children_probability(q: ArrayLike, omega: ArrayLike, scheme: str = "iid") -> float:
     """Probability that a node drafts the children ``omega`` (draw order) from ``q``."""
-    local = np.asarray(omega, dtype=np.int64)
-    return draft_joint(np.asarray(q, dtype=np.float64), local.shape[0], scheme).tuple_mass(local)
+    local, (law,) = check_node(omega, q=q)
+    return draft_joint(law, local.shape[0], scheme).tuple_mass(local)
+
+
+def check_node(omega: object, **laws: object) -> tuple[IntArray, list[FloatArray]]:
+    """A node's drafted children ``omega`` (token ids, 1-D int64) and its laws (keyword
+    arguments, as :func:`check_laws` with one dimension); every ``ValueError`` names the
+    caller's parameter (``omega`` or a law's keyword)."""
+    checked = check_laws((1,), **laws)
+    return as_index_array("omega", omega, ndims=(1,), size=checked[0].shape[0])[0], checked

@@ -24,26 +24,27 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.args import positive_int
+from otlp.args import integers, positive_int
 from otlp.limits import check_size
 
 IntArray = NDArray[np.int64]
 
 
-def check_parents(parents: ArrayLike) -> IntArray:
-    """``parents`` as an int64 array, or a ``ValueError`` naming it (shape, order, range)."""
+def check_parents(parents: ArrayLike, *, name: str = "parents") -> IntArray:
+    """``parents`` as an int64 array, or a ``ValueError`` naming it (shape, order, range);
+    ``name`` is the argument the caller passed it as (e.g. ``speculation.parents``)."""
     arr = np.asarray(parents)
     if arr.ndim != 1:
-        raise ValueError(f"parents: expected a 1-D array, got shape {arr.shape}")
+        raise ValueError(f"{name}: expected a 1-D array, got shape {arr.shape}")
     if arr.size and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"parents: expected integer node indices, got dtype {arr.dtype}")
+        raise ValueError(f"{name}: expected integer node indices, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
     bad = np.flatnonzero((arr < -1) | (arr >= np.arange(arr.shape[0])))
     if bad.size:
         i = int(bad[0])
         raise ValueError(
-            f"parents[{i}]: {int(arr[i])} is not -1 (the root) or an earlier node; nodes must "
-            "be in topological order (parents[i] < i)"
+            f"{name}[{i}]: {int(arr[i])} is not -1 (the root) or an earlier node; nodes must "
+            f"be in topological order ({name}[i] < i)"
         )
     return arr
 
@@ -66,7 +67,7 @@ def path_tree(paths: int, length: int) -> IntArray:
 def k_ary_tree(branching: Sequence[int]) -> IntArray:
     """A static tree with ``branching[d]`` children at every node of depth d (root: d = 0),
     nodes in breadth-first order."""
-    widths = [positive_int(f"branching[{d}]", b) for d, b in enumerate(branching)]
+    widths = integers("branching", branching, minimum=1)
     check_size("draft tree nodes", int(sum(np.cumprod(widths, dtype=np.float64))))
     parents: list[IntArray] = []
     level = np.array([-1], dtype=np.int64)
@@ -101,6 +102,9 @@ def children(parents: ArrayLike) -> list[IntArray]:
 def ancestors(parents: ArrayLike, node: int) -> IntArray:
     """The nodes on the path from the root to ``node`` (root excluded, ``node`` included)."""
     arr = check_parents(parents)
+    node = positive_int("node", node, minimum=0)
+    if node >= arr.shape[0]:
+        raise ValueError(f"node: expected a node of the tree, in [0, {arr.shape[0]}), got {node}")
     path = []
     while node >= 0:
         path.append(node)

@@ -54,7 +54,7 @@ from otlp.rules.single import kernel_rows, speculative_kernel
 from otlp.rules.spechub import hub_candidates, hub_verification
 from otlp.tensors import as_index_array
 from otlp.verification import shapes as trees
-from otlp.verification.drafting import SCHEMES, restrict_top_k, row_uniforms
+from otlp.verification.drafting import SCHEMES, check_node, restrict_top_k, row_uniforms
 from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, target_laws
 from otlp.verification.laws import ContextLaws
 from solvers.node_rules import (
@@ -362,7 +362,7 @@ def outcome_law(
     object API's slices used here to rounding). Summed over the drafts' own law it gives
     the method's output law, which for a lossless method is the target's.
     """
-    row = np.asarray(tokens)[None, :]
+    row = as_index_array("tokens", tokens, ndims=(1,))[0][None, :]
     task = _Task.of(
         row,
         parents,
@@ -811,6 +811,7 @@ def node_law(
     its plan's slice by the object API (the compiled kernel that :func:`verify_tree` samples
     agrees with it to rounding). No drafts: p itself.
     """
+    omega, (p, q) = check_node(omega, p=p, q=q)
     n = omega.shape[0]
     if n == 0:
         return p
