@@ -67,6 +67,24 @@ def test_alpha_star_without_replacement_matches_brute_force(
     assert otlp.psi(inst, fast.H_mask) == pytest.approx(fast.psi_min, abs=1e-13)
 
 
+@pytest.mark.parametrize(
+    ("p", "q"),
+    [  # fuzz seed 42, cases 15662 and 16247: alpha* was 1 (the pair closed form overflowed)
+        ([1.6e-310, 0.0725336, 0.9274664], [1.0, 1.28e-309, 9.22e-310]),
+        ([1.36e-309, 2.6e-309, 1.0], [4.26e-310, 1.0, 2.72e-310]),
+    ],
+)
+def test_alpha_star_of_two_draws_when_all_but_a_subnormal_mass_is_one_draft(
+    p: list[float], q: list[float]
+) -> None:
+    inst = otlp.Instance(np.array(p), np.array(q), 2, "without_replacement")
+    fast = otlp.optimal_acceptance(inst, "prefix")
+    brute = otlp.optimal_acceptance(inst, "brute")
+    assert fast.alpha_star == pytest.approx(brute.alpha_star, abs=1e-12)
+    assert fast.alpha_star < 0.6  # the second draw is one of the two subnormal tokens
+    assert otlp.solve(inst, "maxflow_cs").acceptance == pytest.approx(fast.alpha_star, abs=1e-9)
+
+
 def test_large_instances_are_no_longer_refused() -> None:
     """(k, n) = (1000, 8) has C(1000, 8) ~ 2.4e19 draft sets; the quadrature needs none."""
     rng = np.random.default_rng(0)

@@ -167,12 +167,17 @@ def pair_complements(q_order: FloatArray) -> FloatArray:
     out = np.ones(k + 1)  # fewer than two tokens inside, or no mass outside: the
     if k >= 2:  # quadrature's conventions (a pair needs two tokens of positive mass)
         out[k] = 0.0
-    ratios = 0.0  # Σ over the prefix of q_i / (Q - q_i)
+    # rest_i (1 + Σ_{j<i} q_j / (Q - q_j)) as rest_i + scaled, scaled = Σ_{j<i} q_j rest_i /
+    # (Q - q_j): each term is at most q_j (Q - q_j >= rest_i), where the ratio alone overflows
+    # once Q - q_j is subnormal (a draft holding all but 1e-309 of the mass).
+    scaled = 0.0
     for i in range(k):
         if i >= 2 and rest[i] > 0:
-            out[i] = min(rest[i] / total * (1.0 + ratios), 1.0)
+            out[i] = min((rest[i] + scaled) / total, 1.0)
+        after = rest[i + 1]
+        scaled = scaled * (after / rest[i]) if rest[i] > 0 else 0.0
         if others[i] > 0:
-            ratios += q_order[i] / others[i]
+            scaled += q_order[i] * (after / others[i])
     return out
 
 
