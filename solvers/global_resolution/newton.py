@@ -66,6 +66,22 @@ class MinimizeResult:
     message: str
     seconds: float
 
+    @classmethod
+    def of_kernel(cls, outputs: tuple[Any, ...], tol: float, start: float) -> MinimizeResult:
+        """The result of a compiled Newton loop's ``(alpha, iterations, evaluations,
+        ||grad||_1, deviation, status)``, timed from ``start`` (``time.perf_counter()``)."""
+        alpha, iterations, evaluations, grad_norm, deviation, status = outputs
+        return cls(
+            alpha,
+            int(iterations),
+            int(evaluations),
+            float(grad_norm),
+            float(deviation),
+            bool(deviation <= tol),
+            MESSAGES[status],
+            time.perf_counter() - start,
+        )
+
 
 @nb.njit(cache=True)
 def clock() -> float:
@@ -322,7 +338,7 @@ def newton(
     start = time.perf_counter()
     alpha = system.initial_alpha() if alpha0 is None else np.array(alpha0, dtype=np.float64)
     deadline = math.inf if time_budget is None else start + time_budget
-    alpha, iterations, evaluations, grad_norm, deviation, status = newton_kernel(
+    outputs = newton_kernel(
         system.q,
         system.targets,
         float(system.base),
@@ -334,13 +350,4 @@ def newton(
         deadline,
         FIRST_CHUNK,
     )
-    return MinimizeResult(
-        alpha,
-        int(iterations),
-        int(evaluations),
-        float(grad_norm),
-        float(deviation),
-        bool(deviation <= tol),
-        MESSAGES[status],
-        time.perf_counter() - start,
-    )
+    return MinimizeResult.of_kernel(outputs, tol, start)

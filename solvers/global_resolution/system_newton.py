@@ -52,7 +52,6 @@ from solvers.global_resolution.newton import (
     LINE_SEARCH_FAILED,
     MAX_STEP,
     MAX_TRIALS,
-    MESSAGES,
     OUT_OF_TIME,
     TIMED_WORK,
     MinimizeResult,
@@ -324,7 +323,7 @@ def system_newton(
         _compile()
     start = time.perf_counter()
     deadline = Deadline.after(time_budget, start).now()  # numba compiling is not counted
-    alpha, iterations, evaluations, grad_norm, deviation, status = system_newton_kernel(
+    outputs = system_newton_kernel(
         kind,
         data,
         np.ascontiguousarray(system.targets, dtype=np.float64),
@@ -334,16 +333,7 @@ def system_newton(
         deadline,
         NEWTON.FIRST_CHUNK,
     )
-    return MinimizeResult(
-        alpha,
-        int(iterations),
-        int(evaluations),
-        float(grad_norm),
-        float(deviation),
-        bool(deviation <= tol),
-        MESSAGES[status],
-        time.perf_counter() - start,
-    )
+    return MinimizeResult.of_kernel(outputs, tol, start)
 
 
 def _compile() -> None:
@@ -351,8 +341,5 @@ def _compile() -> None:
     kind: the kind is an argument and every kind's data has the same types)."""
     q = np.array([0.3, 0.3, 0.4])
     targets = np.array([0.1, 0.1, 0.1])
-    pair = PairSystem(q, targets, 0.0, 1.0, 2, q, q, q, 0.0, 0.0)
-    wor = WithoutReplacementSystem(q, targets, 0.0, 1.0, 3, np.zeros(0), 0.3)
-    for system in (pair, wor):
-        kind, data = kernel_data(system, 1e-3)
-        system_newton_kernel(kind, data, targets, 1.0, 1e-3, 1, math.inf, 1)
+    kind, data = kernel_data(PairSystem(q, targets, 0.0, 1.0, 2, q, q, q, 0.0, 0.0), 1e-3)
+    system_newton_kernel(kind, data, targets, 1.0, 1e-3, 1, math.inf, 1)
