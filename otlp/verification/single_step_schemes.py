@@ -40,7 +40,7 @@ from otlp.global_resolution.constants import (
     check_time_budget,
     check_unit_size,
 )
-from otlp.global_resolution.fused import checked_row, scheme_row
+from otlp.global_resolution.fused import RowResult, checked_row, scheme_row
 from otlp.global_resolution.reports import RowReport
 from otlp.global_resolution.rule_fallback import FALLBACK_RULES, rule_seconds
 from otlp.instance import Instance
@@ -195,16 +195,8 @@ def _scheme_rows(
         rule, lost = None, None
         if fallback:
             inst = _instance(pb, qb, draft_arr.shape[1], scheme, top_k, atol, b)
-            tokens[b], how, rule, lost = fallback_token(
-                inst,
-                draft_arr[b],
-                uniforms[b],
-                out_of_time=result.out_of_time,
-                alpha_star=result.alpha_star,
-                tau=tau,
-                max_iter=max_iter,
-                time_budget=time_budget,
-                deadline=deadline,
+            tokens[b], how, rule, lost = _fallback(
+                inst, draft_arr[b], uniforms[b], result, tau, max_iter, time_budget, deadline
             )
             message = f"{message}; {how}"
         else:
@@ -251,20 +243,34 @@ def scheme_row_token(
     result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, deadline)
     if result.status == FALLBACK:
         inst = _instance(p, q, drafts.shape[0], scheme, top_k or None, atol, 0)
-        return fallback_token(
-            inst,
-            drafts,
-            uniforms,
-            out_of_time=result.out_of_time,
-            alpha_star=result.alpha_star,
-            tau=tau,
-            max_iter=max_iter,
-            time_budget=time_budget,
-            deadline=deadline,
-        )[0]
+        return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[0]
     if result.status != OK:
         _raise_for_row(result.status, result.detail, 0, p[None], q[None], drafts[None], scheme)
     return result.token
+
+
+def _fallback(
+    inst: Instance,
+    drafts: NDArray[np.int64],
+    uniforms: NDArray[np.float64],
+    result: RowResult,
+    tau: float,
+    max_iter: int,
+    time_budget: float | None,
+    deadline: Deadline,
+) -> tuple[int, str, str | None, float | None]:
+    """:func:`fallback_token` for a row the fused scheme row (``result``) could not certify."""
+    return fallback_token(
+        inst,
+        drafts,
+        uniforms,
+        out_of_time=result.out_of_time,
+        alpha_star=result.alpha_star,
+        tau=tau,
+        max_iter=max_iter,
+        time_budget=time_budget,
+        deadline=deadline,
+    )
 
 
 def _row(arr: NDArray, b: int) -> NDArray:
