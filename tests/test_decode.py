@@ -261,7 +261,7 @@ def test_compiled_rows_stop_at_their_time_budget() -> None:
         assert report.fallback and report.iterations == 0 and report.fallback_rule == "rrs"
         assert report.message.startswith("compiled row: time budget exhausted")
     assert np.all(p[timed.tokens] > 0)
-    fast = otlp.verify_drafts(p, q, drafts, tau=1e-3, rng=0, time_budget=5.0)
+    fast = otlp.verify_drafts(p, q, drafts, tau=1e-3, rng=0, time_budget=None)
     assert not any(r.fallback for r in fast.reports)
 
 
