@@ -254,16 +254,11 @@ def test_units_of_exact_set_masses_solve_in_the_compiled_loop(explicit_sets: boo
             assert otlp.verify(plan).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (fuzz seed 43, case 500; present since d425b9b at least): the object API's "
-    "plan of two draws without replacement, subnormal draft masses beside a one-hot draft, has "
-    "acceptance 0.741 above alpha* 0.640 and a target marginal off by 0.2; the decoder row "
-    "(verify_drafts) is right",
-)
 def test_subnormal_drafts_beside_a_one_hot_draft_give_a_plan_the_verifier_accepts() -> None:
     p = np.array([0.052947748928820114, 0.5163854739503235, 0.4306667771208563, 1.79432e-310])
     q = np.array([3.16070101754009e-309, 2.03819894847703e-309, 2.452122710257705e-309, 1.0])
     inst = otlp.Instance(p, q, 2, "without_replacement")
     plan = otlp.solve(inst, "global_resolution", tau=1e-6, check=False)
     assert otlp.verify(plan).ok
+    # second draw after the one-hot token 3: q[:3] / q[:3].sum(); tokens 1, 2 always kept
+    assert plan.slice((3, 0))[0] == pytest.approx(p[0] / (q[0] / q[:3].sum()), rel=1e-6)

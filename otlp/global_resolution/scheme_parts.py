@@ -133,8 +133,35 @@ def pair_factors(scheme: str, rows: FloatArray) -> tuple[FloatArray, FloatArray,
     if scheme == "independent":
         q1, q2 = rows[0], rows[1]
         return q1, q2, q1 * q2
-    q = rows[0]
-    return q / np.maximum(others_sum(q), np.finfo(float).tiny), q, np.zeros_like(q)
+    return _balanced_ratio_factors(rows[0])
+
+
+# a_i = q_i / Σ_{j≠i} q_j can reach 2^1074 (q_i near 1 beside subnormal others)
+_BALANCE_ABOVE = 2.0**64
+
+
+def _balanced_ratio_factors(q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(a, b, 0) = (q / Σ_{j≠i} q_j, q, 0) for draws without replacement, scaled exactly.
+
+    The masses a_i b_j + b_i a_j (i ≠ j) never exceed 1, but a alone overflows, or is
+    mis-rounded, when a token holds all but a subnormal remainder of the draft mass. Such
+    a are divided and b multiplied by one power of two 2^m (exact: the masses are
+    unchanged), with m balancing the largest a against the largest b. A token whose
+    others sum to 0 has no pair column: its a is 0.
+    """
+    others = others_sum(q)
+    positive = others > 0
+    with np.errstate(divide="ignore", over="ignore"):
+        a = np.where(positive, q / np.where(positive, others, 1.0), 0.0)
+    largest = float(a.max(initial=0.0))
+    if largest <= _BALANCE_ABOVE:
+        return a, q, np.zeros_like(q)
+    with np.errstate(divide="ignore"):
+        log_ratio = np.where(positive & (q > 0), np.log2(q) - np.log2(others), -np.inf)
+    m = int(np.ceil(float(log_ratio.max()) / 2.0))
+    scaled_others = np.ldexp(others, m)  # exact: others <= 1 and m <= 537
+    a = np.where(positive, q / np.where(positive, scaled_others, 1.0), 0.0)
+    return a, np.ldexp(q, m), np.zeros_like(q)
 
 
 @dataclass(frozen=True)
