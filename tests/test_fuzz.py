@@ -152,3 +152,14 @@ def test_every_case_kind_replays_from_a_file(tmp_path: Path) -> None:
     path = tmp_path / "failures.json"
     path.write_text(json.dumps({"seed": 3, "cases": list(found.values())}))
     assert [c["kind"] for c in load_replay(path)] == list(found)
+
+
+def test_budget_overrun_is_counted_as_work_at_the_calls_cpu_share() -> None:
+    """A call preempted past its budget is not charged for the time other processes ran;
+    a call that computed past it is charged in full."""
+    from otlp.fuzz.checks import overrun_work
+
+    assert overrun_work(10.0, 10.0, 0.1) == pytest.approx(9.9)  # busy past the budget
+    assert overrun_work(10.0, 1.0, 0.1) == pytest.approx(0.99)  # ran a tenth of the time
+    assert overrun_work(0.05, 0.05, 0.1) == 0.0
+    assert overrun_work(10.0, 20.0, 0.1) == pytest.approx(9.9)  # two threads: share 1

@@ -370,7 +370,7 @@ def make_case(seed: int, index: int) -> Case:
 # ----- budget adherence (issue 24) -------------------------------------------------------------
 # Global resolution's decoder call under tiny time budgets on peaked drafts with large n and k,
 # every scheme: every valid row must get a token, and the call may overrun its budget by at
-# most 20% plus one bounded step (otlp.fuzz.checks.BOUNDED_STEP_S).
+# most 20% plus one bounded step of work (otlp.fuzz.checks.BOUNDED_STEP_S, CPU share counted).
 BUDGET_SHARE = 0.05  # fraction of cases that are budget cases (drawn from the same uniform)
 BUDGET_VOCABS = (100, 300, 1000)
 BUDGET_DRAFTS = (2, 4, 8)
