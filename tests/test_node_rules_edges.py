@@ -167,7 +167,7 @@ def test_gbv_stop_law_is_exact_at_its_boundaries_on_large_vocabularies(ranking):
     CDF at level i gives tau = i, 1e-9 above it gives tau = i + 1 (single_path.block on
     skewed_conditionals' full vectors). With 3,000 tokens a few of them share a key bucket
     with the sign change of w p - q~; summing that bucket in closed form (its negative
-    terms included) moves the CDF by ~1e-6."""
+    terms included) moves the CDF by more than 1e-9, less than a grid's resolution."""
     from otlp.multistep import single_path
     from otlp.multistep.gbv import local_key, skewed_conditionals
 
