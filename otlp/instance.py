@@ -126,7 +126,9 @@ class Instance:
             tokens = np.unique(np.concatenate(keep))
         restricted = np.zeros((len(rows), tokens.shape[0]))
         for d, (row, kept) in enumerate(zip(rows, keep, strict=True)):
-            values = np.where(np.isin(tokens, kept), row[tokens], 0.0)
+            values = (
+                row[tokens] if len(rows) == 1 else np.where(np.isin(tokens, kept), row[tokens], 0.0)
+            )
             restricted[d] = values / values.sum()
         if self.scheme in ("without_replacement", "greedy") and tokens.shape[0] < self.n:
             raise ValueError(
@@ -138,7 +140,9 @@ class Instance:
         self.k = int(tokens.shape[0])
         self.p_local: FloatArray = self.p[tokens]
         # Summed over the outside tokens themselves: exactly 0 when nothing is outside.
-        self.p_outside = float(np.delete(self.p, tokens).sum())
+        outside = np.ones(self.p.shape[0], dtype=bool)
+        outside[tokens] = False
+        self.p_outside = float(np.add.reduce(self.p, where=outside))
         # The target over the draft vocabulary plus one aggregated outside row: the row side
         # of every problem, plan and rule (length k + 1).
         self.target_rows: FloatArray = np.append(self.p_local, self.p_outside)

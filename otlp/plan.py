@@ -386,11 +386,11 @@ class TransportPlan:
         """The conditional pi(. | omega) as a dense vector over the whole vocabulary."""
         inst = self.instance
         local = self.local_slice(omega)
-        out = np.zeros(inst.vocab_size)
+        if inst.p_outside > 0:  # the outside row spread in proportion to p
+            out = inst.p * (local[-1] / inst.p_outside)
+        else:
+            out = np.zeros(inst.vocab_size)
         out[inst.tokens] = local[:-1]
-        if inst.p_outside > 0:
-            outside = self._outside_tokens
-            out[outside] = local[-1] * inst.p[outside] / inst.p[outside].sum()
         return out
 
     @cached_property
