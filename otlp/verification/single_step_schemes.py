@@ -236,14 +236,19 @@ def scheme_row_token(
     where it cannot certify the row (the rule where it ran out of ``time_budget`` seconds
     from this call): that function's step per row, for callers that have checked their row
     already (``verify_tree``'s nodes). Only q's support is the draft vocabulary (a top-k
-    restricted q costs its k tokens, not V)."""
+    restricted q costs its k tokens, not V). BLAS runs on one thread meanwhile, as in
+    :func:`verify_scheme_drafts` (unpinned, a loaded machine made a Newton step 20-60x
+    slower)."""
     deadline = Deadline.after(time_budget)
     support = int(np.count_nonzero(q.max(axis=0)))
     top_k = support if support < q.shape[-1] else 0
-    result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, deadline)
-    if result.status == FALLBACK:
-        inst = _instance(p, q, drafts.shape[0], scheme, top_k or None, atol, 0)
-        return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[0]
+    with blas_pinned(support):
+        result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, deadline)
+        if result.status == FALLBACK:
+            inst = _instance(p, q, drafts.shape[0], scheme, top_k or None, atol, 0)
+            return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[
+                0
+            ]
     if result.status != OK:
         _raise_for_row(result.status, result.detail, 0, p[None], q[None], drafts[None], scheme)
     return result.token
