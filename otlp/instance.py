@@ -174,6 +174,17 @@ class Instance:
             self._columns[form] = build_columns(form, self.draft_rows, self.n, self.scheme)
         return self._columns[form]
 
+    def global_law(self, local: FloatArray) -> FloatArray:
+        """A law over the draft vocabulary plus the outside row (length k + 1) as a dense
+        vector over all V tokens: the outside row spread over the outside tokens in
+        proportion to p (one pass over p)."""
+        if self.p_outside > 0:
+            out = self.p * (local[self.k] / self.p_outside)
+        else:
+            out = np.zeros(self.vocab_size)
+        out[self.tokens] = local[: self.k]
+        return out
+
     def to_local(self, omega: ArrayLike) -> NDArray[np.int64]:
         """Map drafted global token ids to draft-vocabulary positions; reject impossible drafts."""
         arr = np.atleast_1d(np.asarray(omega))

@@ -54,7 +54,7 @@ from otlp.verification.single_step_rows import (
     local_drafts,
     rule_rows,
 )
-from solvers.global_resolution.budget import Deadline, blas_pinned
+from solvers.global_resolution.budget import Deadline
 from solvers.global_resolution.constants import (
     BAD_DRAFT,
     BAD_P,
@@ -149,20 +149,9 @@ def verify_scheme_drafts(
         verified = _exact_rows(p_arr, q_arr, draft_arr, scheme, name, top_k, atol, uniforms)
         return rule_rows(verified, str(exc))
     deadline = call_deadline(time_budget, start, rows * rule_seconds(vocab, q_arr.shape[1]))
-    with blas_pinned(top_k or vocab):
-        return _scheme_rows(
-            p_arr,
-            q_arr,
-            draft_arr,
-            uniforms,
-            scheme,
-            top_k,
-            tau,
-            max_iter,
-            atol,
-            time_budget,
-            deadline,
-        )
+    return _scheme_rows(
+        p_arr, q_arr, draft_arr, uniforms, scheme, top_k, tau, max_iter, atol, time_budget, deadline
+    )
 
 
 def _scheme_rows(
@@ -236,19 +225,14 @@ def scheme_row_token(
     where it cannot certify the row (the rule where it ran out of ``time_budget`` seconds
     from this call): that function's step per row, for callers that have checked their row
     already (``verify_tree``'s nodes). Only q's support is the draft vocabulary (a top-k
-    restricted q costs its k tokens, not V). BLAS runs on one thread meanwhile, as in
-    :func:`verify_scheme_drafts` (unpinned, a loaded machine made a Newton step 20-60x
-    slower)."""
+    restricted q costs its k tokens, not V)."""
     deadline = Deadline.after(time_budget)
     support = int(np.count_nonzero(q.max(axis=0)))
     top_k = support if support < q.shape[-1] else 0
-    with blas_pinned(support):
-        result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, deadline)
-        if result.status == FALLBACK:
-            inst = _instance(p, q, drafts.shape[0], scheme, top_k or None, atol, 0)
-            return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[
-                0
-            ]
+    result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, deadline)
+    if result.status == FALLBACK:
+        inst = _instance(p, q, drafts.shape[0], scheme, top_k or None, atol, 0)
+        return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[0]
     if result.status != OK:
         _raise_for_row(result.status, result.detail, 0, p[None], q[None], drafts[None], scheme)
     return result.token

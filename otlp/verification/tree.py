@@ -874,14 +874,13 @@ def _plan_law(
     """pi(. | omega) from the solved plan of (p, q, n, scheme) (maxflow_cs, global resolution)."""
     from otlp.api import solve
     from otlp.instance import Instance
-    from otlp.rules.base import to_global
 
     inst = Instance(p, q, omega.shape[0], scheme, renormalize=True)
     if method == "global_resolution":
         plan = solve(inst, method, check=False, tau=tau)
     else:
         plan = solve(inst, method, check=False)
-    return to_global(inst, np.clip(plan.local_slice(omega), 0.0, None))
+    return inst.global_law(np.clip(plan.local_slice(omega), 0.0, None))
 
 
 def _global_resolution_token(
