@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable, Mapping
 
@@ -88,7 +89,7 @@ def real_number(
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name}: expected a real number, got {value!r}")
     out = float(value)
-    if not np.isfinite(out):
+    if not math.isfinite(out):
         raise ValueError(f"{name}: expected a finite number, got {out!r}")
     if minimum is not None:
         if exclusive_minimum and out <= minimum:

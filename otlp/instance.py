@@ -126,7 +126,9 @@ class Instance:
             tokens = np.unique(np.concatenate(keep))
         restricted = np.zeros((len(rows), tokens.shape[0]))
         for d, (row, kept) in enumerate(zip(rows, keep, strict=True)):
-            values = np.where(np.isin(tokens, kept), row[tokens], 0.0)
+            values = (
+                row[tokens] if len(rows) == 1 else np.where(np.isin(tokens, kept), row[tokens], 0.0)
+            )
             restricted[d] = values / values.sum()
         if self.scheme in ("without_replacement", "greedy") and tokens.shape[0] < self.n:
             raise ValueError(
@@ -138,7 +140,9 @@ class Instance:
         self.k = int(tokens.shape[0])
         self.p_local: FloatArray = self.p[tokens]
         # Summed over the outside tokens themselves: exactly 0 when nothing is outside.
-        self.p_outside = float(np.delete(self.p, tokens).sum())
+        outside = np.ones(self.p.shape[0], dtype=bool)
+        outside[tokens] = False
+        self.p_outside = float(np.add.reduce(self.p, where=outside))
         # The target over the draft vocabulary plus one aggregated outside row: the row side
         # of every problem, plan and rule (length k + 1).
         self.target_rows: FloatArray = np.append(self.p_local, self.p_outside)
@@ -169,6 +173,17 @@ class Instance:
         if form not in self._columns:
             self._columns[form] = build_columns(form, self.draft_rows, self.n, self.scheme)
         return self._columns[form]
+
+    def global_law(self, local: FloatArray) -> FloatArray:
+        """A law over the draft vocabulary plus the outside row (length k + 1) as a dense
+        vector over all V tokens: the outside row spread over the outside tokens in
+        proportion to p (one pass over p)."""
+        if self.p_outside > 0:
+            out = self.p * (local[self.k] / self.p_outside)
+        else:
+            out = np.zeros(self.vocab_size)
+        out[self.tokens] = local[: self.k]
+        return out
 
     def to_local(self, omega: ArrayLike) -> NDArray[np.int64]:
         """Map drafted global token ids to draft-vocabulary positions; reject impossible drafts."""

@@ -384,14 +384,7 @@ class TransportPlan:
 
     def slice(self, omega: ArrayLike) -> FloatArray:
         """The conditional pi(. | omega) as a dense vector over the whole vocabulary."""
-        inst = self.instance
-        local = self.local_slice(omega)
-        out = np.zeros(inst.vocab_size)
-        out[inst.tokens] = local[:-1]
-        if inst.p_outside > 0:
-            outside = self._outside_tokens
-            out[outside] = local[-1] * inst.p[outside] / inst.p[outside].sum()
-        return out
+        return self.instance.global_law(self.local_slice(omega))
 
     @cached_property
     def _outside_tokens(self) -> NDArray[np.int64]:

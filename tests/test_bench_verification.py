@@ -47,3 +47,23 @@ def test_toy_run_gives_ratios_to_the_floor():
     report = render(bench, rows, "otlp bench --config x.toml")
     assert "| 64 | `block` | chain |" in report
     assert "| numpy | `sps` |" in report
+
+
+def test_toy_drafts_run_times_the_object_api_beside_maxflow_cs():
+    """The drafts part at the first (k, n) also times Instance + solve + slice per token."""
+    from otlp.bench.verification import drafts_rows
+
+    bench = VerificationBench(
+        drafts_vocab=300, drafts_kn=((20, 2),), drafts_tokens=1, repeats=1, budgets=(0.05,)
+    )
+    rows = drafts_rows(bench)
+    drafts = [r for r in rows if r["part"] == "drafts"]
+    assert [r["scheme"] for r in drafts if "ms_object_api" in r] == [
+        "iid",
+        "without_replacement",
+        "independent",
+    ]
+    assert all(r.get("ms_object_api", 1.0) > 0 for r in drafts)
+    report = render(bench, rows, "otlp bench --config x.toml")
+    assert "| (20, 2) | without_replacement |" in report
+    assert "object API ms" in report

@@ -66,6 +66,13 @@ def test_fused_slice_agrees_with_the_object_api(
         )
         fallback = not deviation <= budget
         expected, report = plan.token_report(omega)
+        if n == 1:  # closed form: speculative sampling's law, exact
+            assert system == token.SINGLE_DRAFT and not fallback
+            assert variables == 0 and iterations == 0 and deviation == 0.0
+            sps = otlp.rules.get("sps").conditional(inst, omega)
+            np.testing.assert_allclose(inst.global_law(fused), sps, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(fused, expected, rtol=0, atol=1e-2)  # GR to its tau
+            continue
         assert fallback == report.fallback
         if fallback:
             continue

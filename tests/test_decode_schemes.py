@@ -12,7 +12,6 @@ import otlp
 import otlp.rules
 from instances import dirichlet_pair, zipf_llm_pair
 from otlp.global_resolution.fused import row_slice
-from otlp.rules.base import to_global
 from otlp.verification.single_step_schemes import SCHEME_METHODS as SCHEME_METHODS_OF
 from solvers.global_resolution.constants import OK
 from tests.test_decode import _law_test
@@ -173,7 +172,7 @@ def test_sampled_tokens_follow_the_exact_law(scheme: str, method: str, n: int) -
     elif method == "global_resolution" and scheme == "greedy":
         probs = row_slice(p, q[None, :], omega, "greedy", 6, 1e-3, 50, 1e-6)[1]
         assert probs is not None
-        law = to_global(inst, probs)
+        law = inst.global_law(probs)
     elif method == "global_resolution":
         law = otlp.solve(inst, "global_resolution", check=False).slice(omega)
     else:

@@ -364,6 +364,45 @@ def test_top_k_keeps_the_drafted_token_at_ties():
     )
 
 
+@pytest.mark.parametrize("drafted", [0, 3])
+def test_global_resolution_top_k_sampler_matches_its_law_at_ties(drafted):
+    """Global resolution's nodes run the fused i.i.d. kernel on the rows as given; a draft
+    tied at the k-th value beyond the kernel's id order (token 3 of three tied at 0.2,
+    top_k = 2) goes through the restricted path, which keeps it: both follow the law."""
+    parents = decoding.chain(1)
+    p = np.array([[[0.1, 0.3, 0.2, 0.4], [0.25] * 4]])
+    q = np.array([[[0.4, 0.2, 0.2, 0.2], [0.25] * 4]])
+    tokens = np.array([drafted])
+    law = outcome_law(tokens, parents, p[0], q[0], method="global_resolution", top_k=2)
+    rows = 4000
+    result = verify_tree(
+        np.tile(tokens, (rows, 1)),
+        parents,
+        np.broadcast_to(p, (rows, *p.shape[1:])),
+        np.broadcast_to(q, (rows, *q.shape[1:])),
+        method="global_resolution",
+        top_k=2,
+        rng=3,
+    )
+    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+
+
+def test_global_resolution_top_k_reads_the_rows_as_given(monkeypatch):
+    """With top-k, a global-resolution node hands its rows to the fused kernel, which
+    restricts q itself: no restricted float64 copy of the row is made (a drafted token
+    inside the top-k)."""
+    from otlp.verification import tree
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("restrict_top_k called")
+
+    monkeypatch.setattr(tree, "restrict_top_k", refuse)
+    tokens, p, q = random_batch(decoding.chain(3), rows=4, seed=5, vocab=50)
+    tokens = np.argsort(-q[:, :3], axis=-1)[:, :, 0]  # each level's top draft token
+    result = verify_tree(tokens, decoding.chain(3), p, q, method="global_resolution", top_k=5)
+    assert result.num_accepted.shape == (4,)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

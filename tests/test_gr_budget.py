@@ -4,6 +4,7 @@ where even that is over ``otlp.limits``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -248,10 +249,26 @@ def test_compilation_is_not_the_calls_time() -> None:
     assert Deadline.after(None).now() == np.inf
 
 
-def test_newton_steps_run_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+def _drafts_call(p: np.ndarray, q: np.ndarray, drafts: np.ndarray) -> None:
+    otlp.verify_drafts(p, q, drafts, scheme="without_replacement", tau=1e-6, rng=0)
+
+
+def _tree_call(p: np.ndarray, q: np.ndarray, drafts: np.ndarray) -> None:
+    from otlp.decoding import verify_tree
+
+    laws = (np.stack([p, p, p])[None], np.stack([q, q, q])[None])
+    parents = np.array([-1, -1])  # a root with the two drafts as its children
+    verify_tree(drafts, parents, *laws, method="global_resolution", scheme="without_replacement")
+
+
+@pytest.mark.parametrize("call", [_drafts_call, _tree_call], ids=["verify_drafts", "verify_tree"])
+def test_newton_steps_run_with_one_blas_thread(
+    monkeypatch: pytest.MonkeyPatch, call: Callable[..., None]
+) -> None:
     """Two OpenBLAS threads on two busy cores made a 100-variable dense Newton direction 100x
-    slower: every direction of a decoder row's Newton runs with BLAS pinned to one thread
-    (threadpoolctl), and small rows skip the pinning's ~10 us."""
+    slower (a without-replacement tree node: 650 ms instead of 10-30 ms): every direction of
+    a decoder row's Newton, in verify_drafts and in a verify_tree node, runs with BLAS
+    pinned to one thread (threadpoolctl), and small rows skip the pinning's ~10 us."""
     from threadpoolctl import threadpool_info
 
     import solvers.global_resolution.system_newton as system_newton
@@ -269,7 +286,7 @@ def test_newton_steps_run_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) 
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(300)), rng.dirichlet(np.ones(300))
     drafts = np.argsort(-q)[:2][None, :]
-    otlp.verify_drafts(p, q, drafts, scheme="without_replacement", tau=1e-6, rng=0)
+    call(p, q, drafts)
     assert seen and set(seen) == {1}
     before = [info["num_threads"] for info in threadpool_info()]
     with blas_pinned(BLAS_SIZE - 1):

@@ -49,6 +49,7 @@ from solvers.global_resolution.budget import (
     NO_DEADLINE,
     Deadline,
     OutOfTime,
+    blas_pinned,
     evaluation_seconds,
     require,
     setup_seconds,
@@ -231,12 +232,10 @@ def row_slice(
         double = scheme == "without_replacement" and n >= 3
         try:
             require(deadline, evaluation_seconds(system.size, n, double), "Newton")
-            result = system_newton(
-                system,
-                budget,
-                max_iter=max_iter,
-                time_budget=deadline.seconds(),
-            )
+            with blas_pinned(system.size):  # two threads on busy cores: steps 20-100x slower
+                result = system_newton(
+                    system, budget, max_iter=max_iter, time_budget=deadline.seconds()
+                )
         except OutOfTime as exc:
             skipped = RowResult(
                 FALLBACK,

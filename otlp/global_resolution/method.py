@@ -18,7 +18,10 @@ def make_engine(inst: Instance, tau: float = 1e-3, **options: Any) -> GlobalReso
     Every other instance is refused with a ValueError naming ``inst``."""
     if isinstance(inst, Instance) and inst.scheme != "iid" and inst.n > 1:
         if inst.scheme not in SCHEMES:
-            raise ValueError(f"inst: scheme {inst.scheme!r} is not one of {SCHEMES}")
+            raise ValueError(
+                f"inst: global resolution solves the schemes {('iid', *SCHEMES)}, not "
+                f"{inst.scheme!r} (verify_drafts(..., scheme={inst.scheme!r}) has its rule)"
+            )
         return SchemeGlobalResolution(inst, tau, **options)
     return GlobalResolution(inst, tau, **options)
 

@@ -82,16 +82,6 @@ def sample_rows(rng: np.random.Generator, probs: FloatArray) -> IntArray:
     return np.minimum((cum <= u[:, None]).sum(axis=1), probs.shape[1] - 1).astype(np.int64)
 
 
-def to_global(inst: Instance, local: FloatArray) -> FloatArray:
-    """A distribution over the extended draft vocabulary as a dense vector over all V tokens."""
-    out = np.zeros(inst.vocab_size)
-    out[inst.tokens] = local[: inst.k]
-    if inst.p_outside > 0:
-        outside = _outside_tokens(inst)
-        out[outside] = local[inst.k] * inst.p[outside] / inst.p[outside].sum()
-    return out
-
-
 def _outside_tokens(inst: Instance) -> IntArray:
     mask = inst.p > 0
     mask[inst.tokens] = False
@@ -218,7 +208,7 @@ class Rule(ABC):
 
     def output_distribution(self, inst: Instance) -> FloatArray:
         """Exact output law over the whole vocabulary (equals p for a lossless rule)."""
-        return to_global(inst, self.local_output(inst))
+        return inst.global_law(self.local_output(inst))
 
     def conditional(self, inst: Instance, omega: ArrayLike) -> FloatArray:
         """Exact law of the output token given drafted global ids ``omega`` (draw order).
@@ -227,7 +217,7 @@ class Rule(ABC):
         """
         joint = self.draft_joint(inst)
         local = joint.local_omega(inst, omega)
-        return to_global(inst, self.local_conditionals(inst, local[None, :])[0])
+        return inst.global_law(self.local_conditionals(inst, local[None, :])[0])
 
     # ----- sampling ------------------------------------------------------------------------
     @abstractmethod

@@ -53,6 +53,7 @@ from otlp.verification.single_step_rows import (
 )
 from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
 from solvers.global_resolution.budget import Deadline, blas_pinned
+from solvers.global_resolution.constants import INNER, OUTER, SINGLE_DRAFT
 
 __all__ = ["METHODS", "DraftVerification", "RowReport", "global_resolution_rows", "verify_drafts"]
 
@@ -266,6 +267,8 @@ def _row_reports(
         status, system, block, variables, iterations, deviation, budget, newton = table[b]
         fallback = bool(status == 1)
         message = NEWTON_MESSAGES[int(newton)]
+        if system == SINGLE_DRAFT:
+            message = "closed form: one draft's optimal plan is speculative sampling's law"
         rule, lost = None, None
         if fallback:
             inst, _ = _row_instance(p_arr, q_arr, draft_arr, b, top_k, atol)
@@ -285,8 +288,8 @@ def _row_reports(
             )
         reports.append(
             RowReport(
-                system="outer" if system == 0 else "inner",
-                block=int(block) if system == 0 else None,
+                system=_SYSTEM_NAMES[int(system)],
+                block=int(block) if system == OUTER else None,
                 variables=int(variables),
                 iterations=int(iterations),
                 deviation=float(deviation),
@@ -299,6 +302,9 @@ def _row_reports(
         )
     return reports
 
+
+# The unit a fused row solved (solvers.global_resolution.constants' codes).
+_SYSTEM_NAMES = {OUTER: "outer", INNER: "inner", SINGLE_DRAFT: "single draft (closed form)"}
 
 _ROW_ERRORS = {
     2: "p[{b}]: has a negative, NaN or infinite entry",

@@ -54,7 +54,7 @@ from otlp.verification.single_step_rows import (
     local_drafts,
     rule_rows,
 )
-from solvers.global_resolution.budget import Deadline, blas_pinned
+from solvers.global_resolution.budget import Deadline
 from solvers.global_resolution.constants import (
     BAD_DRAFT,
     BAD_P,
@@ -149,20 +149,9 @@ def verify_scheme_drafts(
         verified = _exact_rows(p_arr, q_arr, draft_arr, scheme, name, top_k, atol, uniforms)
         return rule_rows(verified, str(exc))
     deadline = call_deadline(time_budget, start, rows * rule_seconds(vocab, q_arr.shape[1]))
-    with blas_pinned(top_k or vocab):
-        return _scheme_rows(
-            p_arr,
-            q_arr,
-            draft_arr,
-            uniforms,
-            scheme,
-            top_k,
-            tau,
-            max_iter,
-            atol,
-            time_budget,
-            deadline,
-        )
+    return _scheme_rows(
+        p_arr, q_arr, draft_arr, uniforms, scheme, top_k, tau, max_iter, atol, time_budget, deadline
+    )
 
 
 def _scheme_rows(

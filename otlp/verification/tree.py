@@ -37,6 +37,7 @@ so with one generator per row a row's outcome does not depend on its batch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -588,6 +589,10 @@ class _Task:
                 return draw_scaled(row, self.target.total(b, context, row), float(mine[0]))
             if self.step.compiled():
                 return self._compiled_token(b, context, omega, mine)
+            if self.step.fused():
+                token = self._fused_token(b, context, omega, mine)
+                if token >= 0:
+                    return token
             p = self.target.row(b, context)
             q = _checked_draft(b, context, self.draft, self.step, omega)
             return self.step.token(p, q, omega, mine)
@@ -652,6 +657,33 @@ class _Task:
         if token < 0:
             _check_drafts(b, context, self.step, omega, np.ones(2, dtype=bool), -1)
         return token
+
+    def _fused_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
+        """Global resolution's token by :func:`otlp.verify_drafts`' fused i.i.d. kernel on
+        the rows as given (it restricts q to its top-k and renormalises both rows itself);
+        -1 where a drafted token is outside the kernel's top-k (ties at the k-th value are
+        broken by token id there, towards the drafts in :func:`restrict_top_k`: the node
+        then takes the restricted path, which agrees whenever both keep the drafts)."""
+        from otlp.verification.single_step import global_resolution_rows
+
+        p = self.target.native(b, context)
+        q = self.draft.native(b, context)
+        self.target.total(b, context, p)  # finite, nonnegative, sums to 1 within atol
+        self.draft.total(b, context, q)
+        try:
+            result = global_resolution_rows(
+                p[None, :],
+                q[None, :],
+                np.ascontiguousarray(omega[None, :], dtype=np.int64),
+                np.ascontiguousarray(u[None, :2], dtype=np.float64),
+                top_k=self.step.top_k,
+                tau=self.step.tau,
+                max_iter=MAX_ITER,
+                atol=math.inf,  # the sums were checked above at the laws' tolerance
+            )
+        except ValueError:  # a draft outside the kernel's top-k: the restricted path decides
+            return -1
+        return int(result.tokens[0])
 
     def _path_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Block verification of row b's chain, or of GBV's selected path against its skewed
@@ -747,6 +779,11 @@ class _Step:
     def restrict(self, q: FloatArray, drafted: IntArray) -> FloatArray:
         return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
 
+    def fused(self) -> bool:
+        """Whether a node's token comes from global resolution's fused i.i.d. kernel on the
+        rows as given (one draft is one draw from q under every scheme)."""
+        return self.method == "global_resolution" and self.scheme == "iid"
+
     def compiled(self) -> bool:
         """Whether a node runs a compiled rule on the rows as given (no top-k restriction
         to apply)."""
@@ -837,14 +874,13 @@ def _plan_law(
     """pi(. | omega) from the solved plan of (p, q, n, scheme) (maxflow_cs, global resolution)."""
     from otlp.api import solve
     from otlp.instance import Instance
-    from otlp.rules.base import to_global
 
     inst = Instance(p, q, omega.shape[0], scheme, renormalize=True)
     if method == "global_resolution":
         plan = solve(inst, method, check=False, tau=tau)
     else:
         plan = solve(inst, method, check=False)
-    return to_global(inst, np.clip(plan.local_slice(omega), 0.0, None))
+    return inst.global_law(np.clip(plan.local_slice(omega), 0.0, None))
 
 
 def _global_resolution_token(

@@ -11,6 +11,9 @@ BUDGET_FACTOR = 5.0  # each system may deviate by 5 tau ([GR] Lemma 6.6: 15 tau,
 # (Theorem 6.5). Kernels use these integer codes; :class:`otlp.global_resolution.System`
 # names them.
 OUTER, INNER = 0, 1
+# A row of one draft needs no unit: its optimal plan is speculative sampling's law (the
+# fused kernels' closed form, :func:`.token.single_draft_slice`).
+SINGLE_DRAFT = 2
 
 # Row status codes of the fused kernels (:func:`.token.token_row`, :func:`.token.batch`).
 OK, FALLBACK, BAD_P, BAD_Q, SUM_P, SUM_Q, BAD_DRAFT = 0, 1, 2, 3, 4, 5, 6

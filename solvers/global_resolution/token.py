@@ -31,6 +31,7 @@ from solvers.global_resolution.constants import (
     OK,
     OUTER,
     PSI_TIE,
+    SINGLE_DRAFT,
     SUM_P,
     SUM_Q,
 )
@@ -305,6 +306,31 @@ def slice_of(
 
 
 @nb.njit(cache=True)
+def single_draft_slice(
+    p_local: FloatArray, q_local: FloatArray, p_outside: float, x: int
+) -> FloatArray:
+    """pi(.|x) of one draft x, in closed form: the optimal plan of n = 1 is speculative
+    sampling's law (accept x with min(1, p_x / q_x), else a draw from max(p - q, 0), the
+    outside row holding p outside the draft vocabulary), which global resolution's plan
+    reaches to its tolerance ([GR] Eq. 1 with n = 1; checked against the object API)."""
+    k = p_local.shape[0]
+    out = np.zeros(k + 1)
+    accept = min(1.0, p_local[x] / q_local[x])
+    total = p_outside
+    for i in range(k):
+        total += max(p_local[i] - q_local[i], 0.0)
+    if accept >= 1.0 or not total > 0:
+        out[x] = 1.0
+        return out
+    share = (1.0 - accept) / total
+    for i in range(k):
+        out[i] = max(p_local[i] - q_local[i], 0.0) * share
+    out[x] = accept
+    out[k] = p_outside * share
+    return out
+
+
+@nb.njit(cache=True)
 def token_slice(
     p_local: FloatArray,
     q_local: FloatArray,
@@ -317,8 +343,12 @@ def token_slice(
 ) -> tuple[FloatArray, int, int, int, int, float, float, int]:
     """pi(.|omega) over the draft vocabulary plus the outside row ([GR] Eq. 18) for drafted
     local ids, and (system, block, variables, iterations, deviation, budget, Newton status);
-    the slice is valid only if deviation <= budget (else the unit falls back)."""
+    the slice is valid only if deviation <= budget (else the unit falls back). One draft:
+    the closed form of :func:`single_draft_slice`, exact (no unit, no Newton)."""
     k = p_local.shape[0]
+    if drafts.shape[0] == 1:
+        out = single_draft_slice(p_local, q_local, p_outside, drafts[0])
+        return out, SINGLE_DRAFT, -1, 0, 0, 0.0, BUDGET_FACTOR * tau, CONVERGED
     order, size, _, targets, starts, ends, bases, block_of = analyse(p_local, q_local, n)
     block = unit_of(block_of, drafts)
     variables, x, base, slack = unit_system(
