@@ -497,3 +497,15 @@ def test_memory_stays_flat_over_many_calls():
         grown = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
         assert grown < 64_000, f"{method}: {grown} bytes kept after 100 calls"
+
+
+@pytest.mark.parametrize("law", ["p", "q"])
+def test_global_resolution_nodes_refuse_bad_rows_naming_them(law):
+    """A global-resolution node hands its rows to the fused kernel; a row that kernel refuses
+    (a sum of 0.9) is refused by name, as every method refuses it."""
+    tokens, p, q = random_batch(decoding.chain(2), rows=2, seed=3, vocab=8)
+    bad = {"p": p, "q": q}[law].copy()
+    bad[1, 0] *= 0.9
+    laws = {"p": p, "q": q, law: bad}
+    with pytest.raises(ValueError, match=rf"^{law}\[1, 0\].*sum"):
+        verify_tree(tokens, decoding.chain(2), laws["p"], laws["q"], method="global_resolution")

@@ -37,7 +37,6 @@ so with one generator per row a row's outcome does not depend on its batch.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -660,17 +659,18 @@ class _Task:
 
     def _fused_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
         """Global resolution's token by :func:`otlp.verify_drafts`' fused i.i.d. kernel on
-        the rows as given (it restricts q to its top-k and renormalises both rows itself);
-        -1 where a drafted token is outside the kernel's top-k (ties at the k-th value are
-        broken by token id there, towards the drafts in :func:`restrict_top_k`: the node
-        then takes the restricted path, which agrees whenever both keep the drafts)."""
+        the rows as given (it checks them, restricts q to its top-k and renormalises both
+        rows itself); -1 where a drafted token is outside the kernel's top-k (ties at the
+        k-th value are broken by token id there, towards the drafts in
+        :func:`restrict_top_k`: the node then takes the restricted path, which agrees
+        whenever both keep the drafts) or a row fails the kernel's check at the tighter of
+        the two laws' tolerances (the restricted path checks each at its own, and names
+        the row in its error)."""
         from otlp.verification.single_step import global_resolution_rows
 
         p = self.target.native(b, context)
         q = self.draft.native(b, context)
-        self.target.total(b, context, p)  # finite, nonnegative, sums to 1 within atol
-        self.draft.total(b, context, q)
-        try:
+        try:  # the kernel checks both rows (finite, nonnegative, sums within atol) itself
             result = global_resolution_rows(
                 p[None, :],
                 q[None, :],
@@ -679,10 +679,10 @@ class _Task:
                 top_k=self.step.top_k,
                 tau=self.step.tau,
                 max_iter=MAX_ITER,
-                atol=math.inf,  # the sums were checked above at the laws' tolerance
+                atol=min(self.target.atol, self.draft.atol),
             )
-        except ValueError:  # a draft outside the kernel's top-k: the restricted path decides
-            return -1
+        except ValueError:  # a draft outside the kernel's top-k, or a row it refused: the
+            return -1  # restricted path decides (and names the row in its error)
         return int(result.tokens[0])
 
     def _path_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
