@@ -17,6 +17,7 @@ from otlp.decoding import (
     restrict_top_k,
     sample_children,
 )
+from otlp.verification.drafting import draft_joint
 
 
 def test_shapes():
@@ -141,3 +142,74 @@ def test_row_generators_follow_the_documented_streams():
         row_generators([1, 2], 3)
     with pytest.raises(ValueError, match=r"rng\[1\]"):
         row_generators([1, -1, 2], 3)
+
+
+# ----- the drafting contract pinned by mutation testing (issue 27) ---------------------------
+def test_a_law_over_one_token_is_valid_and_an_empty_one_is_refused():
+    assert sample_children(np.ones((2, 1)), 1, rng=0).tolist() == [[0], [0]]
+    with pytest.raises(ValueError, match=r"^q: expected at least one token per law"):
+        sample_children(np.ones((2, 0)), 1, rng=0)
+
+
+@pytest.mark.parametrize("bad", [-0.1, np.nan, np.inf])
+def test_a_negative_or_non_finite_entry_is_refused_by_its_position(bad):
+    q = np.full((2, 4), 0.25)
+    q[1, 2] = bad
+    with pytest.raises(ValueError, match=r"^q\[1, 2\]: expected a finite nonnegative"):
+        sample_children(q, 1, rng=0)
+
+
+def test_a_row_summing_to_zero_is_refused_by_its_index():
+    q = np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"^q\[1\]: sums to 0"):
+        sample_children(q, 1, rng=0)
+
+
+def test_spechub_drafts_at_most_two_children():
+    q = np.full((1, 4), 0.25)
+    assert sample_children(q, 2, "spechub", rng=0).shape == (1, 2)
+    with pytest.raises(ValueError, match=r"^n: SpecHub's hub joint drafts two children, got n=3"):
+        sample_children(q, 3, "spechub", rng=0)
+
+
+def test_without_replacement_needs_n_tokens_and_takes_exactly_n():
+    """n distinct drafts from a q with exactly n positive tokens are those n tokens; one
+    token fewer is refused."""
+    q = np.array([[0.5, 0.0, 0.5, 0.0]])
+    for seed in range(5):
+        assert sorted(sample_children(q, 2, "without_replacement", rng=seed)[0]) == [0, 2]
+    with pytest.raises(ValueError, match=r"^n: drawing 3 distinct drafts needs 3 tokens"):
+        sample_children(q, 3, "without_replacement", rng=0)
+
+
+def test_a_uniform_of_exactly_zero_never_drafts_a_token_of_probability_zero():
+    """The inverse CDF searches to the right of equal values: u = 0 (probability 2^-53 per
+    draw) lands on the first token of positive probability, not on a leading zero."""
+    from otlp.verification.drafting import _inverse_cdf
+
+    q = np.array([0.0, 0.0, 0.25, 0.0, 0.75])
+    assert _inverse_cdf(q, np.array([0.0, 0.25, 0.999999])).tolist() == [2, 4, 4]
+
+
+def test_keep_with_the_wrong_number_of_rows_is_refused_naming_both_shapes():
+    with pytest.raises(
+        ValueError, match=r"^keep: expected one row per row of q \(2\), got \(3, 1\)"
+    ):
+        restrict_top_k(np.full((2, 5), 0.2), 2, keep=np.zeros((3, 1), dtype=np.int64))
+
+
+@pytest.mark.parametrize(("scheme", "n"), [("iid", 3), ("without_replacement", 3), ("spechub", 2)])
+def test_children_follow_the_documented_seeded_streams(scheme, n):
+    """With one generator, i.i.d. children are the inverse CDF of n uniforms; the other
+    schemes draw one tuple from their draft joint (one sample per node, in row order)."""
+    rng = np.random.default_rng(11)
+    q = rng.dirichlet(np.ones(9), size=2)
+    got = sample_children(q, n, scheme, rng=np.random.default_rng(5))
+    gen = np.random.default_rng(5)
+    for m in range(2):
+        if scheme == "iid":
+            cdf = np.cumsum(q[m])
+            want = np.searchsorted(cdf, gen.random(n) * cdf[-1], side="right")
+        else:
+            want = draft_joint(q[m] / q[m].sum(), n, scheme).sample(gen, 1)[0]
+        assert got[m].tolist() == want.tolist()
