@@ -186,6 +186,19 @@ def test_mentored_frontier_with_target_mass_below_an_ulp() -> None:
         assert np.abs(rule.output_distribution(inst) - inst.p).sum() < 1e-15
 
 
+def test_mentored_frontier_is_monotone_when_p_equals_q_up_to_rounding() -> None:
+    """Fuzz seed 45, case 47456: p = q up to 1.4e-9 made every KL of the alpha family
+    rounding noise (1e-16) and its acceptances differ by up to 1e-9 in no order; the frontier
+    keeps only points no other point dominates, so both coordinates increase."""
+    p = [4.07405315859791e-160, 0.5966190136900249, 0.4033809863099752]
+    q = [4.074053161020141e-160, 0.5966190122981104, 0.4033809877018895]
+    inst = otlp.Instance(p, q, 3, "greedy")
+    frontier = otlp.rules.get("mentored").frontier(inst)
+    assert frontier.kl.size > 0
+    assert np.all(np.diff(frontier.kl) >= 0) and np.all(np.diff(frontier.acceptance) > 0)
+    assert frontier.acceptance[0] == pytest.approx(otlp.rules.get("sps").acceptance(inst))
+
+
 @pytest.mark.parametrize("backend", ["ortools-maxflow", "networkx-maxflow"])
 def test_max_flow_with_a_subnormal_total_capacity(backend: str) -> None:
     """The integer scale 2^50 / total overflowed to inf below total ~ 1e-293 (flows 0 or NaN
