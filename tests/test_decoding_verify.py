@@ -509,3 +509,35 @@ def test_global_resolution_nodes_refuse_bad_rows_naming_them(law):
     laws = {"p": p, "q": q, law: bad}
     with pytest.raises(ValueError, match=rf"^{law}\[1, 0\].*sum"):
         verify_tree(tokens, decoding.chain(2), laws["p"], laws["q"], method="global_resolution")
+
+
+@pytest.mark.parametrize("method", ["block", "gbv"])
+def test_a_path_rejection_corrected_to_token_0_emits_token_0(method):
+    """Token id 0 is a token like any other: a path rejected at its first level whose
+    residual is all on token 0 emits 0 (not a draw from the row after the path)."""
+    parents = decoding.chain(1)
+    p = np.array([[[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]])  # root: token 0; after token 1: token 2
+    q = np.array([[[0.0, 1.0, 0.0], [1 / 3] * 3]])
+    for seed in range(5):
+        result = verify_tree(np.array([[1]]), parents, p, q, method=method, rng=seed)
+        assert result.num_accepted.tolist() == [0]
+        assert result.bonus_token.tolist() == [0]
+
+
+def test_rejections_without_replacement_under_top_k_walk_the_remaining_draft():
+    """With top-k the without-replacement rule runs row by row (not the compiled walk):
+    three rejected drafts leave the residual on the one token never drafted."""
+    parents = np.array([-1, -1, -1])  # a root with three children
+    p = np.tile(np.array([0.0, 0.0, 0.0, 1.0]), (1, 4, 1))
+    q = np.tile(np.array([0.4, 0.3, 0.2, 0.1]), (1, 4, 1))
+    result = verify_tree(
+        np.array([[0, 1, 2]]),
+        parents,
+        p,
+        q,
+        method="rrs_without_replacement",
+        scheme="without_replacement",
+        top_k=4,
+        rng=0,
+    )
+    assert result.num_accepted.tolist() == [0] and result.bonus_token.tolist() == [3]
