@@ -17,7 +17,7 @@ from otlp.decoding import (
     restrict_top_k,
     sample_children,
 )
-from otlp.verification.drafting import draft_joint
+from otlp.verification.drafting import check_node, draft_joint
 
 
 def test_shapes():
@@ -213,3 +213,41 @@ def test_children_follow_the_documented_seeded_streams(scheme, n):
         else:
             want = draft_joint(q[m] / q[m].sum(), n, scheme).sample(gen, 1)[0]
         assert got[m].tolist() == want.tolist()
+
+
+def test_children_probability_is_the_scheme_tuple_mass_and_refuses_a_bad_scheme():
+    q = np.array([0.1, 0.2, 0.3, 0.4])
+    assert children_probability(q, [1, 2]) == pytest.approx(0.2 * 0.3)  # default: i.i.d.
+    for scheme in ("iid", "without_replacement", "spechub"):
+        assert children_probability(q, [2], scheme) == pytest.approx(0.3)  # one child: q
+    with pytest.raises(ValueError, match=r"^scheme: expected one of iid, without_replacement"):
+        children_probability(q, [1], "nosuch")  # was accepted for one child
+
+
+def test_node_checks_name_omega_and_the_laws():
+    q = np.full(4, 0.25)
+    with pytest.raises(ValueError, match=r"^omega: expected a vector"):
+        children_probability(q, [[0, 1]])
+    with pytest.raises(ValueError, match=r"^omega\[0\]: token id 7 outside \[0, 4\)"):
+        children_probability(q, [7])
+    with pytest.raises(ValueError, match=r"^q: shape \(3,\) differs from p's \(4,\)"):
+        check_node([0], p=np.full(4, 0.25), q=np.full(3, 1 / 3))
+    with pytest.raises(ValueError, match=r"^q: expected a 2-D array"):
+        sample_children(q, 1)
+    with pytest.raises(ValueError, match=r"^keep: expected a 2-D array"):
+        restrict_top_k(np.full((2, 4), 0.25), 2, keep=[1, 2])
+
+
+def test_sampled_children_are_int64_token_ids():
+    out = sample_children(np.full((3, 5), 0.2), 2, rng=0)
+    assert out.dtype == np.int64 and out.shape == (3, 2)
+
+
+def test_ties_fill_every_free_slot_drafts_first_then_by_token_id():
+    """Two slots at a three-way tie at the k-th value: the drafted token, then the lowest
+    other id; a row summing to zero stays zero."""
+    q = np.array([[0.4, 0.2, 0.2, 0.2]])
+    out = restrict_top_k(q, 3, keep=np.array([[3]]))
+    assert np.flatnonzero(out[0]).tolist() == [0, 1, 3]
+    assert out[0].sum() == pytest.approx(1.0)
+    assert restrict_top_k(np.zeros((1, 4)), 2).tolist() == [[0.0] * 4]
