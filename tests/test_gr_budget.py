@@ -291,3 +291,48 @@ def test_newton_steps_run_with_one_blas_thread(
     before = [info["num_threads"] for info in threadpool_info()]
     with blas_pinned(BLAS_SIZE - 1):
         assert [info["num_threads"] for info in threadpool_info()] == before
+
+
+@pytest.mark.parametrize(
+    ("scheme", "n", "double"),
+    [
+        ("without_replacement", 3, True),
+        ("without_replacement", 2, False),
+        ("independent", 2, False),
+    ],
+)
+def test_a_scheme_row_whose_newton_cannot_fit_gets_the_rule_token(
+    monkeypatch: pytest.MonkeyPatch, scheme: str, n: int, double: bool
+) -> None:
+    """The fused scheme row estimates one Newton evaluation (a double quadrature only for
+    n >= 3 draws without replacement) before it starts; an estimate past the deadline sends
+    the row straight to the scheme's lossless rule, reported out of time (no exact solve
+    tried). The estimate is stubbed: no clock decides this test."""
+    import otlp.global_resolution.fused as fused
+
+    seen: list[bool] = []
+
+    def too_slow(variables: int, draws: int, double_quadrature: bool) -> float:
+        seen.append(double_quadrature)
+        return 1e9
+
+    monkeypatch.setattr(fused, "evaluation_seconds", too_slow)
+    rng = np.random.default_rng(2)
+    p = rng.dirichlet(np.ones(40))
+    q = (
+        [rng.dirichlet(np.ones(40)), rng.dirichlet(np.ones(40))]
+        if scheme == "independent"
+        else rng.dirichlet(np.ones(40))
+    )
+    rows = np.stack(q) if scheme == "independent" else q
+    inst = otlp.Instance(p, q, n, scheme)
+    drafts = inst.sample_drafts(rng, 3)
+    out = otlp.verify_drafts(p, rows, drafts, scheme=scheme, rng=1, time_budget=5.0)
+    assert seen and set(seen) == {double}
+    rule = "rrs_without_replacement" if scheme == "without_replacement" else "rrs"
+    assert any(r.fallback for r in out.reports)
+    for report in out.reports:
+        if report.fallback:  # a unit that needed Newton: the rule's token, out of time
+            assert report.fallback_rule == rule and "Newton" in report.message
+        else:  # a one-token outer block: exact without Newton
+            assert report.variables <= 1 and report.message == "exact"
