@@ -215,8 +215,8 @@ def _inverse_cdf(q: FloatArray, u: FloatArray) -> IntArray:
 
 def draft_joint(q: FloatArray, n: int, scheme: str) -> DraftJoint:
     """The draft joint of ``scheme`` over the whole vocabulary of ``q`` (for n children)."""
-    kind = _JOINT_KIND[check_scheme(scheme)]  # a bad scheme is refused for one child too
-    kind = "iid" if n == 1 else kind
+    scheme = check_scheme(scheme)  # refused for one child too
+    kind = "iid" if n == 1 else _JOINT_KIND[scheme]
     return DraftJoint(kind, np.repeat(np.asarray(q, dtype=np.float64)[None, :], n, axis=0), n)
 
 

@@ -206,7 +206,7 @@ def global_resolution_rows(
     kernel = batch_parallel if parallel else batch
     _compile(kernel, p_arr.dtype, q_arr.dtype)  # before the deadline is handed to it
     # one draft: the closed form, no Newton step to pin BLAS for
-    with blas_pinned(top_k or p_arr.shape[1] if draft_arr.shape[1] > 1 else 0):
+    with blas_pinned((top_k or p_arr.shape[1]) if draft_arr.shape[1] > 1 else 0):
         tokens, table = kernel(
             p_arr, q_arr, draft_arr, top_k or 0, tau, max_iter, atol, uniforms, deadline.now()
         )

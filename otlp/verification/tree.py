@@ -781,7 +781,7 @@ class _Step:
 
     def fused(self) -> bool:
         """Whether a node's token comes from global resolution's fused i.i.d. kernel on the
-        rows as given (one draft is one draw from q under every scheme)."""
+        rows as given (i.i.d. drafts; without replacement runs the fused scheme row)."""
         return self.method == "global_resolution" and self.scheme == "iid"
 
     def compiled(self) -> bool:
