@@ -403,6 +403,64 @@ def test_global_resolution_top_k_reads_the_rows_as_given(monkeypatch):
     assert result.num_accepted.shape == (4,)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_global_resolution_without_replacement_top_k_reads_the_rows_as_given(monkeypatch, dtype):
+    """Without replacement too, a node of n >= 2 drafts hands its rows as given to the fused
+    scheme row (and a node of one draft to the i.i.d. kernel): no restricted copy, no
+    float64 widening of the row."""
+    from otlp.verification import tree
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the restricted path was taken")
+
+    monkeypatch.setattr(tree, "restrict_top_k", refuse)
+    monkeypatch.setattr(tree.ContextLaws, "row", refuse)
+    parents = path_tree(3, 2)
+    tokens, p, q = random_batch(parents, rows=3, seed=6, vocab=40)
+    top = np.argsort(-q[:, 0], axis=-1)[:, :3]  # three distinct drafts in the root's top-3
+    tokens[:, [0, 2, 4]] = top
+    tokens[:, [1, 3, 5]] = np.argsort(-q[:, [1, 3, 5]], axis=-1)[:, :, 0]
+    result = verify_tree(
+        tokens,
+        parents,
+        p.astype(dtype),
+        q.astype(dtype),
+        method="global_resolution",
+        scheme="without_replacement",
+        top_k=6,
+        rng=[0, 1, 2],
+    )
+    assert result.num_accepted.shape == (3,)
+
+
+@pytest.mark.parametrize("drafted", [[0, 1], [0, 3]])
+def test_global_resolution_without_replacement_top_k_sampler_matches_its_law(drafted):
+    """The fused scheme row's tokens at a node of two drafts without replacement follow
+    the node's exact law (the object API's plan slice): drafts inside the kernel's top-k,
+    and a draft tied at the k-th value beyond its id order (token 3 of three tied at 0.2,
+    top_k = 3), which goes through the restricted path."""
+    parents = path_tree(2, 1)
+    p = np.array([[[0.1, 0.3, 0.2, 0.4, 0.0], *[[0.2] * 5] * 2]])
+    q = np.array([[[0.3, 0.2, 0.2, 0.2, 0.1], *[[0.2] * 5] * 2]])
+    tokens = np.array(drafted)
+    law = outcome_law(
+        tokens, parents, p[0], q[0], method="global_resolution", scheme="without_replacement",
+        top_k=3,
+    )  # fmt: skip
+    rows = 3000
+    result = verify_tree(
+        np.tile(tokens, (rows, 1)),
+        parents,
+        np.broadcast_to(p, (rows, *p.shape[1:])),
+        np.broadcast_to(q, (rows, *q.shape[1:])),
+        method="global_resolution",
+        scheme="without_replacement",
+        top_k=3,
+        rng=4,
+    )
+    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -499,16 +557,23 @@ def test_memory_stays_flat_over_many_calls():
         assert grown < 64_000, f"{method}: {grown} bytes kept after 100 calls"
 
 
+@pytest.mark.parametrize("scheme", ["iid", "without_replacement"])
 @pytest.mark.parametrize("law", ["p", "q"])
-def test_global_resolution_nodes_refuse_bad_rows_naming_them(law):
-    """A global-resolution node hands its rows to the fused kernel; a row that kernel refuses
-    (a sum of 0.9) is refused by name, as every method refuses it."""
-    tokens, p, q = random_batch(decoding.chain(2), rows=2, seed=3, vocab=8)
+def test_global_resolution_nodes_refuse_bad_rows_naming_them(law, scheme):
+    """A global-resolution node hands its rows to the fused kernel (i.i.d.) or the fused
+    scheme row (two drafts without replacement, top-k); a row it refuses (a sum of 0.9) is
+    refused by name, as every method refuses it."""
+    parents = path_tree(2, 1)
+    tokens, p, q = random_batch(parents, rows=2, seed=3, vocab=8)
+    tokens[:, 1] = (tokens[:, 0] + 1) % 8  # distinct siblings
     bad = {"p": p, "q": q}[law].copy()
     bad[1, 0] *= 0.9
     laws = {"p": p, "q": q, law: bad}
     with pytest.raises(ValueError, match=rf"^{law}\[1, 0\].*sum"):
-        verify_tree(tokens, decoding.chain(2), laws["p"], laws["q"], method="global_resolution")
+        verify_tree(
+            tokens, parents, laws["p"], laws["q"], method="global_resolution", scheme=scheme,
+            top_k=8,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("method", ["block", "gbv"])

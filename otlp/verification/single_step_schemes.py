@@ -24,6 +24,7 @@ by every row or (B, 2, V).
 from __future__ import annotations
 
 import time
+from typing import NoReturn
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -209,8 +210,8 @@ def _scheme_rows(
 
 
 def scheme_row_token(
-    p: NDArray[np.float64],
-    q: NDArray[np.float64],
+    p: NDArray[np.floating],
+    q: NDArray[np.floating],
     drafts: NDArray[np.int64],
     scheme: str,
     *,
@@ -218,24 +219,35 @@ def scheme_row_token(
     uniforms: NDArray[np.float64],
     max_iter: int,
     atol: float,
+    top_k: int | None = None,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
 ) -> int:
-    """One checked row's global-resolution token: ``p`` (V,), ``q`` (d, V) as
+    """One row's global-resolution token: ``p`` (V,), ``q`` (d, V) as
     :func:`verify_scheme_drafts` holds them, two uniforms. The fused path, the object API
     where it cannot certify the row (the rule where it ran out of ``time_budget`` seconds
-    from this call): that function's step per row, for callers that have checked their row
-    already (``verify_tree``'s nodes). Only q's support is the draft vocabulary (a top-k
-    restricted q costs its k tokens, not V)."""
+    from this call): that function's step per row, for ``verify_tree``'s nodes.
+
+    ``top_k`` None: the caller checked and renormalised the rows and restricted q itself
+    (only q's support is the draft vocabulary: a restricted q costs its k tokens, not V); a
+    row the fused path refuses raises. ``top_k`` k (0: every positive draft token): the rows
+    as given (float32 or float64, each within ``atol`` of summing to 1), q restricted to its
+    top k here; a row or draft the fused path refuses gives -1, for the caller's checked
+    path to name."""
     deadline = Deadline.after(time_budget)
-    support = int(np.count_nonzero(q.max(axis=0)))
-    top_k = support if support < q.shape[-1] else 0
-    result = scheme_row(p, q, drafts, scheme, top_k, tau, max_iter, atol, uniforms, deadline)
+    k = top_k
+    if k is None:
+        support = int(np.count_nonzero(q.max(axis=0)))
+        k = support if support < q.shape[-1] else 0
+    result = scheme_row(p, q, drafts, scheme, k, tau, max_iter, atol, uniforms, deadline)
     if result.status == FALLBACK:
-        inst = _instance(p, q, drafts.shape[0], scheme, top_k or None, atol, 0)
+        p64, q64 = p.astype(np.float64), q.astype(np.float64)
+        p64 /= p64.sum()
+        q64 /= q64.sum(axis=-1, keepdims=True)
+        inst = _instance(p64, q64, drafts.shape[0], scheme, k or None, atol, 0)
         return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[0]
-    if result.status != OK:
+    if result.status != OK and top_k is None:
         _raise_for_row(result.status, result.detail, 0, p[None], q[None], drafts[None], scheme)
-    return result.token
+    return result.token if result.status == OK else -1
 
 
 def _fallback(
@@ -268,7 +280,7 @@ def _row(arr: NDArray, b: int) -> NDArray:
 
 def _raise_for_row(
     status: int, detail: int, b: int, p: NDArray, q: NDArray, drafts: NDArray, scheme: str
-) -> None:
+) -> NoReturn:
     if status == BAD_DRAFT:
         if detail < 0:
             raise ValueError(

@@ -658,18 +658,31 @@ class _Task:
         return token
 
     def _fused_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
-        """Global resolution's token by :func:`otlp.verify_drafts`' fused i.i.d. kernel on
-        the rows as given (it checks them, restricts q to its top-k and renormalises both
-        rows itself); -1 where a drafted token is outside the kernel's top-k (ties at the
-        k-th value are broken by token id there, towards the drafts in
-        :func:`restrict_top_k`: the node then takes the restricted path, which agrees
-        whenever both keep the drafts) or a row fails the kernel's check at the tighter of
-        the two laws' tolerances (the restricted path checks each at its own, and names
-        the row in its error)."""
+        """Global resolution's token by :func:`otlp.verify_drafts`' fused kernels on the rows
+        as given (they check them, restrict q to its top-k and renormalise both rows
+        themselves): the i.i.d. kernel, or the fused scheme row without replacement. -1 where
+        a drafted token is outside the kernel's top-k (ties at the k-th value are broken by
+        token id there, towards the drafts in :func:`restrict_top_k`: the node then takes the
+        restricted path, which agrees whenever both keep the drafts) or a row fails the
+        kernel's check at the tighter of the two laws' tolerances (the restricted path checks
+        each at its own, and names the row in its error)."""
+        from otlp.global_resolution import check_unit_size
         from otlp.verification.single_step import global_resolution_rows
+        from otlp.verification.single_step_schemes import scheme_row_token
 
         p = self.target.native(b, context)
         q = self.draft.native(b, context)
+        atol = min(self.target.atol, self.draft.atol)
+        if self.step.scheme == "without_replacement" and omega.shape[0] > 1:  # one draft: i.i.d.
+            _check_drafts(b, context, self.step, omega, np.ones(1, dtype=bool), None)
+            try:
+                check_unit_size(self.step.top_k or 0, omega.shape[0])
+            except ValueError:  # the restricted path refuses the node's own unit by name
+                return -1
+            return scheme_row_token(
+                p, q[None, :], omega, self.step.scheme, tau=self.step.tau, uniforms=u[:2],
+                max_iter=MAX_ITER, atol=atol, top_k=self.step.top_k,
+            )  # fmt: skip
         try:  # the kernel checks both rows (finite, nonnegative, sums within atol) itself
             result = global_resolution_rows(
                 p[None, :],
@@ -679,7 +692,7 @@ class _Task:
                 top_k=self.step.top_k,
                 tau=self.step.tau,
                 max_iter=MAX_ITER,
-                atol=min(self.target.atol, self.draft.atol),
+                atol=atol,
             )
         except ValueError:  # a draft outside the kernel's top-k, or a row it refused: the
             return -1  # restricted path decides (and names the row in its error)
@@ -780,9 +793,12 @@ class _Step:
         return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
 
     def fused(self) -> bool:
-        """Whether a node's token comes from global resolution's fused i.i.d. kernel on the
-        rows as given (i.i.d. drafts; without replacement runs the fused scheme row)."""
-        return self.method == "global_resolution" and self.scheme == "iid"
+        """Whether a node's token comes from global resolution's fused kernels on the rows
+        as given: the i.i.d. kernel, or the fused scheme row without replacement from a
+        top-k draft."""
+        if self.method != "global_resolution":
+            return False
+        return self.scheme == "iid" or self.top_k is not None
 
     def compiled(self) -> bool:
         """Whether a node runs a compiled rule on the rows as given (no top-k restriction

@@ -13,7 +13,10 @@ rule on the convex objective: along a direction d, phi'(t) = d . (g - x) is nond
 so a trial with phi'(t) in [phi'(0) / 2, 0] (or the full step in the quadratic regime)
 decreases F; its root is bracketed by Illinois regula falsi. Trials evaluate receipts only
 and the Hessian is evaluated at an iterate only when another step is needed (a solve that
-converges at its start or after one step evaluates it once).
+converges at its start or after one step evaluates it once; the without-replacement
+evaluations carry the second sums its diagonal needs, so it then costs no second pass over the
+double quadrature). Evaluations use the coarsest exponential sum the certificate allows
+(:func:`~solvers.global_resolution.expsum.coarsest_level`), as the i.i.d. loop does.
 Iteration stops when the certified deviation ||g - x||_1 + (quadrature bound) reaches ``tol``.
 
 Time: as :func:`~solvers.global_resolution.newton.newton_kernel`, the clock
@@ -45,6 +48,7 @@ from solvers.global_resolution.explicit_system import (
     explicit_reachable,
     explicit_terms,
 )
+from solvers.global_resolution.expsum import coarsest_level
 from solvers.global_resolution.newton import (
     CONVERGED,
     EXPECTED_TRIALS,
@@ -63,6 +67,7 @@ from solvers.global_resolution.wor_system import (
     WithoutReplacementSystem,
     u_target,
     wor_evaluate,
+    wor_hessian,
     wor_reachable,
 )
 
@@ -133,6 +138,21 @@ def _evaluate(
         alpha, vectors[0], weights, grid_a, grid_b, base, u_bound, q_pow, base_pow, slack,
         hessian, level,
     )  # fmt: skip
+
+
+@nb.njit(cache=True)
+def _with_hessian(kind: int, ev: Any, slack: float, level: int, data: Any) -> Any:
+    """``ev`` (an evaluation of receipts only) with its Hessian parts: for the
+    without-replacement systems from the second sums it carries (no second pass over the
+    double quadrature), for the others by evaluating again."""
+    if kind != WITHOUT_REPLACEMENT:
+        return _evaluate(kind, ev[0], slack, True, level, data)
+    vectors, grid_a, grid_b, base, weights, _, q_pow, base_pow, _ = data
+    rho, low_rank, blocks = wor_hessian(
+        ev[0], ev[1], ev[2], vectors[0], weights, grid_a, grid_b, base, q_pow, base_pow, slack,
+        level,
+    )  # fmt: skip
+    return ev[0], ev[1], rho, low_rank, blocks, ev[5]
 
 
 @nb.njit(cache=True)
@@ -254,10 +274,10 @@ def system_newton_kernel(
         free = np.concatenate((np.arange(pinned), np.arange(pinned + 1, m)))
     else:
         free = np.arange(m)
-    level = 0  # the finest quadrature: a coarser one stalled a peaked unit (m = 23, n = 5)
+    level = coarsest_level(tol)  # the coarsest quadrature the certificate allows
     ev = _evaluate(kind, initial_alpha(kind, data, targets, slack), slack, False, level, data)
     evaluations, iterations, status = 1, 0, ITERATION_LIMIT
-    has_hessian, timed = False, False
+    timed = False
     grad_norm = deviation = np.inf
     iteration_start = 0.0
     while True:
@@ -279,21 +299,20 @@ def system_newton_kernel(
         elif iterations >= first_check and deadline < math.inf and clock() > deadline:
             status = OUT_OF_TIME
             break
-        if not has_hessian:
-            ev = _evaluate(kind, ev[0], slack, True, level, data)
-            evaluations += 1
-            if iterations == 0 and deadline < math.inf:  # one iteration's flops
-                nodes, rank = ev[4].shape[0], ev[4].shape[1]
-                work = step_work(free.shape[0], nodes, rank, m)
-                work += (2.0 + EXPECTED_TRIALS) * _evaluation_work(kind, m, nodes, data)
-                predicted = work / FLOP_RATE
-                now = clock()
-                timed = work > TIMED_WORK or now + first_check * predicted > deadline
-                if timed:  # the first iteration runs if its predicted seconds fit
-                    if now + predicted > deadline:
-                        status = OUT_OF_TIME
-                        break
-                    iteration_start = now
+        ev = _with_hessian(kind, ev, slack, level, data)
+        evaluations += int(kind != WITHOUT_REPLACEMENT)
+        if iterations == 0 and deadline < math.inf:  # one iteration's flops
+            nodes, rank = ev[4].shape[0], ev[4].shape[1]
+            work = step_work(free.shape[0], nodes, rank, m)
+            work += (2.0 + EXPECTED_TRIALS) * _evaluation_work(kind, m, nodes, data)
+            predicted = work / FLOP_RATE
+            now = clock()
+            timed = work > TIMED_WORK or now + first_check * predicted > deadline
+            if timed:  # the first iteration runs if its predicted seconds fit
+                if now + predicted > deadline:
+                    status = OUT_OF_TIME
+                    break
+                iteration_start = now
         step = direction(residual, ev[2], ev[3], ev[4], free)
         found, late, trial, used = _line_search(
             kind, ev[0], step, residual, targets, slack, level, data,
@@ -304,7 +323,7 @@ def system_newton_kernel(
         if not found:
             status = OUT_OF_TIME if late else LINE_SEARCH_FAILED
             break
-        ev, has_hessian = trial, False
+        ev = trial
     return ev[0], iterations, evaluations, grad_norm, deviation, status
 
 

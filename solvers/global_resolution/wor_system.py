@@ -179,7 +179,8 @@ def wor_evaluate(
     """:meth:`WithoutReplacementSystem.evaluate` compiled on its u-grid
     (:attr:`~WithoutReplacementSystem.u_grid`) and i.i.d. powers: (clipped alpha, receipts,
     row sums, U^T, Λ blocks, certified bound of the receipts' quadrature error), the Hessian
-    parts empty unless ``hessian``; ``level`` picks the quadrature step
+    parts empty unless ``hessian`` and the row sums' place then holding the second sums that
+    :func:`wor_hessian` completes them from; ``level`` picks the quadrature step
     (:data:`~solvers.global_resolution.expsum.STEPS`)."""
     gauge_free = slack == 0.0
     alpha = clip_alpha(alpha, gauge_free)
@@ -193,16 +194,50 @@ def wor_evaluate(
         scale = math.exp(-t[r] * slack)
         w1[r] *= scale
         w2[r] *= scale
-    receipts, second = _wor_terms(t, w1, w2, c, q, a, b, base, weights, hessian)
+    receipts, second = _wor_terms(t, w1, w2, c, q, a, b, base, weights, True)
     relative = (1.0 + KERNEL_REL_ERRORS[level]) * (1.0 + u_bound) - 1.0
     quad_error = 1.01 * relative * receipts.sum()
-    if not hessian:
-        return alpha, receipts, np.zeros(0), np.zeros((0, m)), np.zeros((0, 0, 0)), quad_error
+    if not hessian:  # the second sums ride along: the Hessian then costs no second pass
+        return alpha, receipts, second, np.zeros((0, m)), np.zeros((0, 0, 0)), quad_error
+    rho, low_rank, blocks = wor_hessian(
+        alpha, receipts, second, q, weights, a, b, base, q_pow, base_pow, slack, level
+    )
+    return alpha, receipts, rho, low_rank, blocks, quad_error
+
+
+@nb.njit(cache=True)
+def wor_hessian(
+    alpha: FloatArray,
+    receipts: FloatArray,
+    second: FloatArray,
+    q: FloatArray,
+    weights: FloatArray,
+    a: FloatArray,
+    b: FloatArray,
+    base: FloatArray,
+    q_pow: FloatArray,
+    base_pow: FloatArray,
+    slack: float,
+    level: int,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(rho, U^T, Λ blocks) at the clipped ``alpha`` from the receipts and second sums of
+    :func:`wor_evaluate` there (c_i Σ_{s∋i} w(s) / (slack + c(s))^2): the diagonal side is
+    exact, the off-diagonal part exact for small units and the scaled i.i.d. stand-in beyond
+    (see the module docstring)."""
+    gauge_free = slack == 0.0
+    m, n = alpha.shape[0], base.shape[2]
     rho = slack * second
-    if m <= EXACT_HESSIAN_SIZE and t.shape[0] * weights.shape[0] * m * m * n <= EXACT_HESSIAN_WORK:
-        blocks = np.empty((1, m, m))
-        blocks[0] = _wor_pairs(t, w2, c, q, a, b, base, weights)
-        return alpha, receipts, rho, np.eye(m), blocks, quad_error
+    c = np.exp(alpha - alpha.max()) if gauge_free and m else np.exp(alpha)
+    if m <= EXACT_HESSIAN_SIZE:
+        ordered = np.sort(c)
+        lo, hi = slack + ordered[0], slack + ordered[max(m - n, 0) :].sum()
+        t, _, w2 = quadrature(lo, hi, level)
+        if t.shape[0] * weights.shape[0] * m * m * n <= EXACT_HESSIAN_WORK:
+            for r in range(t.shape[0]):
+                w2[r] *= math.exp(-t[r] * slack)
+            blocks = np.empty((1, m, m))
+            blocks[0] = _wor_pairs(t, w2, c, q, a, b, base, weights)
+            return rho, np.eye(m), blocks
     spread = 0.0  # exact Σ_ij M_ij = Σ_i ((M 1)_i), from the receipts
     for i in range(m):
         spread += max(receipts[i] - (slack + c[i]) * second[i], 0.0)
@@ -212,7 +247,7 @@ def wor_evaluate(
         off = _off_diagonal_sum(low_rank, blocks)
         if off > 0:
             blocks = blocks * (spread / off)
-    return alpha, receipts, rho, low_rank, blocks, quad_error
+    return rho, low_rank, blocks
 
 
 @nb.njit(cache=True)
