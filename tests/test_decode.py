@@ -112,6 +112,26 @@ def test_batched_tokens_follow_the_exact_law(method: str) -> None:
     np.testing.assert_array_equal(result.accepted, np.isin(result.tokens, omega))
 
 
+def test_draws_outside_the_top_k_follow_the_law_across_chunks() -> None:
+    """A rejected draft's token outside the draft's top-k is drawn from p over the outside
+    tokens, whole chunks of 256 summed before one is scanned: over 1,000 tokens (four
+    chunks) with most of p outside the top 3, the outside tokens follow the plan's slice."""
+    p, q = zipf_llm_pair(1000, similarity=0.2, seed=4)
+    inst = otlp.Instance(p, q, 2, top_k=3)
+    omega = inst.tokens[[0, 1]]
+    rows = 6000
+    result = otlp.verify_drafts(p, q, np.tile(omega, (rows, 1)), top_k=3, rng=11)
+    law = otlp.solve(inst, "global_resolution", check=False).slice(omega)
+    outside = ~np.isin(np.arange(p.size), inst.tokens)
+    assert law[outside].sum() > 0.5
+    counts = np.bincount(result.tokens, minlength=p.size)
+    assert _law_test(counts, law) > 1e-4
+    # the cumulative mass by chunk, where a skipped chunk's miscount would show
+    chunk_counts = np.add.reduceat(counts, np.arange(0, p.size, 256))
+    chunk_law = np.add.reduceat(law, np.arange(0, p.size, 256))
+    assert _law_test(chunk_counts, chunk_law) > 1e-4
+
+
 def test_batch_rows_match_the_single_token_path_and_parallel_run() -> None:
     rows = []
     for seed in range(6):

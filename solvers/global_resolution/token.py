@@ -39,28 +39,21 @@ from solvers.global_resolution.newton import CONVERGED, newton_kernel
 from solvers.global_resolution.polymatroid import target_blocks
 from solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
 from solvers.global_resolution.sorting import stable_argsort, top_tokens
+from solvers.node_rules import CHUNK, row_total
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 
-@nb.njit(cache=True, fastmath={"reassoc"})
+@nb.njit(cache=True)
 def scan(p: NDArray, q: NDArray, atol: float) -> tuple[int, float, float]:
-    """(status, sum p, sum q): entries finite and >= 0, sums within ``atol`` of 1.
-
-    A NaN or infinity makes its sum non-finite; reassociating the sums lets them vectorise.
-    """
-    p_sum, q_sum = 0.0, 0.0
-    p_min, q_min = np.inf, np.inf
-    for i in range(p.shape[0]):
-        pi, qi = float(p[i]), float(q[i])
-        p_sum += pi
-        q_sum += qi
-        p_min = min(p_min, pi)
-        q_min = min(q_min, qi)
-    if not (p_min >= 0.0 and np.isfinite(p_sum)):
+    """(status, sum p, sum q): entries finite and >= 0, sums within ``atol`` of 1; each row in
+    one vectorised pass (:func:`solvers.node_rules.row_total`)."""
+    p_sum, p_bad = row_total(p)
+    q_sum, q_bad = row_total(q)
+    if p_bad >= 0:
         return BAD_P, p_sum, q_sum
-    if not (q_min >= 0.0 and np.isfinite(q_sum)):
+    if q_bad >= 0:
         return BAD_Q, p_sum, q_sum
     if not abs(p_sum - 1.0) <= atol:
         return SUM_P, p_sum, q_sum
@@ -428,22 +421,36 @@ def draw(probs: FloatArray, p: NDArray, tokens: IntArray, u: float, u_out: float
     if pick < k:
         return tokens[pick]
     kept = _membership(tokens, p.shape[0])
-    outside_total = 0.0
-    for i in range(p.shape[0]):
-        if not kept[i]:
-            outside_total += float(p[i])
-    target = u_out * outside_total
+    vocab = p.shape[0]
+    target = u_out * _outside_sum(p, kept, 0, vocab)
     acc = 0.0
     last = -1
-    for i in range(p.shape[0]):
-        if kept[i]:
+    for start in range(0, vocab, CHUNK):  # whole chunks summed vectorised, one scanned
+        stop = min(start + CHUNK, vocab)
+        mass = _outside_sum(p, kept, start, stop)
+        if mass > 0.0 and acc + mass <= target:
+            acc += mass
+            for i in range(stop - 1, start - 1, -1):
+                if not kept[i] and p[i] > 0:
+                    last = i
+                    break
             continue
-        if p[i] > 0:
-            last = i
-            acc += float(p[i])
-            if acc > target:
-                return i
+        for i in range(start, stop):
+            if not kept[i] and p[i] > 0:
+                last = i
+                acc += float(p[i])
+                if acc > target:
+                    return i
     return last
+
+
+@nb.njit(cache=True, fastmath={"reassoc"})
+def _outside_sum(p: NDArray, kept: NDArray[np.bool_], start: int, stop: int) -> float:
+    """Σ p over the tokens in [start, stop) that are not ``kept`` (branch-free: vectorised)."""
+    total = 0.0
+    for i in range(start, stop):
+        total += 0.0 if kept[i] else float(p[i])
+    return total
 
 
 @nb.njit(cache=True)
