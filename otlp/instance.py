@@ -256,11 +256,11 @@ def impossible_draw(draft_rows: FloatArray, local: NDArray[np.int64]) -> int:
     second's (the union vocabulary is not enough). The optimal slice still depends on the
     set of drafted tokens only ([GR] Eq. 2), so both orders of a possible pair get one law.
     """
-    rows = np.minimum(np.arange(local.shape[0]), draft_rows.shape[0] - 1)
-    inside = local >= 0
-    possible = inside & (draft_rows[rows, np.where(inside, local, 0)] > 0)
-    bad = np.flatnonzero(~possible)
-    return int(bad[0]) if bad.size else -1
+    last = draft_rows.shape[0] - 1
+    for d, position in enumerate(local.tolist()):  # n is small: no array temporaries
+        if position < 0 or not draft_rows[min(d, last), position] > 0:
+            return d
+    return -1
 
 
 def require_instance(value: object, name: str = "inst") -> Instance:

@@ -278,8 +278,11 @@ def row_slice(
     inner = np.zeros(k, dtype=bool)
     inner[parts.tokens] = block < 0
     probs = slice_of(solved, inner, outer.block_of, residual_rows(vocab, outer), local, block)
-    report = RowResult(OK, -1, name, block_id, system.size, iterations, deviation, budget, message)
-    return dataclasses.replace(report, alpha_star=alpha_star), probs, vocab.tokens
+    report = RowResult(
+        OK, -1, name, block_id, system.size, iterations, deviation, budget, message,
+        alpha_star=alpha_star,
+    )  # fmt: skip
+    return report, probs, vocab.tokens
 
 
 def scheme_row(

@@ -26,7 +26,7 @@ from solvers.global_resolution import OuterTargets, SoftmaxSystem
 from solvers.global_resolution.clocks import prefix_psi_without_replacement
 from solvers.global_resolution.independent import chain_blocks, independent_outer, minimise_psi
 from solvers.global_resolution.pair_system import PairSystem, others_sum
-from solvers.global_resolution.sorting import stable_argsort
+from solvers.global_resolution.sorting import ratio_keys, stable_argsort
 from solvers.global_resolution.wor_system import WithoutReplacementSystem
 
 FloatArray = NDArray[np.float64]
@@ -73,9 +73,7 @@ def chain_targets(
 
 def ratio_order(p_local: FloatArray, q_local: FloatArray) -> IntArray:
     """Positions by decreasing q/p (p = 0 first, ties by position), as ``otlp.subset``."""
-    with np.errstate(divide="ignore", over="ignore"):
-        keys = np.where(p_local > 0, -q_local / np.where(p_local > 0, p_local, 1.0), -np.inf)
-    return stable_argsort(np.ascontiguousarray(keys, dtype=np.float64))
+    return stable_argsort(ratio_keys(p_local, q_local))
 
 
 def prefix_outer(

@@ -120,9 +120,10 @@ def verify_scheme_drafts(
     if method == "spechub" and n != 2:
         raise ValueError(f"drafts: 'spechub' verifies a pair per row, got n = {n}")
     if scheme in ("without_replacement", "greedy"):
-        repeated = np.flatnonzero((np.diff(np.sort(draft_arr, axis=1), axis=1) == 0).any(axis=1))
-        if repeated.size:
-            b = int(repeated[0])
+        ordered = np.sort(draft_arr, axis=1)
+        repeats = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+        if repeats.any():
+            b = int(np.flatnonzero(repeats)[0])
             raise ValueError(
                 f"drafts[{b}]: {draft_arr[b].tolist()} repeats a token; scheme {scheme!r} "
                 "drafts distinct tokens"

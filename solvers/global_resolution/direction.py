@@ -183,6 +183,6 @@ def direction(
 
 def compile_direction() -> None:
     """Compile :func:`direction` (numba compiles on the first call) before a clock starts."""
-    if not direction.signatures:
+    if not direction.overloads:
         one = np.ones(2)
         direction(one, one, np.ones((2, 2)), np.ones((1, 2, 2)), np.arange(2, dtype=np.int64))

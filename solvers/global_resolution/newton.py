@@ -332,7 +332,7 @@ def newton(
     With a ``time_budget`` (seconds, counted from this call) the kernel stops at it (see
     :func:`newton_kernel`).
     """
-    if not newton_kernel.signatures:  # compile before the clock starts (numba: on first call)
+    if not newton_kernel.overloads:  # compile before the clock starts (numba: on first call)
         half = np.full(2, 0.5)
         newton_kernel(half, half, 0.0, 1.0, 2, 1e-3, np.zeros(2), 1, math.inf, FIRST_CHUNK)
     start = time.perf_counter()

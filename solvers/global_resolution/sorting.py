@@ -160,3 +160,12 @@ def top_tokens(q: NDArray, top_k: int) -> IntArray:
     for j in range(size):
         keys[j] = -float(q[by_id[j]])
     return by_id[stable_argsort(keys)]
+
+
+@nb.njit(cache=True)
+def ratio_keys(p: NDArray[np.float64], q: NDArray[np.float64]) -> NDArray[np.float64]:
+    """-q/p where p > 0, -inf where p = 0 (a sort key: decreasing q/p, p = 0 first)."""
+    keys = np.empty(p.shape[0])
+    for i in range(p.shape[0]):
+        keys[i] = -q[i] / p[i] if p[i] > 0 else -np.inf
+    return keys

@@ -338,7 +338,7 @@ def system_newton(
     is at most ``tol`` (within ``time_budget`` seconds from this call, None: no limit;
     :func:`system_newton_kernel`)."""
     kind, data = kernel_data(system, tol)
-    if not system_newton_kernel.signatures:  # compile before the clock starts (first call)
+    if not system_newton_kernel.overloads:  # compile before the clock starts (first call)
         _compile()
     start = time.perf_counter()
     deadline = Deadline.after(time_budget, start).now()  # numba compiling is not counted
