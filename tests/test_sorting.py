@@ -33,3 +33,31 @@ def test_both_top_k_paths_match_the_full_sort(dtype: type, top_k: int) -> None:
     np.testing.assert_array_equal(token.top_tokens(values, top_k), expected)
     if top_k < values.size:
         np.testing.assert_array_equal(largest(values, top_k), expected)
+
+
+def _full_sort_top(values: np.ndarray, top_k: int) -> np.ndarray:
+    positive = np.flatnonzero(values > 0)
+    return positive[np.lexsort((positive, -values[positive].astype(np.float64)))][:top_k]
+
+
+@pytest.mark.parametrize(
+    "order", ["increasing", "decreasing", "spikes on the sample", "ties at the threshold"]
+)
+def test_the_heap_threshold_keeps_the_top_k_whatever_the_order(order: str) -> None:
+    """The heap skips entries below a threshold estimated from every 16th entry: q growing
+    with the id (every entry would beat the heap's worst), q falling with it, a sample that
+    sees only large entries (its threshold is reached by too few entries: every positive
+    entry is a candidate again) and many entries tied at the threshold all keep the list of
+    a full sort."""
+    rng = np.random.default_rng(3)
+    vocab, top_k = 32_000, 100
+    values = np.sort(rng.random(vocab))
+    if order == "decreasing":
+        values = values[::-1].copy()
+    elif order == "spikes on the sample":
+        values = rng.random(vocab) * 1e-3
+        values[::16] = 1.0 + rng.random(values[::16].shape[0])
+        values[::16][300:] = 0.0  # 300 large entries seen by the sample, fewer than it expects
+    elif order == "ties at the threshold":
+        values = rng.choice([0.1, 0.2, 0.3], size=vocab)
+    np.testing.assert_array_equal(token.top_tokens(values, top_k), _full_sort_top(values, top_k))

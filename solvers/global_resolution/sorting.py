@@ -20,6 +20,7 @@ IntArray = NDArray[np.int64]
 KeyArray = NDArray[np.uint64]
 
 HEAP_SHARE = 256  # top-k by a heap while k <= V / HEAP_SHARE, else by selection
+SAMPLE_STRIDE = 16  # the heap's threshold is estimated from every 16th entry
 DIGIT_BITS = 11  # 6 passes over 64-bit keys with 2,048 counters each
 _SIGN = np.uint64(1) << np.uint64(63)
 _INFINITY = np.uint64(0x7FF0000000000000)  # bits of +inf; positive NaNs lie above
@@ -109,26 +110,58 @@ def _worse(value_a: float, id_a: int, value_b: float, id_b: int) -> bool:
 
 
 @nb.njit(cache=True)
+def _sampled_threshold(q: NDArray, keep: int) -> float:
+    """A value that about 2 ``keep`` entries of q reach: the matching order statistic of
+    every ``SAMPLE_STRIDE``-th positive entry; 0 where the sample is too small to say (the
+    caller counts the entries that reach it before relying on it)."""
+    size_v = q.shape[0]
+    count = (size_v + SAMPLE_STRIDE - 1) // SAMPLE_STRIDE
+    rank = (2 * keep) // SAMPLE_STRIDE + 2
+    if rank > count // 2:
+        return 0.0
+    sample = np.empty(count)
+    m = 0
+    for i in range(0, size_v, SAMPLE_STRIDE):
+        v = float(q[i])
+        if v > 0.0:
+            sample[m] = v
+            m += 1
+    if m < rank:
+        return 0.0
+    return float(np.partition(sample[:m], m - rank)[m - rank])
+
+
+@nb.njit(cache=True)
 def top_tokens(q: NDArray, top_k: int) -> IntArray:
     """The positive tokens of q, its ``top_k`` largest (all if top_k <= 0), by decreasing q,
     ties by increasing id (the one top-k selection of the project: ``otlp.Instance`` uses it).
 
     For k up to V / HEAP_SHARE, a min-heap of the k best seen so far: scanning ids upwards,
     a token enters only when it beats the heap's worst strictly (a tie loses to the smaller
-    id), so most of V costs one comparison. For larger k the heap's O(k log k) dominates
-    (2.3 ms at k = 10,000 of V = 32,000) and a histogram selection with a radix sort of
-    the survivors (:func:`largest`, 0.16 ms) is used.
+    id), so most of V costs one comparison. Entries below a threshold that at least k
+    entries reach (:func:`_sampled_threshold`, checked by one vectorised count) are skipped
+    before the heap: a vocabulary whose q grows with the id would otherwise sift every token
+    through it (746 us instead of 23 us at V = 32,000, k = 100). For larger k the heap's
+    O(k log k) dominates (2.3 ms at k = 10,000 of V = 32,000) and a histogram selection with
+    a radix sort of the survivors (:func:`largest`, 0.16 ms) is used.
     """
     size_v = q.shape[0]
     keep = size_v if top_k <= 0 else min(top_k, size_v)
     if keep * HEAP_SHARE > size_v:
         return largest(q, keep)
+    threshold = _sampled_threshold(q, keep)
+    if threshold > 0.0:
+        reaching = 0
+        for i in range(size_v):
+            reaching += 1 if float(q[i]) >= threshold else 0
+        if reaching < keep:  # an unlucky sample: every positive entry is a candidate
+            threshold = 0.0
     values = np.empty(keep)
     ids = np.empty(keep, dtype=np.int64)
     size = 0
     for i in range(size_v):
         v = float(q[i])
-        if not v > 0.0:
+        if not (v > 0.0 and v >= threshold):
             continue
         if size < keep:  # sift up
             pos = size
