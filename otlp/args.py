@@ -9,16 +9,21 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from solvers.node_rules import row_total
+
 DEFAULT_SUM_TOL = 1e-6
 
 
 def probability_vector(
     name: str, values: ArrayLike, *, renormalize: bool = False, atol: float = DEFAULT_SUM_TOL
 ) -> NDArray[np.float64]:
-    """Return ``values`` as a read-only float64 probability vector, or raise ``ValueError``.
+    """Return ``values`` as a read-only float64 probability vector divided by its own sum (a
+    unit sum to rounding: transport problems stay balanced), or raise ``ValueError``.
 
     Rejects non-1-D input, empty input, NaN/inf, negative entries and sums off by more than
-    ``atol``. With ``renormalize=True`` any positive total is rescaled to 1 instead.
+    ``atol``. With ``renormalize=True`` any positive total is rescaled to 1 instead. The
+    entries are checked and summed in one compiled pass
+    (:func:`solvers.node_rules.row_total`).
     """
     atol = real_number("atol", atol, minimum=0.0)
     try:
@@ -33,21 +38,22 @@ def probability_vector(
         raise ValueError(f"{name}: expected a 1-D vector, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name}: empty vector")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name}: contains NaN or infinite entries")
-    if np.any(arr < 0):
+    total, bad = row_total(arr)
+    if bad >= 0:
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name}: contains NaN or infinite entries")
         raise ValueError(f"{name}: has negative entries (min {arr.min():.3g})")
     if renormalize:
         largest = float(arr.max())
         if largest <= 0:
             raise ValueError(f"{name}: sums to 0; cannot renormalise")
         arr /= largest  # first to [0, 1]: a sum of entries near 1e308 would overflow
-        arr /= arr.sum()
-    total = float(arr.sum())
-    if not renormalize and abs(total - 1.0) > atol:
+        total = float(arr.sum())
+    elif not abs(total - 1.0) <= atol:
         raise ValueError(
             f"{name}: sums to {total!r}, not 1 within {atol:g} (pass renormalize=True to rescale)"
         )
+    arr /= total
     arr.setflags(write=False)
     return arr
 

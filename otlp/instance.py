@@ -109,11 +109,8 @@ class Instance:
             for name, values in named
         ]
         self.top_k = None if top_k is None else positive_int("top_k", top_k, maximum=vocab)
-        # Exact unit sums keep the transport problem balanced.
-        self.p = _exact_unit(p_arr)
-        self.q = (
-            _exact_unit(rows[0]) if len(rows) == 1 else np.vstack([_exact_unit(r) for r in rows])
-        )
+        self.p = p_arr  # divided by its sum: the transport problem stays balanced
+        self.q = rows[0] if len(rows) == 1 else np.vstack(rows)
         self.q.setflags(write=False)
         self.vocab_size = vocab
         self._restrict(rows)
@@ -277,12 +274,6 @@ def _vector_length(values: ArrayLike) -> int | None:
     except ValueError:  # ragged nesting
         return None
     return shape[0] if len(shape) == 1 else None
-
-
-def _exact_unit(arr: FloatArray) -> FloatArray:
-    out = arr / arr.sum()
-    out.setflags(write=False)
-    return out
 
 
 def _top_tokens(row: FloatArray, top_k: int | None) -> NDArray[np.int64]:

@@ -53,6 +53,16 @@ def test_renormalize_on_request_only() -> None:
         otlp.Instance([2.0, 1.0, 1.0], [1, 1, 2], 2)
 
 
+def test_laws_within_atol_are_divided_to_a_unit_sum() -> None:
+    """p and q accepted within atol of summing to 1 are divided by their own sums, so the
+    transport problem is balanced: sums 1 - 4e-7 and 1 + 4e-7 come out at 1 to rounding."""
+    p = np.array([0.5, 0.3, 0.2 - 4e-7])
+    q = np.array([0.4, 0.4, 0.2 + 4e-7])
+    inst = otlp.Instance(p, q, 2)
+    assert abs(inst.p.sum() - 1) <= 1e-15 and abs(inst.q.sum() - 1) <= 1e-15
+    np.testing.assert_allclose(inst.p, p / p.sum(), rtol=1e-15)
+
+
 def test_inputs_are_not_modified_and_instances_are_read_only() -> None:
     p = np.array(P)
     inst = otlp.Instance(p, p, 2)

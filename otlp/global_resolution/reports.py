@@ -44,6 +44,9 @@ class SolveReport(UnitReport):
     seconds: float
 
 
+_SOLVE_FIELDS = tuple(f.name for f in dataclasses.fields(SolveReport))
+
+
 @dataclass(frozen=True, kw_only=True)
 class TokenReport(SolveReport):
     """The per-token report: the solve report of the unit ``omega`` needed, where ``seconds``
@@ -74,7 +77,7 @@ class TokenReport(SolveReport):
         acceptance_lost: float | None = None,
     ) -> TokenReport:
         """``report``'s fields with this token's ``omega``, ``seconds`` and ``cached``."""
-        fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(SolveReport)}
+        fields = {name: getattr(report, name) for name in _SOLVE_FIELDS}
         return cls(
             **(fields | {"seconds": seconds}),
             omega=omega,
