@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,12 @@ class ArrayKind:
 
 
 NUMPY_FLOAT64 = ArrayKind("numpy", "float64", None, _FLOAT64_EPS)
+
+
+@cache
+def dtype_name(dtype: np.dtype[Any]) -> str:
+    """``dtype.name``, remembered: numpy builds the string anew at every read (~4 us)."""
+    return dtype.name
 
 
 def _is_torch(value: object) -> bool:
@@ -146,7 +153,7 @@ def as_float64(
             )
         if eps is None:
             eps = float(np.finfo(arr.dtype).eps)
-        kind = ArrayKind("numpy", arr.dtype.name, None, eps)
+        kind = ArrayKind("numpy", dtype_name(arr.dtype), None, eps)
         arr = arr.astype(np.float64, copy=False)  # float64 input: no copy
     else:
         arr = _list_to_numpy(name, value)
@@ -174,7 +181,7 @@ def as_index_array(
         arr = _list_to_numpy(name, value)
         if arr.size == 0 and not isinstance(value, np.ndarray):
             arr = arr.astype(np.int64)  # an empty list: no ids, and no dtype to refuse
-        kind = ArrayKind("numpy", arr.dtype.name, None, 0.0)
+        kind = ArrayKind("numpy", dtype_name(arr.dtype), None, 0.0)
         if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
             raise ValueError(f"{name}: expected integer token ids, got dtype {arr.dtype}")
     if ndims is not None and arr.ndim not in ndims:
