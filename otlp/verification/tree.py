@@ -18,8 +18,10 @@ Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEME
 * ``rrs_without_replacement`` — [SpecHub] Algorithm 1 (children drawn without replacement).
 * ``spechub`` — [SpecHub] Algorithm 3 on the hub pair (``sps`` at a node with one child).
 * ``global_resolution`` — [GR] §6: the compiled per-row paths of ``otlp.verify_drafts``
-  (:func:`otlp.verification.single_step.global_resolution_rows` for i.i.d. drafts,
-  :func:`otlp.verification.single_step_schemes.scheme_row_token` without replacement).
+  (:func:`otlp.verification.single_step.global_resolution_rows` for i.i.d. drafts and a node
+  of one draft, :func:`otlp.verification.single_step_schemes.scheme_row_token` for n >= 2
+  drafts without replacement), on the rows as given where a top-k draft (or i.i.d. drafts)
+  lets the kernel restrict q itself.
 * ``maxflow_cs`` — the exact optimal transport by complementary slackness ([GR] §5.3).
 
 Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
