@@ -76,7 +76,8 @@ class ArrayKind:
             return values
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(values)).to(self.device)
+        tensor = torch.from_numpy(np.ascontiguousarray(values))
+        return tensor if self.device == "cpu" else tensor.to(self.device)
 
 
 NUMPY_FLOAT64 = ArrayKind("numpy", "float64", None, _FLOAT64_EPS)
@@ -88,7 +89,7 @@ def dtype_name(dtype: np.dtype[Any]) -> str:
     return dtype.name
 
 
-def _is_torch(value: object) -> bool:
+def is_torch(value: object) -> bool:
     """True for a torch tensor, without importing torch when the caller has not."""
     return type(value).__module__.startswith("torch") and hasattr(value, "detach")
 
@@ -97,21 +98,38 @@ def _torch_to_numpy(name: str, value: Any, *, integer: bool) -> tuple[NDArray[An
     """A torch tensor detached, on the CPU, as numpy (floats widened to float64)."""
     import torch
 
+    if not integer:
+        kind = float_kind(name, value)
+        return value.detach().to(device="cpu", dtype=torch.float64).numpy(), kind
     dtype = value.dtype
     kind_name = str(dtype).removeprefix("torch.")
-    device = str(value.device)
-    tensor = value.detach()
-    if integer:
-        if dtype == torch.bool or dtype.is_floating_point or dtype.is_complex:
-            raise ValueError(f"{name}: expected integer token ids, got dtype {kind_name}")
-        return tensor.to(device="cpu", dtype=torch.int64).numpy(), ArrayKind(
-            "torch", kind_name, device, 0.0
+    if dtype == torch.bool or dtype.is_floating_point or dtype.is_complex:
+        raise ValueError(f"{name}: expected integer token ids, got dtype {kind_name}")
+    ids = value.detach().to(device="cpu", dtype=torch.int64).numpy()
+    return ids, ArrayKind("torch", kind_name, str(value.device), 0.0)
+
+
+def float_kind(name: str, value: Any) -> ArrayKind:
+    """The :class:`ArrayKind` of a floating numpy array (ml_dtypes included) or torch tensor,
+    read from its dtype and device alone (no value is read or copied); any other dtype is a
+    ``ValueError`` naming ``name``."""
+    if is_torch(value):
+        import torch
+
+        dtype = value.dtype
+        kind_name = str(dtype).removeprefix("torch.")
+        if not dtype.is_floating_point:
+            raise ValueError(f"{name}: expected a floating-point tensor, got dtype {kind_name}")
+        return ArrayKind("torch", kind_name, str(value.device), float(torch.finfo(dtype).eps))
+    eps = _extension_float_eps(value.dtype)
+    if eps is None and not np.issubdtype(value.dtype, np.floating):
+        raise ValueError(
+            f"{name}: expected a float16, bfloat16, float32 or float64 array, "
+            f"got dtype {value.dtype}"
         )
-    if not dtype.is_floating_point:
-        raise ValueError(f"{name}: expected a floating-point tensor, got dtype {kind_name}")
-    eps = float(torch.finfo(dtype).eps)
-    arr = tensor.to(device="cpu", dtype=torch.float64).numpy()
-    return arr, ArrayKind("torch", kind_name, device, eps)
+    if eps is None:
+        eps = float(np.finfo(value.dtype).eps)
+    return ArrayKind("numpy", dtype_name(value.dtype), None, eps)
 
 
 def _extension_float_eps(dtype: np.dtype[Any]) -> float | None:
@@ -141,19 +159,11 @@ def as_float64(
     never rounded (except long double, rounded to float64): check them with
     :func:`check_distributions` at ``kind``'s tolerance.
     """
-    if _is_torch(value):
+    if is_torch(value):
         arr, kind = _torch_to_numpy(name, value, integer=False)
     elif isinstance(value, np.ndarray | np.generic):
         arr = np.asarray(value)
-        eps = _extension_float_eps(arr.dtype)
-        if eps is None and not np.issubdtype(arr.dtype, np.floating):
-            raise ValueError(
-                f"{name}: expected a float16, bfloat16, float32 or float64 array, "
-                f"got dtype {arr.dtype}"
-            )
-        if eps is None:
-            eps = float(np.finfo(arr.dtype).eps)
-        kind = ArrayKind("numpy", dtype_name(arr.dtype), None, eps)
+        kind = float_kind(name, arr)
         arr = arr.astype(np.float64, copy=False)  # float64 input: no copy
     else:
         arr = _list_to_numpy(name, value)
@@ -175,7 +185,7 @@ def as_index_array(
     other number of dimensions; with ``size``, ids outside [0, size). Errors name ``name``
     (and the first offending position).
     """
-    if _is_torch(value):
+    if is_torch(value):
         arr, kind = _torch_to_numpy(name, value, integer=True)
     else:
         arr = _list_to_numpy(name, value)

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import real_number
-from otlp.tensors import as_float64
+from otlp.tensors import as_float64, float_kind, is_torch
 from solvers.node_rules import row_total
 
 FloatArray = NDArray[np.float64]
@@ -42,9 +42,12 @@ class ContextLaws:
         last_optional: bool = False,
     ):
         self.name = name
-        if hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) == 3:
-            _, self.kind = as_float64(name, cast(Any, value)[:0])  # the kind, no copy
+        if (isinstance(value, np.ndarray) or is_torch(value)) and len(cast(Any, value).shape) == 3:
+            self.kind = float_kind(name, value)  # from the dtype: no value read, no copy
             self.values: Any = value
+        elif hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) == 3:
+            _, self.kind = as_float64(name, cast(Any, value)[:0])  # the kind, no copy
+            self.values = value
         else:
             self.values, self.kind = as_float64(name, value)
         self.torch = self.kind.library == "torch"
