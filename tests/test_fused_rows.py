@@ -138,27 +138,33 @@ def test_a_unit_without_certified_set_masses_falls_back_to_the_object_api() -> N
     assert (row.system, row.block) == (token_report.system, token_report.block)
 
 
-SLOW_CASE = ("without_replacement", 0, 3, 12, None, False)  # an inner unit, Newton-solved
+# rows whose unit needs Newton iterations: an inner unit, an outer block
+NEWTON_CASES = {
+    "inner": ("without_replacement", 0, 3, 12, None, False),
+    "outer": ("without_replacement", 1, 3, 6, None, True),
+}
+SCHEME = "without_replacement"
 
 
-def _newton_row() -> tuple[np.ndarray, np.ndarray, np.ndarray, otlp.Instance]:
-    """(p, q rows, drafts, instance) of a row whose unit needs Newton iterations."""
-    p, rows, _, inst = _case(*SLOW_CASE)
-    members, _ = DraftJoint.of(inst, SLOW_CASE[0]).enumerate()
+def _newton_row(unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, otlp.Instance]:
+    """(p, q rows, drafts, instance) of a row whose ``unit`` needs Newton iterations."""
+    p, rows, _, inst = _case(*NEWTON_CASES[unit])
+    members, _ = DraftJoint.of(inst, SCHEME).enumerate()
     for column in members:
         omega = inst.tokens[column]
-        report, _, _ = row_slice(p, rows, omega, SLOW_CASE[0], 0, TAU, 50, 1e-6)
-        if report.iterations > 1:
+        report, _, _ = row_slice(p, rows, omega, SCHEME, 0, TAU, 50, 1e-6)
+        if report.iterations > 1 and report.system == unit:
             return p, rows, omega, inst
-    raise AssertionError("no row needs Newton")
+    raise AssertionError(f"no {unit} row needs Newton")
 
 
-def test_a_row_over_its_budget_reports_its_unit_and_falls_back() -> None:
+@pytest.mark.parametrize("unit", NEWTON_CASES)
+def test_a_row_over_its_budget_reports_its_unit_and_falls_back(unit: str) -> None:
     """Newton stopped after one iteration: the row keeps its unit's report (system, block,
     variables, iterations, deviation, budget, alpha*) and falls back, not out of time,
     as the object API's unit does with the same iteration limit."""
-    p, rows, omega, inst = _newton_row()
-    scheme = SLOW_CASE[0]
+    p, rows, omega, inst = _newton_row(unit)
+    scheme = SCHEME
     solved, _, _ = row_slice(p, rows, omega, scheme, 0, TAU, 50, 1e-6)
     report, fused, _ = row_slice(p, rows, omega, scheme, 0, TAU, 1, 1e-6)
     plan = otlp.solve(inst, "global_resolution", tau=TAU, max_iter=1, time_budget=None, check=False)
@@ -178,14 +184,17 @@ def test_a_row_over_its_budget_reports_its_unit_and_falls_back() -> None:
     assert f"> budget {report.budget:.3g}" in report.message
 
 
-def test_newton_out_of_time_sends_the_row_to_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("unit", NEWTON_CASES)
+def test_newton_out_of_time_sends_the_row_to_the_rule(
+    monkeypatch: pytest.MonkeyPatch, unit: str
+) -> None:
     """Newton gets what is left of the call's deadline as its time budget; a solve that
     runs out of it and misses its budget is reported out of time, and ``verify_drafts``
     gives the row the scheme's lossless rule's token with its acceptance loss."""
     import otlp.global_resolution.fused as fused
 
-    p, rows, omega, _ = _newton_row()
-    scheme = SLOW_CASE[0]
+    p, rows, omega, _ = _newton_row(unit)
+    scheme = SCHEME
     real = fused.system_newton
     seen: list[float | None] = []
 
@@ -213,13 +222,16 @@ def test_newton_out_of_time_sends_the_row_to_the_rule(monkeypatch: pytest.Monkey
     assert row.acceptance_lost is not None and row.acceptance_lost > 0
 
 
-def test_setup_out_of_time_sends_the_row_to_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("unit", NEWTON_CASES)
+def test_setup_out_of_time_sends_the_row_to_the_rule(
+    monkeypatch: pytest.MonkeyPatch, unit: str
+) -> None:
     """H* and the outer targets are estimated for the row's scheme, vocabulary and draws
     before they start; an estimate past the deadline skips them, out of time."""
     import otlp.global_resolution.fused as fused
 
-    p, rows, omega, inst = _newton_row()
-    scheme = SLOW_CASE[0]
+    p, rows, omega, inst = _newton_row(unit)
+    scheme = SCHEME
     seen: list[tuple[str, int, int]] = []
 
     def too_slow(scheme: str, k: int, n: int) -> float:
@@ -239,13 +251,14 @@ def test_setup_out_of_time_sends_the_row_to_the_rule(monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize("error", [np.linalg.LinAlgError("singular"), FloatingPointError("nan")])
+@pytest.mark.parametrize("unit", NEWTON_CASES)
 def test_a_numerical_failure_falls_back_and_says_so(
-    monkeypatch: pytest.MonkeyPatch, error: Exception
+    monkeypatch: pytest.MonkeyPatch, error: Exception, unit: str
 ) -> None:
     import otlp.global_resolution.fused as fused
 
-    p, rows, omega, _ = _newton_row()
-    scheme = SLOW_CASE[0]
+    p, rows, omega, _ = _newton_row(unit)
+    scheme = SCHEME
     solved, _, _ = row_slice(p, rows, omega, scheme, 0, TAU, 50, 1e-6)
 
     def failing(*args, **kwargs):
@@ -371,13 +384,14 @@ def test_an_uncertified_analysis_falls_back_and_says_why(
     assert out.reports[0].message.startswith(f"{message}; object API")
 
 
-def test_newton_skipped_reports_the_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("unit", NEWTON_CASES)
+def test_newton_skipped_reports_the_unit(monkeypatch: pytest.MonkeyPatch, unit: str) -> None:
     """A Newton estimate past the deadline: the row keeps its unit's system, block, size
     and alpha*, out of time, no token."""
     import otlp.global_resolution.fused as fused
 
-    p, rows, omega, _ = _newton_row()
-    scheme = SLOW_CASE[0]
+    p, rows, omega, _ = _newton_row(unit)
+    scheme = SCHEME
     solved, _, _ = row_slice(p, rows, omega, scheme, 0, TAU, 50, 1e-6)
     monkeypatch.setattr(fused, "evaluation_seconds", lambda *args: 1e9)
     report, probs, _ = row_slice(p, rows, omega, scheme, 0, TAU, 50, 1e-6, Deadline.after(60.0))
