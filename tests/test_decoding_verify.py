@@ -541,3 +541,27 @@ def test_rejections_without_replacement_under_top_k_walk_the_remaining_draft():
         rng=0,
     )
     assert result.num_accepted.tolist() == [0] and result.bonus_token.tolist() == [3]
+
+
+def test_draw_is_the_inverse_cdf_of_an_unnormalised_law():
+    """``tree.draw``: the first token whose cumulative mass exceeds u times the total, for
+    a law that need not sum to 1; never a token of probability 0 (u = 0 included)."""
+    from otlp.verification.tree import draw
+
+    law = np.array([0.0, 1.0, 0.0, 1.0, 2.0, 0.0])  # sums to 4
+    cdf = np.cumsum(law)
+    for u in np.linspace(0.0, 1.0, 41)[:-1]:
+        assert draw(law, u) == int(np.flatnonzero(cdf > u * 4.0)[0])
+    assert draw(law, 0.0) == 1 and draw(law, 0.25) == 3
+    assert draw(law, np.nextafter(1.0, 0.0)) == 4
+
+
+def test_lazy_rejection_rejects_a_zero_target_draft_at_u_0():
+    """Acceptance is strict (u q(x) < p(x)): a draft the target never emits is rejected even
+    at u = 0, and the residual draw then gives the first token of positive residual."""
+    from otlp.verification.tree import _rejection_token
+
+    p = np.array([0.0, 0.5, 0.5])
+    q = np.array([0.5, 0.25, 0.25])
+    for scheme in ("iid", "without_replacement"):
+        assert _rejection_token(p, q, np.array([0]), scheme, np.zeros(2)) == 1
