@@ -565,3 +565,59 @@ def test_lazy_rejection_rejects_a_zero_target_draft_at_u_0():
     q = np.array([0.5, 0.25, 0.25])
     for scheme in ("iid", "without_replacement"):
         assert _rejection_token(p, q, np.array([0]), scheme, np.zeros(2)) == 1
+
+
+SHAPES_PER_ROW = [decoding.chain(4), path_tree(2, 2), np.array([-1, -1, -1, 0])]
+
+
+def _rows_with_own_shapes(rows=6, vocab=5, seed=8):
+    """Tokens, parents (B, N) cycling through three shapes, and random laws per row."""
+    rng = np.random.default_rng(seed)
+    parents = np.stack([SHAPES_PER_ROW[b % 3] for b in range(rows)])
+    p = rng.dirichlet(np.ones(vocab), size=(rows, 5))
+    q = rng.dirichlet(np.ones(vocab), size=(rows, 5))
+    tokens = rng.integers(0, vocab, size=(rows, 4))
+    return tokens, parents, p, q
+
+
+@pytest.mark.parametrize(
+    ("method", "top_k", "scheme"),
+    [("rrs", None, "iid"), ("sps", 5, "iid"), ("rrs_without_replacement", None, None)],
+)
+def test_rows_with_their_own_tree_shapes_equal_each_row_alone(method, top_k, scheme):
+    """parents (B, N): each row is verified on its own shape, with its own uniforms, exactly
+    as if it were verified alone (one generator per row): the same accepted nodes, bonus
+    token and emitted tokens."""
+    tokens, parents, p, q = _rows_with_own_shapes()
+    if scheme is None:  # distinct siblings for drafts without replacement
+        tokens = np.tile(np.array([0, 1, 2, 3]), (tokens.shape[0], 1))
+    kwargs = {"method": method, "top_k": top_k, "scheme": scheme}
+    batch = verify_tree(tokens, parents, p, q, rng=list(range(10, 16)), **kwargs)
+    for b in range(tokens.shape[0]):
+        alone = verify_tree(
+            tokens[b : b + 1], parents[b], p[b : b + 1], q[b : b + 1], rng=[10 + b], **kwargs
+        )
+        count = int(alone.num_accepted[0])
+        assert int(batch.num_accepted[b]) == count
+        assert batch.bonus_token[b] == alone.bonus_token[0]
+        depth = alone.path_nodes.shape[1]
+        np.testing.assert_array_equal(batch.path_nodes[b, :depth], alone.path_nodes[0])
+        assert (batch.path_nodes[b, depth:] == -1).all()
+        np.testing.assert_array_equal(batch.tokens_out(b), alone.tokens_out(0))
+        np.testing.assert_array_equal(
+            batch.output_ids[b, : count + 1], alone.output_ids[0, : count + 1]
+        )
+        assert (batch.output_ids[b, count + 1 :] == -1).all()
+    assert batch.method == method
+
+
+def test_shapes_per_row_keep_the_rows_indices_in_errors():
+    tokens, parents, p, q = _rows_with_own_shapes()
+    with pytest.raises(
+        ValueError, match=r"^parents: expected shape \(N,\) or \(B = 6, N\), got \(5, 4\)"
+    ):
+        verify_tree(tokens, parents[:5], p, q, method="rrs")
+    bad = tokens.copy()
+    bad[4, 1] = 5
+    with pytest.raises(ValueError, match=r"^tokens\[4, 1\]: token id 5 outside \[0, 5\)"):
+        verify_tree(bad, parents, p, q, method="rrs")
