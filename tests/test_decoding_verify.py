@@ -621,3 +621,117 @@ def test_shapes_per_row_keep_the_rows_indices_in_errors():
     bad[4, 1] = 5
     with pytest.raises(ValueError, match=r"^tokens\[4, 1\]: token id 5 outside \[0, 5\)"):
         verify_tree(bad, parents, p, q, method="rrs")
+
+
+# ----- refusals, by the compiled walk (rows readable as given) and row by row -------------
+ROOT_PAIR = np.array([-1, -1])  # a root with two children
+
+
+def _laws(q_row, rows=2, contexts=3, readable=True):
+    """p uniform and q = q_row at every context: C-contiguous (the compiled walk) or
+    broadcast views (row by row)."""
+    vocab = len(q_row)
+    p = np.full((rows, contexts, vocab), 1.0 / vocab)
+    q = np.tile(np.asarray(q_row, dtype=float), (rows, contexts, 1))
+    if readable:
+        return p, q
+    return np.broadcast_to(p[0], p.shape), np.broadcast_to(q[0], q.shape)
+
+
+@pytest.mark.parametrize("readable", [True, False])
+def test_node_walks_refuse_impossible_drafts_naming_the_row(readable):
+    """A draft of probability 0 (the impossible token named, not its possible sibling),
+    a repeated draft without replacement, three SpecHub children, a SpecHub pair without
+    the hub (argmax q = token 0; the pair holds token 1): each refused with the row."""
+    p, q = _laws([0.5, 0.0, 0.25, 0.25], readable=readable)
+    with pytest.raises(ValueError, match=r"^tokens\[1\]: token 1 was drafted at context 0 where"):
+        verify_tree(np.array([[0, 2], [2, 1]]), ROOT_PAIR, p, q, method="rrs", rng=0)
+    with pytest.raises(ValueError, match=r"^tokens\[1\]: children drafted without replacement"):
+        verify_tree(
+            np.array([[0, 2], [2, 2]]), ROOT_PAIR, p, q, method="rrs_without_replacement", rng=0
+        )
+    p, q = _laws([0.5, 0.1, 0.2, 0.2], readable=readable)
+    hub = r"^tokens\[1\]: the SpecHub pair \[1, 2\] at context 0 lacks the hub argmax q$"
+    with pytest.raises(ValueError, match=hub):
+        verify_tree(np.array([[0, 2], [1, 2]]), ROOT_PAIR, p, q, method="spechub", rng=0)
+    p, q = _laws([0.5, 0.1, 0.2, 0.2], rows=1, contexts=4, readable=readable)
+    three = r"^parents: SpecHub verifies at most two children per node, got 3$"
+    for top_k in (None, 4):
+        with pytest.raises(ValueError, match=three):
+            verify_tree(
+                np.array([[0, 2, 3]]),
+                np.array([-1, -1, -1]),
+                p,
+                q,
+                method="spechub",
+                top_k=top_k,
+                rng=0,
+            )
+
+
+@pytest.mark.parametrize(("readable", "top_k"), [(True, None), (False, None), (True, 4)])
+def test_block_refuses_a_path_token_of_draft_probability_0(readable, top_k):
+    p, q = _laws([0.5, 0.0, 0.25, 0.25], rows=1, readable=readable)
+    with pytest.raises(
+        ValueError,
+        match=r"^tokens\[0, 1\]: token 1 has draft probability 0 where drafted \(or is outside",
+    ):
+        verify_tree(np.array([[0, 1]]), decoding.chain(2), p, q, method="block", top_k=top_k, rng=0)
+
+
+def test_tree_arguments_are_checked_by_name():
+    p, q = _laws([0.5, 0.1, 0.2, 0.2], rows=1)
+    tokens = np.array([[0, 2]])
+    with pytest.raises(ValueError, match=r"^tokens\[0, 1\]: -2 is neither a token id nor -1"):
+        verify_tree(np.array([[0, -2]]), ROOT_PAIR, p, q, method="rrs")
+    with pytest.raises(ValueError, match=r"^tokens: expected a 2-D array, got shape \(2,\)"):
+        verify_tree(np.array([0, 2]), ROOT_PAIR, p, q, method="rrs")
+    with pytest.raises(ValueError, match=r"^top_k: must be at most 4, got 5"):
+        verify_tree(tokens, ROOT_PAIR, p, q, method="rrs", top_k=5)
+    with pytest.raises(ValueError, match=r"^tau: must lie in \[1e-10, 1\), got 2"):
+        verify_tree(tokens, ROOT_PAIR, p, q, method="global_resolution", tau=2.0)
+    paths = np.full((1, 7, 4), 0.25)
+    with pytest.raises(
+        ValueError, match=r"^parents: method 'block' verifies one chain, got 3 paths"
+    ):
+        verify_tree(np.array([[0, 1, 2, 3, 0, 2]]), path_tree(3, 2), paths, paths, method="block")
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme"),
+    [("rrs_without_replacement", "without_replacement"), ("spechub", "spechub")],
+)
+def test_a_method_defaults_to_its_own_scheme(method, scheme):
+    """No scheme: rrs_without_replacement verifies drafts without replacement, SpecHub its
+    own pairs; the result and the exact law are those of the scheme named explicitly."""
+    _, q = _laws([0.5, 0.1, 0.2, 0.2], rows=1)
+    p = np.array([[[0.1, 0.6, 0.2, 0.1]] * 3])
+    tokens = np.array([[0, 2]])
+    default = verify_tree(tokens, ROOT_PAIR, p, q, method=method, rng=[4])
+    named = verify_tree(tokens, ROOT_PAIR, p, q, method=method, scheme=scheme, rng=[4])
+    assert default.scheme == named.scheme == scheme and default.method == method
+    np.testing.assert_array_equal(default.output_ids, named.output_ids)
+    law = outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method=method)
+    assert law == outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method=method, scheme=scheme)
+    iid = outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method="rrs", scheme="iid")
+    assert law != iid  # the scheme matters on this node
+
+
+def test_output_ids_hold_the_depth_plus_one_emitted_tokens():
+    parents = k_ary_tree((2, 2))
+    tokens, p, q = random_batch(parents, 20)
+    result = verify_tree(tokens, parents, p, q, method="rrs", rng=0)
+    depth = result.path_nodes.shape[1]
+    assert result.output_ids.shape == (tokens.shape[0], depth + 1)
+    for b in range(tokens.shape[0]):
+        count = int(result.num_accepted[b])
+        np.testing.assert_array_equal(result.output_ids[b, : count + 1], result.tokens_out(b))
+        assert (result.output_ids[b, count + 1 :] == -1).all()
+
+
+def test_block_on_a_one_token_chain_accepts_a_draft_of_equal_laws():
+    """p = q: block verification accepts the drafted token for sure (a one-token path is a
+    path, not an empty row)."""
+    p = np.array([[0.1, 0.6, 0.3], [0.2, 0.2, 0.6]])
+    law = outcome_law(np.array([1]), decoding.chain(1), p, p, method="block")
+    assert law == pytest.approx({(1, 0): 0.2, (1, 1): 0.2, (1, 2): 0.6}, abs=1e-12)
