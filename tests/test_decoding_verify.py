@@ -617,6 +617,8 @@ def test_shapes_per_row_keep_the_rows_indices_in_errors():
         ValueError, match=r"^parents: expected shape \(N,\) or \(B = 6, N\), got \(5, 4\)"
     ):
         verify_tree(tokens, parents[:5], p, q, method="rrs")
+    with pytest.raises(ValueError, match=r"^tokens: expected integer token ids"):
+        verify_tree(tokens.astype(float), parents, p, q, method="rrs")
     bad = tokens.copy()
     bad[4, 1] = 5
     with pytest.raises(ValueError, match=r"^tokens\[4, 1\]: token id 5 outside \[0, 5\)"):
