@@ -737,3 +737,59 @@ def test_block_on_a_one_token_chain_accepts_a_draft_of_equal_laws():
     p = np.array([[0.1, 0.6, 0.3], [0.2, 0.2, 0.6]])
     law = outcome_law(np.array([1]), decoding.chain(1), p, p, method="block")
     assert law == pytest.approx({(1, 0): 0.2, (1, 1): 0.2, (1, 2): 0.6}, abs=1e-12)
+
+
+def test_verify_chain_passes_its_options_through():
+    """verify_chain is verify_tree on a chain: the same rows from the same generators, the
+    target's top-p applied to the logits, and ``atol`` reaching the sum checks."""
+    from otlp.verification.engine_layouts import target_laws
+
+    rng = np.random.default_rng(3)
+    rows, length, vocab = 20, 3, 6
+    logits = rng.normal(size=(rows, length + 1, vocab))
+    q = rng.dirichlet(np.ones(vocab), size=(rows, length + 1))
+    tokens = rng.integers(0, vocab, size=(rows, length))
+    laws = target_laws(logits, 1.0, None, 0.6)
+    seeds = list(range(rows))
+    chain_out = verify_chain(
+        tokens, logits, q, method="rrs", temperature=1.0, target_top_p=0.6, rng=seeds
+    )
+    tree_out = verify_tree(tokens, decoding.chain(length), laws, q, method="rrs", rng=seeds)
+    np.testing.assert_array_equal(chain_out.output_ids, tree_out.output_ids)
+    off = q * (1 + 5e-5)  # rows off by 5e-5: refused at the float64 default 1e-6
+    with pytest.raises(ValueError, match=r"^q\["):
+        verify_chain(tokens, laws, off, method="rrs", rng=0)
+    verify_chain(tokens, laws, off, method="rrs", rng=0, atol=1e-4)
+
+
+def test_atol_reaches_the_sum_checks_of_outcome_law_and_per_row_shapes():
+    tokens, parents, p, q = _rows_with_own_shapes()
+    off = q * (1 + 5e-5)
+    with pytest.raises(ValueError, match=r"^q\["):
+        verify_tree(tokens, parents, p, off, method="rrs", rng=0)
+    verify_tree(tokens, parents, p, off, method="rrs", rng=0, atol=1e-4)
+    with pytest.raises(ValueError, match=r"^q\["):
+        outcome_law(tokens[0], parents[0], p[0], off[0], method="rrs")
+    law = outcome_law(tokens[0], parents[0], p[0], off[0], method="rrs", atol=1e-4)
+    assert sum(law.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_row_readable_in_one_law_only_is_verified_row_by_row():
+    """p as float32 (readable as given) and q as float16 (read row by row): no compiled
+    walk, the same outcome as both in float64 after the same rounding."""
+    tokens, p, q = random_batch(k_ary_tree((2, 2)), 10)
+    q16 = q.astype(np.float16)
+    q_back = q16.astype(np.float64)
+    q_back /= q_back.sum(axis=-1, keepdims=True)
+    mixed = verify_tree(
+        tokens, k_ary_tree((2, 2)), p.astype(np.float32), q16, method="rrs", rng=list(range(10))
+    )
+    plain = verify_tree(
+        tokens,
+        k_ary_tree((2, 2)),
+        p.astype(np.float32).astype(np.float64),
+        q_back,
+        method="rrs",
+        rng=list(range(10)),
+    )
+    np.testing.assert_array_equal(mixed.output_ids, plain.output_ids)
