@@ -793,3 +793,53 @@ def test_a_row_readable_in_one_law_only_is_verified_row_by_row():
         rng=list(range(10)),
     )
     np.testing.assert_array_equal(mixed.output_ids, plain.output_ids)
+
+
+@pytest.mark.parametrize(
+    ("method", "parents", "tokens"),
+    [
+        ("block", decoding.chain(2), [0, 1]),
+        ("block", decoding.chain(2), [-1, -1]),  # a row without drafts: p at the root
+        ("gbv", path_tree(2, 2), [0, 1, 2, 0]),
+    ],
+)
+def test_path_methods_under_top_k_follow_their_exact_law(method, parents, tokens):
+    """Under top-k the path methods take their stop laws row by row (the drafts' laws
+    restricted to their top 3 of 5 tokens): the sampler against the exact law (chi^2, no
+    outcome of probability 0)."""
+    rng = np.random.default_rng(9)
+    nodes = parents.shape[0]
+    p = rng.dirichlet(np.ones(5), size=nodes + 1)
+    q = np.tile(np.array([0.35, 0.25, 0.2, 0.12, 0.08]), (nodes + 1, 1))
+    row = np.array(tokens)
+    law = outcome_law(row, parents, p, q, method=method, top_k=3)
+    rows = 3000
+    result = verify_tree(
+        np.tile(row, (rows, 1)),
+        parents,
+        np.broadcast_to(p, (rows, *p.shape)),
+        np.broadcast_to(q, (rows, *q.shape)),
+        method=method,
+        top_k=3,
+        rng=np.random.default_rng(2),
+    )
+    counts: dict[tuple[int, ...], int] = {}
+    for b in range(rows):
+        key = tuple(int(t) for t in result.tokens_out(b))
+        counts[key] = counts.get(key, 0) + 1
+    assert set(counts) <= set(law), "outcomes of exact probability 0 were emitted"
+    keys = sorted(law)
+    expected = np.array([law[k] for k in keys]) * rows
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    big = expected >= 5
+    expected = np.append(expected[big], expected[~big].sum())
+    observed = np.append(observed[big], observed[~big].sum())
+    if expected[-1] == 0.0:
+        expected, observed = expected[:-1], observed[:-1]
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
+    unrestricted = outcome_law(row, parents, p, q, method=method)
+    if tokens[0] >= 0:
+        assert (
+            max(abs(law.get(k, 0) - unrestricted.get(k, 0)) for k in set(law) | set(unrestricted))
+            > 0.01
+        )
