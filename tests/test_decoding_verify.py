@@ -671,9 +671,11 @@ def test_node_walks_refuse_impossible_drafts_naming_the_row(readable):
             )
 
 
-@pytest.mark.parametrize(("readable", "top_k"), [(True, None), (False, None), (True, 4)])
-def test_block_refuses_a_path_token_of_draft_probability_0(readable, top_k):
-    p, q = _laws([0.5, 0.0, 0.25, 0.25], rows=1, readable=readable)
+@pytest.mark.parametrize(("dtype", "top_k"), [("float64", None), ("float16", None), ("float64", 4)])
+def test_block_refuses_a_path_token_of_draft_probability_0(dtype, top_k):
+    """The compiled chain walk (float64), the path kernel row by row (float16 is not read
+    as given) and the stop law under top-k each refuse the path's impossible token."""
+    p, q = (law.astype(dtype) for law in _laws([0.5, 0.0, 0.25, 0.25], rows=1))
     with pytest.raises(
         ValueError,
         match=r"^tokens\[0, 1\]: token 1 has draft probability 0 where drafted \(or is outside",
