@@ -875,3 +875,19 @@ def test_row_by_row_paths_check_every_rows_and_contexts_sum(method, top_k, law, 
             top_k=top_k,
             rng=[1, 2],
         )
+
+
+def test_gbv_refuses_impossible_or_uneven_paths_before_selecting_one():
+    """GBV ranks the drafted paths by their on-path entries: a path token of draft
+    probability 0 (p > 0 there, so its ratio would rank it first) and paths of unequal
+    length are refused by name before any path is chosen."""
+    p = np.tile(np.array([0.3, 0.3, 0.2, 0.2]), (1, 5, 1))
+    q = np.tile(np.array([0.4, 0.3, 0.3, 0.0]), (1, 5, 1))
+    with pytest.raises(
+        ValueError, match=r"^tokens\[0, 3\]: token 3 has draft probability 0 where drafted$"
+    ):
+        verify_tree(np.array([[0, 1, 2, 3]]), path_tree(2, 2), p, q, method="gbv", rng=0)
+    with pytest.raises(
+        ValueError, match=r"^tokens\[0\]: method 'gbv' needs its paths of equal length$"
+    ):
+        verify_tree(np.array([[0, 1, 2, -1]]), path_tree(2, 2), p, q, method="gbv", rng=0)
