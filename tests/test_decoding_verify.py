@@ -891,3 +891,21 @@ def test_gbv_refuses_impossible_or_uneven_paths_before_selecting_one():
         ValueError, match=r"^tokens\[0\]: method 'gbv' needs its paths of equal length$"
     ):
         verify_tree(np.array([[0, 1, 2, -1]]), path_tree(2, 2), p, q, method="gbv", rng=0)
+
+
+def test_row_by_row_bonus_draws_check_each_rows_own_sum():
+    """Both rows accept their draft (token 3: p / q = 2.5) and draw the bonus token at
+    context 1; row 1's law there sums to 0.9 and is refused although row 0's, at the same
+    context, was checked first (float16: row by row)."""
+    p = np.full((2, 2, 4), 0.25)
+    q = np.tile(np.array([0.4, 0.3, 0.2, 0.1]), (2, 2, 1))
+    p[1, 1] *= 0.9
+    with pytest.raises(ValueError, match=r"^p\[1, 1\]"):
+        verify_tree(
+            np.array([[3], [3]]),
+            decoding.chain(1),
+            p.astype(np.float16),
+            q.astype(np.float16),
+            method="rrs",
+            rng=[1, 2],
+        )
