@@ -854,6 +854,8 @@ def test_path_methods_under_top_k_follow_their_exact_law(method, parents, tokens
         ("block", None, "q", (0, 1)),  # the path kernel row by row: the second context
         ("block", None, "p", (1, 0)),
         ("block", 2, "q", (1, 0)),  # the stop law under top-k
+        ("block", 2, "q", (0, 1)),
+        ("block", 2, "p", (1, 0)),
     ],
 )
 def test_row_by_row_paths_check_every_rows_and_contexts_sum(method, top_k, law, bad):
@@ -909,3 +911,43 @@ def test_row_by_row_bonus_draws_check_each_rows_own_sum():
             method="rrs",
             rng=[1, 2],
         )
+
+
+@pytest.mark.parametrize("top_k", [None, 5])
+def test_gbv_inverse_ratio_ranking_sampler_follows_its_exact_law(top_k):
+    """GBV ranked by the inverse ratio: the compiled path sampler (no top-k) and the stop
+    law row by row (top-k = V) against the exact law of that ranking (chi^2), which differs
+    from the ratio ranking's on this row."""
+    parents = path_tree(3, 2)
+    rng = np.random.default_rng(12)
+    p = rng.dirichlet(np.ones(5), size=7)
+    q = rng.dirichlet(np.ones(5), size=7)
+    row = np.array([0, 1, 2, 3, 4, 0])
+    law = outcome_law(row, parents, p, q, method="gbv", ranking="inverse-ratio", top_k=top_k)
+    ratio = outcome_law(row, parents, p, q, method="gbv", ranking="ratio", top_k=top_k)
+    assert max(abs(law.get(k, 0) - ratio.get(k, 0)) for k in set(law) | set(ratio)) > 0.01
+    rows = 3000
+    result = verify_tree(
+        np.tile(row, (rows, 1)),
+        parents,
+        np.ascontiguousarray(np.broadcast_to(p, (rows, *p.shape))),
+        np.ascontiguousarray(np.broadcast_to(q, (rows, *q.shape))),
+        method="gbv",
+        ranking="inverse-ratio",
+        top_k=top_k,
+        rng=np.random.default_rng(6),
+    )
+    counts: dict[tuple[int, ...], int] = {}
+    for b in range(rows):
+        key = tuple(int(t) for t in result.tokens_out(b))
+        counts[key] = counts.get(key, 0) + 1
+    assert set(counts) <= set(law), "outcomes of exact probability 0 were emitted"
+    keys = sorted(law)
+    expected = np.array([law[k] for k in keys]) * rows
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    big = expected >= 5
+    expected = np.append(expected[big], expected[~big].sum())
+    observed = np.append(observed[big], observed[~big].sum())
+    if expected[-1] == 0.0:
+        expected, observed = expected[:-1], observed[:-1]
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
