@@ -12,6 +12,7 @@ from otlp import decoding
 from otlp.decoding import (
     children_probability,
     k_ary_tree,
+    node_law,
     path_shape,
     path_tree,
     restrict_top_k,
@@ -236,6 +237,20 @@ def test_node_checks_name_omega_and_the_laws():
         sample_children(q, 1)
     with pytest.raises(ValueError, match=r"^keep: expected a 2-D array"):
         restrict_top_k(np.full((2, 4), 0.25), 2, keep=[1, 2])
+
+
+def test_node_laws_must_be_vectors():
+    """A node's laws are vectors: a 2-D or 0-d law is refused by name before any rule runs
+    (the check of each law's dimension in ``check_node``)."""
+    square = np.full((2, 4), 0.25)
+    with pytest.raises(ValueError, match=r"^p: expected a vector, got shape \(2, 4\)"):
+        check_node([0], p=square, q=square)
+    with pytest.raises(ValueError, match=r"^q: expected a vector, got shape \(2, 4\)"):
+        children_probability(square, [0])
+    with pytest.raises(ValueError, match=r"^p: expected a vector, got shape \(\)"):
+        node_law(0.5, np.full(4, 0.25), [0], method="sps")
+    with pytest.raises(ValueError, match=r"^q: expected a vector, got shape \(1, 4\)"):
+        node_law(np.full(4, 0.25), np.full((1, 4), 0.25), [0], method="sps")
 
 
 def test_sampled_children_are_int64_token_ids():

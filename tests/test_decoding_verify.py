@@ -606,3 +606,413 @@ def test_rejections_without_replacement_under_top_k_walk_the_remaining_draft():
         rng=0,
     )
     assert result.num_accepted.tolist() == [0] and result.bonus_token.tolist() == [3]
+
+
+def test_draw_is_the_inverse_cdf_of_an_unnormalised_law():
+    """``tree.draw``: the first token whose cumulative mass exceeds u times the total, for
+    a law that need not sum to 1; never a token of probability 0 (u = 0 included)."""
+    from otlp.verification.tree import draw
+
+    law = np.array([0.0, 1.0, 0.0, 1.0, 2.0, 0.0])  # sums to 4
+    cdf = np.cumsum(law)
+    for u in np.linspace(0.0, 1.0, 41)[:-1]:
+        assert draw(law, u) == int(np.flatnonzero(cdf > u * 4.0)[0])
+    assert draw(law, 0.0) == 1 and draw(law, 0.25) == 3
+    assert draw(law, np.nextafter(1.0, 0.0)) == 4
+
+
+def test_lazy_rejection_rejects_a_zero_target_draft_at_u_0():
+    """Acceptance is strict (u q(x) < p(x)): a draft the target never emits is rejected even
+    at u = 0, and the residual draw then gives the first token of positive residual."""
+    from otlp.verification.tree import _rejection_token
+
+    p = np.array([0.0, 0.5, 0.5])
+    q = np.array([0.5, 0.25, 0.25])
+    for scheme in ("iid", "without_replacement"):
+        assert _rejection_token(p, q, np.array([0]), scheme, np.zeros(2)) == 1
+
+
+SHAPES_PER_ROW = [decoding.chain(4), path_tree(2, 2), np.array([-1, -1, -1, 0])]
+
+
+def _rows_with_own_shapes(rows=6, vocab=5, seed=8):
+    """Tokens, parents (B, N) cycling through three shapes, and random laws per row."""
+    rng = np.random.default_rng(seed)
+    parents = np.stack([SHAPES_PER_ROW[b % 3] for b in range(rows)])
+    p = rng.dirichlet(np.ones(vocab), size=(rows, 5))
+    q = rng.dirichlet(np.ones(vocab), size=(rows, 5))
+    tokens = rng.integers(0, vocab, size=(rows, 4))
+    return tokens, parents, p, q
+
+
+@pytest.mark.parametrize(
+    ("method", "top_k", "scheme"),
+    [("rrs", None, "iid"), ("sps", 5, "iid"), ("rrs_without_replacement", None, None)],
+)
+def test_rows_with_their_own_tree_shapes_equal_each_row_alone(method, top_k, scheme):
+    """parents (B, N): each row is verified on its own shape, with its own uniforms, exactly
+    as if it were verified alone (one generator per row): the same accepted nodes, bonus
+    token and emitted tokens."""
+    tokens, parents, p, q = _rows_with_own_shapes()
+    if scheme is None:  # distinct siblings for drafts without replacement
+        tokens = np.tile(np.array([0, 1, 2, 3]), (tokens.shape[0], 1))
+    kwargs = {"method": method, "top_k": top_k, "scheme": scheme}
+    batch = verify_tree(tokens, parents, p, q, rng=list(range(10, 16)), **kwargs)
+    for b in range(tokens.shape[0]):
+        alone = verify_tree(
+            tokens[b : b + 1], parents[b], p[b : b + 1], q[b : b + 1], rng=[10 + b], **kwargs
+        )
+        count = int(alone.num_accepted[0])
+        assert int(batch.num_accepted[b]) == count
+        assert batch.bonus_token[b] == alone.bonus_token[0]
+        depth = alone.path_nodes.shape[1]
+        np.testing.assert_array_equal(batch.path_nodes[b, :depth], alone.path_nodes[0])
+        assert (batch.path_nodes[b, depth:] == -1).all()
+        np.testing.assert_array_equal(batch.tokens_out(b), alone.tokens_out(0))
+        np.testing.assert_array_equal(
+            batch.output_ids[b, : count + 1], alone.output_ids[0, : count + 1]
+        )
+        assert (batch.output_ids[b, count + 1 :] == -1).all()
+    assert batch.method == method
+
+
+def test_shapes_per_row_keep_the_rows_indices_in_errors():
+    tokens, parents, p, q = _rows_with_own_shapes()
+    with pytest.raises(
+        ValueError, match=r"^parents: expected shape \(N,\) or \(B = 6, N\), got \(5, 4\)"
+    ):
+        verify_tree(tokens, parents[:5], p, q, method="rrs")
+    with pytest.raises(ValueError, match=r"^tokens: expected integer token ids"):
+        verify_tree(tokens.astype(float), parents, p, q, method="rrs")
+    bad = tokens.copy()
+    bad[4, 1] = 5
+    with pytest.raises(ValueError, match=r"^tokens\[4, 1\]: token id 5 outside \[0, 5\)"):
+        verify_tree(bad, parents, p, q, method="rrs")
+
+
+# ----- refusals, by the compiled walk (rows readable as given) and row by row -------------
+ROOT_PAIR = np.array([-1, -1])  # a root with two children
+
+
+def _laws(q_row, rows=2, contexts=3, readable=True):
+    """p uniform and q = q_row at every context: C-contiguous (the compiled walk) or
+    broadcast views (row by row)."""
+    vocab = len(q_row)
+    p = np.full((rows, contexts, vocab), 1.0 / vocab)
+    q = np.tile(np.asarray(q_row, dtype=float), (rows, contexts, 1))
+    if readable:
+        return p, q
+    return np.broadcast_to(p[0], p.shape), np.broadcast_to(q[0], q.shape)
+
+
+@pytest.mark.parametrize("readable", [True, False])
+def test_node_walks_refuse_impossible_drafts_naming_the_row(readable):
+    """A draft of probability 0 (the impossible token named, not its possible sibling),
+    a repeated draft without replacement, three SpecHub children, a SpecHub pair without
+    the hub (argmax q = token 0; the pair holds token 1): each refused with the row."""
+    p, q = _laws([0.5, 0.0, 0.25, 0.25], readable=readable)
+    with pytest.raises(ValueError, match=r"^tokens\[1\]: token 1 was drafted at context 0 where"):
+        verify_tree(np.array([[0, 2], [2, 1]]), ROOT_PAIR, p, q, method="rrs", rng=0)
+    with pytest.raises(ValueError, match=r"^tokens\[1\]: children drafted without replacement"):
+        verify_tree(
+            np.array([[0, 2], [2, 2]]), ROOT_PAIR, p, q, method="rrs_without_replacement", rng=0
+        )
+    p, q = _laws([0.5, 0.1, 0.2, 0.2], readable=readable)
+    hub = r"^tokens\[1\]: the SpecHub pair \[1, 2\] at context 0 lacks the hub argmax q$"
+    with pytest.raises(ValueError, match=hub):
+        verify_tree(np.array([[0, 2], [1, 2]]), ROOT_PAIR, p, q, method="spechub", rng=0)
+    p, q = _laws([0.5, 0.1, 0.2, 0.2], rows=1, contexts=4, readable=readable)
+    three = r"^parents: SpecHub verifies at most two children per node, got 3$"
+    for top_k in (None, 4):
+        with pytest.raises(ValueError, match=three):
+            verify_tree(
+                np.array([[0, 2, 3]]),
+                np.array([-1, -1, -1]),
+                p,
+                q,
+                method="spechub",
+                top_k=top_k,
+                rng=0,
+            )
+
+
+@pytest.mark.parametrize(("dtype", "top_k"), [("float64", None), ("float16", None), ("float64", 4)])
+def test_block_refuses_a_path_token_of_draft_probability_0(dtype, top_k):
+    """The compiled chain walk (float64), the path kernel row by row (float16 is not read
+    as given) and the stop law under top-k each refuse the path's impossible token."""
+    p, q = (law.astype(dtype) for law in _laws([0.5, 0.0, 0.25, 0.25], rows=1))
+    with pytest.raises(
+        ValueError,
+        match=r"^tokens\[0, 1\]: token 1 has draft probability 0 where drafted \(or is outside",
+    ):
+        verify_tree(np.array([[0, 1]]), decoding.chain(2), p, q, method="block", top_k=top_k, rng=0)
+
+
+def test_tree_arguments_are_checked_by_name():
+    p, q = _laws([0.5, 0.1, 0.2, 0.2], rows=1)
+    tokens = np.array([[0, 2]])
+    with pytest.raises(ValueError, match=r"^tokens\[0, 1\]: -2 is neither a token id nor -1"):
+        verify_tree(np.array([[0, -2]]), ROOT_PAIR, p, q, method="rrs")
+    with pytest.raises(ValueError, match=r"^tokens: expected a 2-D array, got shape \(2,\)"):
+        verify_tree(np.array([0, 2]), ROOT_PAIR, p, q, method="rrs")
+    with pytest.raises(ValueError, match=r"^top_k: must be at most 4, got 5"):
+        verify_tree(tokens, ROOT_PAIR, p, q, method="rrs", top_k=5)
+    with pytest.raises(ValueError, match=r"^tau: must lie in \[1e-10, 1\), got 2"):
+        verify_tree(tokens, ROOT_PAIR, p, q, method="global_resolution", tau=2.0)
+    paths = np.full((1, 7, 4), 0.25)
+    with pytest.raises(
+        ValueError, match=r"^parents: method 'block' verifies one chain, got 3 paths"
+    ):
+        verify_tree(np.array([[0, 1, 2, 3, 0, 2]]), path_tree(3, 2), paths, paths, method="block")
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme"),
+    [("rrs_without_replacement", "without_replacement"), ("spechub", "spechub")],
+)
+def test_a_method_defaults_to_its_own_scheme(method, scheme):
+    """No scheme: rrs_without_replacement verifies drafts without replacement, SpecHub its
+    own pairs; the result and the exact law are those of the scheme named explicitly."""
+    _, q = _laws([0.5, 0.1, 0.2, 0.2], rows=1)
+    p = np.array([[[0.1, 0.6, 0.2, 0.1]] * 3])
+    tokens = np.array([[0, 2]])
+    default = verify_tree(tokens, ROOT_PAIR, p, q, method=method, rng=[4])
+    named = verify_tree(tokens, ROOT_PAIR, p, q, method=method, scheme=scheme, rng=[4])
+    assert default.scheme == named.scheme == scheme and default.method == method
+    np.testing.assert_array_equal(default.output_ids, named.output_ids)
+    law = outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method=method)
+    assert law == outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method=method, scheme=scheme)
+    iid = outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method="rrs", scheme="iid")
+    assert law != iid  # the scheme matters on this node
+
+
+def test_output_ids_hold_the_depth_plus_one_emitted_tokens():
+    parents = k_ary_tree((2, 2))
+    tokens, p, q = random_batch(parents, 20)
+    result = verify_tree(tokens, parents, p, q, method="rrs", rng=0)
+    depth = result.path_nodes.shape[1]
+    assert result.output_ids.shape == (tokens.shape[0], depth + 1)
+    for b in range(tokens.shape[0]):
+        count = int(result.num_accepted[b])
+        np.testing.assert_array_equal(result.output_ids[b, : count + 1], result.tokens_out(b))
+        assert (result.output_ids[b, count + 1 :] == -1).all()
+
+
+def test_block_on_a_one_token_chain_accepts_a_draft_of_equal_laws():
+    """p = q: block verification accepts the drafted token for sure (a one-token path is a
+    path, not an empty row)."""
+    p = np.array([[0.1, 0.6, 0.3], [0.2, 0.2, 0.6]])
+    law = outcome_law(np.array([1]), decoding.chain(1), p, p, method="block")
+    assert law == pytest.approx({(1, 0): 0.2, (1, 1): 0.2, (1, 2): 0.6}, abs=1e-12)
+
+
+def test_verify_chain_passes_its_options_through():
+    """verify_chain is verify_tree on a chain: the same rows from the same generators, the
+    target's top-p applied to the logits, and ``atol`` reaching the sum checks."""
+    from otlp.verification.engine_layouts import target_laws
+
+    rng = np.random.default_rng(3)
+    rows, length, vocab = 20, 3, 6
+    logits = rng.normal(size=(rows, length + 1, vocab))
+    q = rng.dirichlet(np.ones(vocab), size=(rows, length + 1))
+    tokens = rng.integers(0, vocab, size=(rows, length))
+    laws = target_laws(logits, 1.0, None, 0.6)
+    seeds = list(range(rows))
+    chain_out = verify_chain(
+        tokens, logits, q, method="rrs", temperature=1.0, target_top_p=0.6, rng=seeds
+    )
+    tree_out = verify_tree(tokens, decoding.chain(length), laws, q, method="rrs", rng=seeds)
+    np.testing.assert_array_equal(chain_out.output_ids, tree_out.output_ids)
+    off = q * (1 + 5e-5)  # rows off by 5e-5: refused at the float64 default 1e-6
+    with pytest.raises(ValueError, match=r"^q\["):
+        verify_chain(tokens, laws, off, method="rrs", rng=0)
+    verify_chain(tokens, laws, off, method="rrs", rng=0, atol=1e-4)
+
+
+def test_atol_reaches_the_sum_checks_of_outcome_law_and_per_row_shapes():
+    tokens, parents, p, q = _rows_with_own_shapes()
+    off = q * (1 + 5e-5)
+    with pytest.raises(ValueError, match=r"^q\["):
+        verify_tree(tokens, parents, p, off, method="rrs", rng=0)
+    verify_tree(tokens, parents, p, off, method="rrs", rng=0, atol=1e-4)
+    with pytest.raises(ValueError, match=r"^q\["):
+        outcome_law(tokens[0], parents[0], p[0], off[0], method="rrs")
+    law = outcome_law(tokens[0], parents[0], p[0], off[0], method="rrs", atol=1e-4)
+    assert sum(law.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_row_readable_in_one_law_only_is_verified_row_by_row():
+    """p as float32 (readable as given) and q as float16 (read row by row): no compiled
+    walk, the same outcome as both in float64 after the same rounding."""
+    tokens, p, q = random_batch(k_ary_tree((2, 2)), 10)
+    q16 = q.astype(np.float16)
+    q_back = q16.astype(np.float64)
+    q_back /= q_back.sum(axis=-1, keepdims=True)
+    mixed = verify_tree(
+        tokens, k_ary_tree((2, 2)), p.astype(np.float32), q16, method="rrs", rng=list(range(10))
+    )
+    plain = verify_tree(
+        tokens,
+        k_ary_tree((2, 2)),
+        p.astype(np.float32).astype(np.float64),
+        q_back,
+        method="rrs",
+        rng=list(range(10)),
+    )
+    np.testing.assert_array_equal(mixed.output_ids, plain.output_ids)
+
+
+@pytest.mark.parametrize(
+    ("method", "parents", "tokens"),
+    [
+        ("block", decoding.chain(2), [0, 1]),
+        ("block", decoding.chain(2), [-1, -1]),  # a row without drafts: p at the root
+        ("gbv", path_tree(2, 2), [0, 1, 2, 0]),
+    ],
+)
+def test_path_methods_under_top_k_follow_their_exact_law(method, parents, tokens):
+    """Under top-k the path methods take their stop laws row by row (the drafts' laws
+    restricted to their top 3 of 5 tokens): the sampler against the exact law (chi^2, no
+    outcome of probability 0)."""
+    rng = np.random.default_rng(9)
+    nodes = parents.shape[0]
+    p = rng.dirichlet(np.ones(5), size=nodes + 1)
+    q = np.tile(np.array([0.35, 0.25, 0.2, 0.12, 0.08]), (nodes + 1, 1))
+    row = np.array(tokens)
+    law = outcome_law(row, parents, p, q, method=method, top_k=3)
+    rows = 3000
+    result = verify_tree(
+        np.tile(row, (rows, 1)),
+        parents,
+        np.broadcast_to(p, (rows, *p.shape)),
+        np.broadcast_to(q, (rows, *q.shape)),
+        method=method,
+        top_k=3,
+        rng=np.random.default_rng(2),
+    )
+    counts: dict[tuple[int, ...], int] = {}
+    for b in range(rows):
+        key = tuple(int(t) for t in result.tokens_out(b))
+        counts[key] = counts.get(key, 0) + 1
+    assert set(counts) <= set(law), "outcomes of exact probability 0 were emitted"
+    keys = sorted(law)
+    expected = np.array([law[k] for k in keys]) * rows
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    big = expected >= 5
+    expected = np.append(expected[big], expected[~big].sum())
+    observed = np.append(observed[big], observed[~big].sum())
+    if expected[-1] == 0.0:
+        expected, observed = expected[:-1], observed[:-1]
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
+    unrestricted = outcome_law(row, parents, p, q, method=method)
+    if tokens[0] >= 0:
+        assert (
+            max(abs(law.get(k, 0) - unrestricted.get(k, 0)) for k in set(law) | set(unrestricted))
+            > 0.01
+        )
+
+
+@pytest.mark.parametrize(
+    ("method", "top_k", "law", "bad"),
+    [
+        ("rrs", None, "q", (1, 0)),  # the node rule row by row: row 1's root
+        ("block", None, "q", (0, 1)),  # the path kernel row by row: the second context
+        ("block", None, "p", (1, 0)),
+        ("block", 2, "q", (1, 0)),  # the stop law under top-k
+        ("block", 2, "q", (0, 1)),
+        ("block", 2, "p", (1, 0)),
+    ],
+)
+def test_row_by_row_paths_check_every_rows_and_contexts_sum(method, top_k, law, bad):
+    """float16 laws (not read as given: row by row) summing to 1 everywhere but at one row
+    and context, off by 0.1 (beyond float16's 1e-2): that law is refused by name, however
+    many sums of other rows and contexts were checked before."""
+    rows, contexts, vocab = 2, 3, 4
+    p = np.full((rows, contexts, vocab), 0.25)
+    q = np.tile(np.array([0.4, 0.3, 0.2, 0.1]), (rows, contexts, 1))
+    target = p if law == "p" else q
+    target[bad] *= 0.9
+    with pytest.raises(ValueError, match=rf"^{law}\[{bad[0]}, {bad[1]}\]"):
+        verify_tree(
+            np.array([[0, 1], [0, 1]]),
+            decoding.chain(2) if method == "block" else ROOT_PAIR,
+            p.astype(np.float16),
+            q.astype(np.float16),
+            method=method,
+            top_k=top_k,
+            rng=[1, 2],
+        )
+
+
+def test_gbv_refuses_impossible_or_uneven_paths_before_selecting_one():
+    """GBV ranks the drafted paths by their on-path entries: a path token of draft
+    probability 0 (p > 0 there, so its ratio would rank it first) and paths of unequal
+    length are refused by name before any path is chosen."""
+    p = np.tile(np.array([0.3, 0.3, 0.2, 0.2]), (1, 5, 1))
+    q = np.tile(np.array([0.4, 0.3, 0.3, 0.0]), (1, 5, 1))
+    with pytest.raises(
+        ValueError, match=r"^tokens\[0, 3\]: token 3 has draft probability 0 where drafted$"
+    ):
+        verify_tree(np.array([[0, 1, 2, 3]]), path_tree(2, 2), p, q, method="gbv", rng=0)
+    with pytest.raises(
+        ValueError, match=r"^tokens\[0\]: method 'gbv' needs its paths of equal length$"
+    ):
+        verify_tree(np.array([[0, 1, 2, -1]]), path_tree(2, 2), p, q, method="gbv", rng=0)
+
+
+def test_row_by_row_bonus_draws_check_each_rows_own_sum():
+    """Both rows accept their draft (token 3: p / q = 2.5) and draw the bonus token at
+    context 1; row 1's law there sums to 0.9 and is refused although row 0's, at the same
+    context, was checked first (float16: row by row)."""
+    p = np.full((2, 2, 4), 0.25)
+    q = np.tile(np.array([0.4, 0.3, 0.2, 0.1]), (2, 2, 1))
+    p[1, 1] *= 0.9
+    with pytest.raises(ValueError, match=r"^p\[1, 1\]"):
+        verify_tree(
+            np.array([[3], [3]]),
+            decoding.chain(1),
+            p.astype(np.float16),
+            q.astype(np.float16),
+            method="rrs",
+            rng=[1, 2],
+        )
+
+
+@pytest.mark.parametrize("top_k", [None, 5])
+def test_gbv_inverse_ratio_ranking_sampler_follows_its_exact_law(top_k):
+    """GBV ranked by the inverse ratio: the compiled path sampler (no top-k) and the stop
+    law row by row (top-k = V) against the exact law of that ranking (chi^2), which differs
+    from the ratio ranking's on this row."""
+    parents = path_tree(3, 2)
+    rng = np.random.default_rng(12)
+    p = rng.dirichlet(np.ones(5), size=7)
+    q = rng.dirichlet(np.ones(5), size=7)
+    row = np.array([0, 1, 2, 3, 4, 0])
+    law = outcome_law(row, parents, p, q, method="gbv", ranking="inverse-ratio", top_k=top_k)
+    ratio = outcome_law(row, parents, p, q, method="gbv", ranking="ratio", top_k=top_k)
+    assert max(abs(law.get(k, 0) - ratio.get(k, 0)) for k in set(law) | set(ratio)) > 0.01
+    rows = 3000
+    result = verify_tree(
+        np.tile(row, (rows, 1)),
+        parents,
+        np.ascontiguousarray(np.broadcast_to(p, (rows, *p.shape))),
+        np.ascontiguousarray(np.broadcast_to(q, (rows, *q.shape))),
+        method="gbv",
+        ranking="inverse-ratio",
+        top_k=top_k,
+        rng=np.random.default_rng(6),
+    )
+    counts: dict[tuple[int, ...], int] = {}
+    for b in range(rows):
+        key = tuple(int(t) for t in result.tokens_out(b))
+        counts[key] = counts.get(key, 0) + 1
+    assert set(counts) <= set(law), "outcomes of exact probability 0 were emitted"
+    keys = sorted(law)
+    expected = np.array([law[k] for k in keys]) * rows
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    big = expected >= 5
+    expected = np.append(expected[big], expected[~big].sum())
+    observed = np.append(observed[big], observed[~big].sum())
+    if expected[-1] == 0.0:
+        expected, observed = expected[:-1], observed[:-1]
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4

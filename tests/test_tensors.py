@@ -333,3 +333,12 @@ def test_float_messages_show_the_value_and_the_shape() -> None:
         as_float64("p", [1.0], ndims=(2,))
     with pytest.raises(ValueError, match=r"^p: not a rectangular array of numbers \(ragged"):
         as_float64("p", [1.0, None])
+
+
+def test_a_torch_object_that_is_not_a_tensor_is_read_as_a_sequence():
+    """A tensor is a torch object with ``detach``: ``torch.Size`` (a tuple from torch's
+    module) is read as plain ids, numpy in and numpy out."""
+    torch = pytest.importorskip("torch")
+    ids, kind = as_index_array("ids", torch.Size([2, 0]), ndims=(1,))
+    assert ids.tolist() == [2, 0] and ids.dtype == np.int64
+    assert kind.library == "numpy"

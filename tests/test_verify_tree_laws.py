@@ -22,6 +22,7 @@ from scipy import stats
 from otlp.decoding import (
     children_probability,
     k_ary_tree,
+    node_law,
     outcome_law,
     path_tree,
     verify_tree,
@@ -109,12 +110,14 @@ def test_each_node_method_is_lossless_by_enumeration(method, scheme, node):
     assert np.abs(got - p).sum() <= bound
 
 
-def sampled_and_exact(method, scheme, node, rows=ROWS):
+def sampled_and_exact(method, scheme, node, rows=ROWS, top_k=None):
     p, q, drafts = NODES[node]
     n = len(drafts)
     parents = path_tree(n, 1)
     pp, qq = node_laws(p, q, n)
-    law = outcome_law(np.array(drafts), parents, pp, qq, method=method, scheme=scheme, tau=TAU)
+    law = outcome_law(
+        np.array(drafts), parents, pp, qq, method=method, scheme=scheme, tau=TAU, top_k=top_k
+    )
     result = verify_tree(
         np.tile(drafts, (rows, 1)),
         parents,
@@ -123,6 +126,7 @@ def sampled_and_exact(method, scheme, node, rows=ROWS):
         method=method,
         scheme=scheme,
         tau=TAU,
+        top_k=top_k,
         rng=np.random.default_rng(17),
     )
     counts: dict[tuple[int, ...], int] = {}
@@ -130,6 +134,33 @@ def sampled_and_exact(method, scheme, node, rows=ROWS):
         key = tuple(int(t) for t in result.tokens_out(b))
         counts[key] = counts.get(key, 0) + 1
     return counts, law
+
+
+def assert_follows(counts, law, rows):
+    """No outcome of exact probability 0, and chi^2 against the exact law (p > 1e-4)."""
+    impossible = {k: c for k, c in counts.items() if law.get(k, 0.0) <= 0.0}
+    assert not impossible, f"outcomes of exact probability 0 were emitted: {impossible}"
+    keys = sorted(law)
+    expected = np.array([law[k] for k in keys]) * rows
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    big = expected >= 5
+    expected = np.append(expected[big], expected[~big].sum())
+    observed = np.append(observed[big], observed[~big].sum())
+    if expected[-1] == 0.0:
+        expected, observed = expected[:-1], observed[:-1]
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "node"),
+    [case for case in CASES if case[0] not in ("global_resolution", "maxflow_cs")],
+)
+def test_each_node_sampler_under_top_k_follows_its_exact_law(method, scheme, node):
+    """With top-k the node rules run row by row as procedures (lazy rejection sampling,
+    K-SEQ's and SpecHub's tokens from their parameters), not the compiled walk; top_k = V
+    keeps q as it is, so the exact law is the same."""
+    counts, law = sampled_and_exact(method, scheme, node, top_k=4)
+    assert_follows(counts, law, ROWS)
 
 
 @pytest.mark.parametrize(("method", "scheme", "node"), CASES)
@@ -232,3 +263,91 @@ def test_tree_sampler_follows_its_exact_law(method, scheme, parents):
     if expected[-1] == 0.0:
         expected, observed = expected[:-1], observed[:-1]
     assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
+
+
+# ----- equal children: i.i.d. drafts merge them, other schemes follow the first ------------
+MERGE_TREE = np.array([-1, -1, 0, 1])  # two root children, one child each
+
+
+def merge_instance(q_root):
+    """Tokens (1, 1, 0, 2): the root's two children carry token 1; the laws at nodes 0 and
+    1 (the same prefix) are equal, and there draft 0 is rejected w.p. 5/6 while draft 2 is
+    always accepted, so verifying (0, 2) or (0) alone gives different laws."""
+    tokens = np.array([1, 1, 0, 2])
+    p = np.array(
+        [
+            [0.2, 0.3, 0.5],
+            [0.1, 0.3, 0.6],
+            [0.1, 0.3, 0.6],
+            [0.6, 0.3, 0.1],
+            [0.1, 0.1, 0.8],
+        ]
+    )
+    q = np.array([q_root, [0.6, 0.3, 0.1], [0.6, 0.3, 0.1], [1 / 3] * 3, [1 / 3] * 3])
+    return tokens, p, q
+
+
+def expected_merge_law(method, scheme, tokens, p, q, second_level):
+    """The walk's law by hand from node_law: the root verifies (1, 1); on token 1 the next
+    node verifies ``second_level`` (children of both nodes, or of the first only) at node
+    0's context; an accepted child's bonus comes from its own context."""
+    out: dict[tuple[int, ...], float] = {}
+    root = node_law(p[0], q[0], tokens[:2], method=method, scheme=scheme)
+    for y in np.flatnonzero(root > 0):
+        if y != 1:
+            out[(int(y),)] = root[y]
+            continue
+        omega = tokens[list(second_level)]
+        step = node_law(p[1], q[1], omega, method=method, scheme=scheme)
+        for z in np.flatnonzero(step > 0):
+            nodes = [i for i in second_level if tokens[i] == z]
+            if not nodes:
+                out[(1, int(z))] = root[1] * step[z]
+                continue
+            for w in np.flatnonzero(p[nodes[0] + 1] > 0):
+                out[(1, int(z), int(w))] = root[1] * step[z] * p[nodes[0] + 1][w]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "q_root", "second_level"),
+    [
+        ("rrs", "iid", [0.3, 0.4, 0.3], (2, 3)),  # i.i.d.: one context, both children
+        ("sps", "iid", [0.3, 0.4, 0.3], (2, 3)),
+        ("spechub", "spechub", [0.0, 1.0, 0.0], (2,)),  # a one-hot draft's pair (1, 1)
+    ],
+)
+def test_equal_children_are_merged_only_for_iid_drafts(method, scheme, q_root, second_level):
+    """[GR] Appendix R: i.i.d. children of equal tokens share their context, so the walk
+    verifies the union of their children; under other schemes it moves to the first child.
+    The exact law against the hand-built walk, and the sampler against the exact law."""
+    tokens, p, q = merge_instance(np.array(q_root))
+    law = outcome_law(tokens, MERGE_TREE, p, q, method=method, scheme=scheme)
+    expected = expected_merge_law(method, scheme, tokens, p, q, second_level)
+    assert set(law) == set(expected)
+    for key, value in expected.items():
+        assert law[key] == pytest.approx(value, abs=1e-12)
+    rows = ROWS
+    result = verify_tree(
+        np.tile(tokens, (rows, 1)),
+        MERGE_TREE,
+        np.broadcast_to(p, (rows, *p.shape)),
+        np.broadcast_to(q, (rows, *q.shape)),
+        method=method,
+        scheme=scheme,
+        rng=np.random.default_rng(5),
+    )
+    counts: dict[tuple[int, ...], int] = {}
+    for b in range(rows):
+        key = tuple(int(t) for t in result.tokens_out(b))
+        counts[key] = counts.get(key, 0) + 1
+    assert_follows(counts, law, rows)
+
+
+@pytest.mark.parametrize("method", ["global_resolution", "maxflow_cs"])
+def test_node_law_defaults_to_iid_drafts_and_tau_1e_3(method):
+    p, q, drafts = NODES["pair"]
+    omega = np.array(drafts)
+    default = node_law(p, q, omega, method=method)
+    explicit = node_law(p, q, omega, method=method, scheme="iid", tau=1e-3)
+    np.testing.assert_array_equal(default, explicit)
