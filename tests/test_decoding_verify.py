@@ -433,6 +433,32 @@ def test_global_resolution_without_replacement_top_k_reads_the_rows_as_given(mon
     assert result.num_accepted.shape == (3,)
 
 
+def test_global_resolution_without_replacement_top_k_refusals_name_their_row():
+    """The fused path without replacement refuses as the restricted path does: siblings that
+    repeat a token name their row, and a node whose top-k unit is over the limits is refused
+    (ProblemTooLarge, which names top_k) instead of being solved past them."""
+    import otlp
+
+    parents = path_tree(3, 1)
+    tokens, p, q = random_batch(parents, rows=2, seed=9, vocab=40)
+    tokens[:] = np.argsort(-q[:, 0], axis=-1)[:, :3]  # distinct drafts in the top-3
+    tokens[1, 2] = tokens[1, 0]
+    with pytest.raises(ValueError, match=r"^tokens\[1\]: children drafted without replacement"):
+        verify_tree(
+            tokens, parents, p, q, method="global_resolution", scheme="without_replacement",
+            top_k=20,
+        )  # fmt: skip
+    tokens[1, 2] = np.argsort(-q[1, 0])[2]
+    with (
+        otlp.limits.limited(max_variables=1000),
+        pytest.raises(otlp.ProblemTooLarge, match="top_k"),
+    ):
+        verify_tree(  # 64 quadrature nodes x 2 x 20 tokens > 1,000
+            tokens, parents, p, q, method="global_resolution", scheme="without_replacement",
+            top_k=20,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("drafted", [[0, 1], [0, 3]])
 def test_global_resolution_without_replacement_top_k_sampler_matches_its_law(drafted):
     """The fused scheme row's tokens at a node of two drafts without replacement follow
