@@ -433,6 +433,31 @@ def test_global_resolution_without_replacement_top_k_reads_the_rows_as_given(mon
     assert result.num_accepted.shape == (3,)
 
 
+@pytest.mark.parametrize("method", ["sps", "rrs", "kseq"])
+def test_top_k_on_contiguous_rows_follows_the_restricted_law(method):
+    """Rows readable as given (C-contiguous float64) with a top-k below V go row by row
+    through the restricted draft, not the compiled walk (which reads q unrestricted): the
+    tokens follow the top-2 law, which differs from the unrestricted one."""
+    parents = path_tree(2, 1)
+    p = np.array([[[0.1, 0.2, 0.3, 0.4], *[[0.25] * 4] * 2]])
+    q = np.array([[[0.4, 0.3, 0.2, 0.1], *[[0.25] * 4] * 2]])
+    tokens = np.array([0, 1])
+    law = outcome_law(tokens, parents, p[0], q[0], method=method, top_k=2)
+    unrestricted = outcome_law(tokens, parents, p[0], q[0], method=method)
+    assert max(abs(law.get(k, 0) - unrestricted.get(k, 0)) for k in {*law, *unrestricted}) > 0.05
+    rows = 4000
+    result = verify_tree(
+        np.ascontiguousarray(np.tile(tokens, (rows, 1))),
+        parents,
+        np.ascontiguousarray(np.tile(p, (rows, 1, 1))),
+        np.ascontiguousarray(np.tile(q, (rows, 1, 1))),
+        method=method,
+        top_k=2,
+        rng=5,
+    )
+    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+
+
 def test_global_resolution_without_replacement_top_k_refusals_name_their_row():
     """The fused path without replacement refuses as the restricted path does: siblings that
     repeat a token name their row, and a node whose top-k unit is over the limits is refused
