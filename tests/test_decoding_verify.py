@@ -458,6 +458,23 @@ def test_top_k_on_contiguous_rows_follows_the_restricted_law(method):
     assert chi2_pvalue(sampled_counts(result), law) > 1e-3
 
 
+def test_verify_chain_top_k_follows_the_restricted_law():
+    """verify_chain hands top_k to the tree verifier: a chain's token follows the top-2 law."""
+    p = np.array([[[0.1, 0.2, 0.3, 0.4], [0.25] * 4]])
+    q = np.array([[[0.4, 0.3, 0.2, 0.1], [0.25] * 4]])
+    law = outcome_law(np.array([1]), decoding.chain(1), p[0], q[0], method="sps", top_k=2)
+    rows = 4000
+    result = verify_chain(
+        np.ones((rows, 1), dtype=np.int64),
+        np.ascontiguousarray(np.tile(p, (rows, 1, 1))),
+        np.ascontiguousarray(np.tile(q, (rows, 1, 1))),
+        method="sps",
+        top_k=2,
+        rng=6,
+    )
+    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+
+
 def test_global_resolution_without_replacement_top_k_refusals_name_their_row():
     """The fused path without replacement refuses as the restricted path does: siblings that
     repeat a token name their row, and a node whose top-k unit is over the limits is refused
