@@ -1046,6 +1046,24 @@ def test_row_by_row_bonus_draws_check_each_rows_own_sum():
         )
 
 
+@pytest.mark.parametrize("law", ["p", "q"])
+def test_row_by_row_node_rules_check_each_rows_own_sum(law):
+    """At the root, where both rows verify their draft row by row (float16), row 1's law sums
+    to 0.9 and is refused although row 0's, at the same context, was checked and cached
+    first."""
+    laws = {"p": np.full((2, 2, 4), 0.25), "q": np.tile(np.array([0.4, 0.3, 0.2, 0.1]), (2, 2, 1))}
+    laws[law][1, 0] *= 0.9
+    with pytest.raises(ValueError, match=rf"^{law}\[1, 0\]"):
+        verify_tree(
+            np.array([[3], [3]]),
+            decoding.chain(1),
+            laws["p"].astype(np.float16),
+            laws["q"].astype(np.float16),
+            method="rrs",
+            rng=[1, 2],
+        )
+
+
 @pytest.mark.parametrize("top_k", [None, 5])
 def test_gbv_inverse_ratio_ranking_sampler_follows_its_exact_law(top_k):
     """GBV ranked by the inverse ratio: the compiled path sampler (no top-k) and the stop
