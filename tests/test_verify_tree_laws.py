@@ -129,11 +129,17 @@ def sampled_and_exact(method, scheme, node, rows=ROWS, top_k=None):
         top_k=top_k,
         rng=np.random.default_rng(17),
     )
+    counts = counts_of(result)
+    return counts, law
+
+
+def counts_of(result):
+    """How often each emitted token sequence came out, over the result's rows."""
     counts: dict[tuple[int, ...], int] = {}
-    for b in range(rows):
+    for b in range(result.num_accepted.shape[0]):
         key = tuple(int(t) for t in result.tokens_out(b))
         counts[key] = counts.get(key, 0) + 1
-    return counts, law
+    return counts
 
 
 def assert_follows(counts, law, rows):
@@ -167,17 +173,7 @@ def test_each_node_sampler_under_top_k_follows_its_exact_law(method, scheme, nod
 def test_each_node_sampler_follows_its_exact_law(method, scheme, node):
     rows = 800 if (method, scheme) in SOLVED_PER_ROW else ROWS
     counts, law = sampled_and_exact(method, scheme, node, rows)
-    impossible = {k: c for k, c in counts.items() if law.get(k, 0.0) <= 0.0}
-    assert not impossible, f"outcomes of exact probability 0 were emitted: {impossible}"
-    keys = sorted(law)
-    expected = np.array([law[k] for k in keys]) * rows
-    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
-    big = expected >= 5
-    expected = np.append(expected[big], expected[~big].sum())
-    observed = np.append(observed[big], observed[~big].sum())
-    if expected[-1] == 0.0:
-        expected, observed = expected[:-1], observed[:-1]
-    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
+    assert_follows(counts, law, rows)
 
 
 def test_without_replacement_residual_uses_the_remaining_draft_law():
@@ -249,20 +245,7 @@ def test_tree_sampler_follows_its_exact_law(method, scheme, parents):
         tau=TAU,
         rng=np.random.default_rng(23),
     )
-    counts: dict[tuple[int, ...], int] = {}
-    for b in range(rows):
-        key = tuple(int(t) for t in result.tokens_out(b))
-        counts[key] = counts.get(key, 0) + 1
-    assert set(counts) <= set(law), "outcomes of exact probability 0 were emitted"
-    keys = sorted(law)
-    expected = np.array([law[k] for k in keys]) * rows
-    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
-    big = expected >= 5
-    expected = np.append(expected[big], expected[~big].sum())
-    observed = np.append(observed[big], observed[~big].sum())
-    if expected[-1] == 0.0:
-        expected, observed = expected[:-1], observed[:-1]
-    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-4
+    assert_follows(counts_of(result), law, rows)
 
 
 # ----- equal children: i.i.d. drafts merge them, other schemes follow the first ------------
@@ -337,11 +320,7 @@ def test_equal_children_are_merged_only_for_iid_drafts(method, scheme, q_root, s
         scheme=scheme,
         rng=np.random.default_rng(5),
     )
-    counts: dict[tuple[int, ...], int] = {}
-    for b in range(rows):
-        key = tuple(int(t) for t in result.tokens_out(b))
-        counts[key] = counts.get(key, 0) + 1
-    assert_follows(counts, law, rows)
+    assert_follows(counts_of(result), law, rows)
 
 
 @pytest.mark.parametrize("method", ["global_resolution", "maxflow_cs"])
