@@ -501,6 +501,33 @@ def test_global_resolution_without_replacement_top_k_refusals_name_their_row():
         )  # fmt: skip
 
 
+def test_a_fused_node_the_row_cannot_certify_gets_the_fallback_token(monkeypatch):
+    """A node without replacement whose fused row falls back (here: forced) gets its token
+    from the object API's exact fallback, built from the float32 rows as given."""
+    from otlp.global_resolution.fused import RowResult
+    from otlp.verification import single_step_schemes
+    from solvers.global_resolution.constants import FALLBACK
+
+    calls = []
+
+    def uncertified(*args, **kwargs):
+        calls.append(args[0].dtype)
+        return RowResult(FALLBACK, -1, message="forced")
+
+    monkeypatch.setattr(single_step_schemes, "scheme_row", uncertified)
+    parents = path_tree(3, 1)
+    tokens, p, q = random_batch(parents, rows=2, seed=4, vocab=12)
+    tokens[:] = np.argsort(-q[:, 0], axis=-1)[:, :3]
+    result = verify_tree(
+        tokens, parents, p.astype(np.float32), q.astype(np.float32),
+        method="global_resolution", scheme="without_replacement", top_k=6, rng=[0, 1],
+    )  # fmt: skip
+    assert calls == [np.float32, np.float32]
+    for b in range(2):
+        emitted = int(result.tokens_out(b)[0])
+        assert p[b, 0, emitted] > 0
+
+
 @pytest.mark.parametrize("drafted", [[0, 1], [0, 3]])
 def test_global_resolution_without_replacement_top_k_sampler_matches_its_law(drafted):
     """The fused scheme row's tokens at a node of two drafts without replacement follow

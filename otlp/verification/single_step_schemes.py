@@ -240,11 +240,8 @@ def scheme_row_token(
         support = int(np.count_nonzero(q.max(axis=0)))
         k = support if support < q.shape[-1] else 0
     result = scheme_row(p, q, drafts, scheme, k, tau, max_iter, atol, uniforms, deadline)
-    if result.status == FALLBACK:
-        p64, q64 = p.astype(np.float64), q.astype(np.float64)
-        p64 /= p64.sum()
-        q64 /= q64.sum(axis=-1, keepdims=True)
-        inst = _instance(p64, q64, drafts.shape[0], scheme, k or None, atol, 0)
+    if result.status == FALLBACK:  # Instance widens and renormalises the rows itself
+        inst = _instance(p, q, drafts.shape[0], scheme, k or None, atol, 0)
         return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[0]
     if result.status != OK and top_k is None:
         _raise_for_row(result.status, result.detail, 0, p[None], q[None], drafts[None], scheme)
