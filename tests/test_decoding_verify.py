@@ -995,6 +995,45 @@ def test_path_methods_under_top_k_follow_their_exact_law(method, parents, tokens
 
 
 @pytest.mark.parametrize(
+    ("method", "parents", "tokens", "top_k"),
+    [
+        ("block", decoding.chain(3), [3, 4, 2], 2),  # below the root: the path's own token
+        ("gbv", path_tree(2, 2), [3, 4, 4, 2], 3),  # the root: every path's first token
+        ("gbv", path_tree(2, 2), [4, 4, 3, 2], 3),
+    ],
+)
+def test_path_methods_break_top_k_ties_towards_the_drafted_tokens(method, parents, tokens, top_k):
+    """Every draft law ties tokens 1-4 at the k-th value: the path methods' stop laws keep
+    the drafted tokens (at the root every path's first token, below it the path's own
+    token), so their law under top-k is the law on q restricted that way by hand, exact and
+    sampled (chi^2)."""
+    nodes = parents.shape[0]
+    rng = np.random.default_rng(4)
+    p = rng.dirichlet(np.ones(5), size=nodes + 1)
+    q = np.tile(np.array([0.4, 0.15, 0.15, 0.15, 0.15]), (nodes + 1, 1))
+    row = np.array(tokens)
+    keep = np.full((nodes + 1, nodes), -1)
+    for node, parent in enumerate(parents):
+        keep[parent + 1, node] = row[node]  # each context keeps the tokens drafted there
+    restricted = decoding.restrict_top_k(q, top_k, keep)
+    law = outcome_law(row, parents, p, restricted, method=method)
+    tied = outcome_law(row, parents, p, q, method=method, top_k=top_k)
+    assert set(tied) == set(law)
+    np.testing.assert_allclose([tied[k] for k in law], list(law.values()), rtol=1e-12)
+    rows = 3000
+    result = verify_tree(
+        np.tile(row, (rows, 1)),
+        parents,
+        np.broadcast_to(p, (rows, *p.shape)),
+        np.broadcast_to(q, (rows, *q.shape)),
+        method=method,
+        top_k=top_k,
+        rng=np.random.default_rng(5),
+    )
+    assert chi2_pvalue(sampled_counts(result), law) > 1e-4
+
+
+@pytest.mark.parametrize(
     ("method", "top_k", "law", "bad"),
     [
         ("rrs", None, "q", (1, 0)),  # the node rule row by row: row 1's root
