@@ -741,17 +741,27 @@ def _rows_with_own_shapes(rows=6, vocab=5, seed=8):
 
 
 @pytest.mark.parametrize(
-    ("method", "top_k", "scheme"),
-    [("rrs", None, "iid"), ("sps", 5, "iid"), ("rrs_without_replacement", None, None)],
+    ("method", "top_k", "scheme", "tau"),
+    [
+        ("rrs", None, "iid", 1e-3),
+        ("sps", 5, "iid", 1e-3),
+        ("sps", 4, "iid", 1e-3),  # a real restriction: token 4 is the least likely everywhere
+        ("rrs_without_replacement", None, None, 1e-3),
+        ("global_resolution", None, "without_replacement", 0.05),  # scheme and tau reach it
+    ],
 )
-def test_rows_with_their_own_tree_shapes_equal_each_row_alone(method, top_k, scheme):
+def test_rows_with_their_own_tree_shapes_equal_each_row_alone(method, top_k, scheme, tau):
     """parents (B, N): each row is verified on its own shape, with its own uniforms, exactly
     as if it were verified alone (one generator per row): the same accepted nodes, bonus
-    token and emitted tokens."""
+    token and emitted tokens, as int64 arrays."""
     tokens, parents, p, q = _rows_with_own_shapes()
-    if scheme is None:  # distinct siblings for drafts without replacement
+    if scheme != "iid":  # distinct siblings for drafts without replacement
         tokens = np.tile(np.array([0, 1, 2, 3]), (tokens.shape[0], 1))
-    kwargs = {"method": method, "top_k": top_k, "scheme": scheme}
+    if top_k == 4:
+        tokens = np.tile(np.array([0, 1, 2, 3]), (tokens.shape[0], 1))
+        q[..., 4] = 0.9 * q[..., :4].min(axis=-1)
+        q /= q.sum(axis=-1, keepdims=True)
+    kwargs = {"method": method, "top_k": top_k, "scheme": scheme, "tau": tau}
     batch = verify_tree(tokens, parents, p, q, rng=list(range(10, 16)), **kwargs)
     for b in range(tokens.shape[0]):
         alone = verify_tree(
@@ -769,6 +779,21 @@ def test_rows_with_their_own_tree_shapes_equal_each_row_alone(method, top_k, sch
         )
         assert (batch.output_ids[b, count + 1 :] == -1).all()
     assert batch.method == method
+    for name in ("num_accepted", "path_nodes", "path_tokens", "bonus_token", "output_ids"):
+        assert getattr(batch, name).dtype == np.int64, name
+
+
+def test_rows_sharing_one_shape_per_row_equal_the_shared_shape():
+    """parents (B, N) whose rows are all the same shape: one task, the same outcome as the
+    shared (N,) shape; tokens must still be (B, N)."""
+    tokens, parents, p, q = _rows_with_own_shapes()
+    same = np.tile(parents[0], (tokens.shape[0], 1))
+    per_row = verify_tree(tokens, same, p, q, method="rrs", rng=list(range(6)))
+    shared = verify_tree(tokens, parents[0], p, q, method="rrs", rng=list(range(6)))
+    np.testing.assert_array_equal(per_row.output_ids, shared.output_ids)
+    np.testing.assert_array_equal(per_row.path_nodes, shared.path_nodes)
+    with pytest.raises(ValueError, match=r"^tokens: expected a 2-D array, got shape \(4,\)"):
+        verify_tree(tokens[0], parents[:1], p[:1], q[:1], method="rrs")
 
 
 def test_shapes_per_row_keep_the_rows_indices_in_errors():
