@@ -949,6 +949,39 @@ def test_verify_chain_passes_its_options_through():
     verify_chain(tokens, laws, off, method="rrs", rng=0, atol=1e-4)
 
 
+def test_verify_chain_defaults_to_sps_and_checks_every_option():
+    """verify_chain without a method is sps; without rng it draws fresh uniforms; q may stop
+    at the last draft (vLLM's layout); scheme, tau and ranking reach the task (a valid value
+    is accepted, an invalid one refused by name) and unknown options are listed, sorted."""
+    rng = np.random.default_rng(11)
+    rows, length, vocab = 30, 3, 5
+    p = rng.dirichlet(np.ones(vocab), size=(rows, length + 1))
+    q = rng.dirichlet(np.ones(vocab), size=(rows, length + 1))
+    tokens = rng.integers(0, vocab, size=(rows, length))
+    seeds = list(range(rows))
+    chain = decoding.chain(length)
+    default = verify_chain(tokens, p, q, rng=seeds)
+    assert default.method == "sps"
+    sps = verify_tree(tokens, chain, p, q, method="sps", rng=seeds)
+    np.testing.assert_array_equal(default.output_ids, sps.output_ids)
+    assert verify_chain(tokens, p, q[:, :length]).output_ids.shape == (rows, length + 1)
+    for options in ({}, {"tau": 0.05, "scheme": "iid"}):
+        chained = verify_chain(tokens, p, q, method="global_resolution", rng=seeds, **options)
+        tree = verify_tree(tokens, chain, p, q, method="global_resolution", rng=seeds, **options)
+        np.testing.assert_array_equal(chained.output_ids, tree.output_ids)
+    gbv = verify_chain(tokens, p, q, method="gbv", ranking="inverse-ratio", rng=seeds)
+    assert gbv.method == "gbv"
+    for option, match in (
+        ({"scheme": "nosuch"}, r"^scheme"),
+        ({"tau": 2.0}, r"^tau"),
+        ({"ranking": "nosuch"}, r"^ranking"),
+        ({"nosuch": 1, "extra": 2}, r"^verify_chain: unknown option\(s\) extra, nosuch$"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            method = {"ranking": "gbv", "tau": "global_resolution"}.get(next(iter(option)), "sps")
+            verify_chain(tokens, p, q, method=method, **option)
+
+
 def test_atol_reaches_the_sum_checks_of_outcome_law_and_per_row_shapes():
     tokens, parents, p, q = _rows_with_own_shapes()
     off = q * (1 + 5e-5)
