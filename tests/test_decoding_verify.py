@@ -884,6 +884,14 @@ def test_tree_arguments_are_checked_by_name():
         ValueError, match=r"^parents: method 'block' verifies one chain, got 3 paths"
     ):
         verify_tree(np.array([[0, 1, 2, 3, 0, 2]]), path_tree(3, 2), paths, paths, method="block")
+    with pytest.raises(ValueError, match=r"^method: expected a string, got 3"):
+        verify_tree(tokens, ROOT_PAIR, p, q, method=3)
+    with pytest.raises(ValueError, match=r"^method: expected one of sps, rrs, "):
+        verify_tree(tokens, ROOT_PAIR, p, q, method="nosuch")
+    with pytest.raises(ValueError, match=r"^q: vocabulary size 3 differs from p's 4$"):
+        verify_tree(tokens, ROOT_PAIR, p, np.full((1, 3, 3), 1 / 3), method="rrs")
+    with pytest.raises(ValueError, match=r"^q: expected shape"):  # only verify_chain drops q's last
+        verify_tree(tokens, ROOT_PAIR, p, q[:, :2], method="rrs")
 
 
 @pytest.mark.parametrize(
@@ -1158,16 +1166,17 @@ def test_row_by_row_bonus_draws_check_each_rows_own_sum():
 
 
 @pytest.mark.parametrize("law", ["p", "q"])
-def test_row_by_row_node_rules_check_each_rows_own_sum(law):
-    """At the root, where both rows verify their draft row by row (float16), row 1's law sums
-    to 0.9 and is refused although row 0's, at the same context, was checked and cached
-    first."""
-    laws = {"p": np.full((2, 2, 4), 0.25), "q": np.tile(np.array([0.4, 0.3, 0.2, 0.1]), (2, 2, 1))}
-    laws[law][1, 0] *= 0.9
-    with pytest.raises(ValueError, match=rf"^{law}\[1, 0\]"):
+@pytest.mark.parametrize("bad", [(1, 0), (0, 1)])
+def test_row_by_row_node_rules_check_each_rows_own_sum(law, bad):
+    """Both rows verify their drafts row by row (float16), every draft accepted (p = q):
+    row 1's root law, or row 0's second context, sums to 0.9 and is refused although row 0's
+    root (the same context, or the same row) was checked and cached first."""
+    laws = {"p": np.full((2, 3, 4), 0.25), "q": np.full((2, 3, 4), 0.25)}
+    laws[law][bad] *= 0.9
+    with pytest.raises(ValueError, match=rf"^{law}\[{bad[0]}, {bad[1]}\]"):
         verify_tree(
-            np.array([[3], [3]]),
-            decoding.chain(1),
+            np.array([[3, 3], [3, 3]]),
+            decoding.chain(2),
             laws["p"].astype(np.float16),
             laws["q"].astype(np.float16),
             method="rrs",
