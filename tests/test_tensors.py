@@ -342,3 +342,27 @@ def test_a_torch_object_that_is_not_a_tensor_is_read_as_a_sequence():
     ids, kind = as_index_array("ids", torch.Size([2, 0]), ndims=(1,))
     assert ids.tolist() == [2, 0] and ids.dtype == np.int64
     assert kind.library == "numpy"
+
+
+@pytest.mark.parametrize(
+    ("ndims", "text"),
+    [
+        ((0,), "a scalar"),
+        ((1,), "a vector"),
+        ((2,), "a 2-D array"),
+        ((3,), "a 3-D array"),
+        ((4,), "a 4-D array"),
+        ((1, 2), "a vector or a 2-D array"),
+        ((0, 3, 5), "a scalar or a 3-D array or a 5-D array"),
+    ],
+)
+def test_wrong_dimensions_are_named_in_words(ndims, text):
+    """Both readers say which numbers of dimensions they expected, in words, and the shape
+    they got."""
+    values = np.full((1, 1, 1, 1, 1, 1), 0.5)
+    with pytest.raises(ValueError, match=rf"^x: expected {text}, got shape \(1, 1, 1, 1, 1, 1\)$"):
+        as_float64("x", values, ndims=ndims)
+    with pytest.raises(
+        ValueError, match=rf"^ids: expected {text}, got shape \(1, 1, 1, 1, 1, 1\)$"
+    ):
+        as_index_array("ids", values.astype(np.int64), ndims=ndims)
