@@ -934,6 +934,33 @@ def test_block_on_a_one_token_chain_accepts_a_draft_of_equal_laws():
     assert law == pytest.approx({(1, 0): 0.2, (1, 1): 0.2, (1, 2): 0.6}, abs=1e-12)
 
 
+@pytest.mark.parametrize("top_k", [None, 3])
+def test_block_on_one_drafted_token_is_speculative_sampling(top_k):
+    """A chain row with one drafted token (the second node absent): block verification of
+    one token is speculative sampling, exactly and sampled (chi^2), with or without top-k;
+    the absent node's context is never read (NaN there is not refused)."""
+    rng = np.random.default_rng(6)
+    p = rng.dirichlet(np.ones(4), size=3)
+    q = rng.dirichlet(np.ones(4), size=3)
+    row = np.array([int(np.argmax(q[0])), -1])
+    law = outcome_law(row, decoding.chain(2), p, q, method="sps", top_k=top_k)
+    p[2] = np.nan  # the context after the absent node
+    block = outcome_law(row, decoding.chain(2), p, q, method="block", top_k=top_k)
+    assert set(block) == set(law)
+    np.testing.assert_allclose([block[k] for k in law], list(law.values()), rtol=1e-12)
+    rows = 3000
+    result = verify_tree(
+        np.tile(row, (rows, 1)),
+        decoding.chain(2),
+        np.broadcast_to(p, (rows, *p.shape)),
+        np.broadcast_to(q, (rows, *q.shape)),
+        method="block",
+        top_k=top_k,
+        rng=np.random.default_rng(7),
+    )
+    assert chi2_pvalue(sampled_counts(result), law) > 1e-4
+
+
 def test_verify_chain_passes_its_options_through():
     """verify_chain is verify_tree on a chain: the same rows from the same generators, the
     target's top-p applied to the logits, and ``atol`` reaching the sum checks."""
