@@ -1174,20 +1174,24 @@ def test_gbv_refuses_impossible_or_uneven_paths_before_selecting_one():
         verify_tree(np.array([[0, 1, 2, -1]]), path_tree(2, 2), p, q, method="gbv", rng=0)
 
 
-def test_row_by_row_bonus_draws_check_each_rows_own_sum():
+@pytest.mark.parametrize("method", ["rrs", "block"])
+@pytest.mark.parametrize("drafted", [True, False])
+def test_row_by_row_bonus_draws_check_each_rows_own_sum(method, drafted):
     """Both rows accept their draft (token 3: p / q = 2.5) and draw the bonus token at
-    context 1; row 1's law there sums to 0.9 and is refused although row 0's, at the same
-    context, was checked first (float16: row by row)."""
+    context 1, or have no draft and draw it at the root; row 1's law there sums to 0.9 and is
+    refused although row 0's, at the same context, was checked first (float16: row by row;
+    block through its path sampler)."""
     p = np.full((2, 2, 4), 0.25)
     q = np.tile(np.array([0.4, 0.3, 0.2, 0.1]), (2, 2, 1))
-    p[1, 1] *= 0.9
-    with pytest.raises(ValueError, match=r"^p\[1, 1\]"):
+    context = 1 if drafted else 0
+    p[1, context] *= 0.9
+    with pytest.raises(ValueError, match=rf"^p\[1, {context}\]"):
         verify_tree(
-            np.array([[3], [3]]),
+            np.array([[3], [3]]) if drafted else np.array([[-1], [-1]]),
             decoding.chain(1),
             p.astype(np.float16),
             q.astype(np.float16),
-            method="rrs",
+            method=method,
             rng=[1, 2],
         )
 
@@ -1209,6 +1213,24 @@ def test_row_by_row_node_rules_check_each_rows_own_sum(law, bad):
             method="rrs",
             rng=[1, 2],
         )
+
+
+def test_gbv_rows_of_one_and_of_several_paths_equal_each_row_alone():
+    """Row by row (float16), GBV's bucket buffers are sized for the first row that needs
+    them: rows of one drafted path (no buckets) alternate with rows of three, and every row
+    is verified exactly as if alone (the same uniforms, the same outcome)."""
+    rng = np.random.default_rng(3)
+    parents, rows, vocab = path_tree(3, 2), 40, 6
+    p = rng.dirichlet(np.ones(vocab), size=(rows, 7)).astype(np.float16)
+    q = rng.dirichlet(np.ones(vocab), size=(rows, 7)).astype(np.float16)
+    tokens = rng.integers(0, vocab, size=(rows, 6))
+    tokens[::2, 2:] = -1  # even rows: one path
+    batch = verify_tree(tokens, parents, p, q, method="gbv", rng=list(range(rows)))
+    for b in range(rows):
+        alone = verify_tree(
+            tokens[b : b + 1], parents, p[b : b + 1], q[b : b + 1], method="gbv", rng=[b]
+        )
+        np.testing.assert_array_equal(batch.output_ids[b], alone.output_ids[0])
 
 
 @pytest.mark.parametrize("top_k", [None, 5])
