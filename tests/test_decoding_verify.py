@@ -825,6 +825,37 @@ def _laws(q_row, rows=2, contexts=3, readable=True):
     return np.broadcast_to(p[0], p.shape), np.broadcast_to(q[0], q.shape)
 
 
+def test_restricted_nodes_and_arguments_refuse_by_row_context_and_node():
+    """The refusals of the restricted node path (top-k: the sampler and the exact law), of
+    the token checks and of the scheme, each with its whole message."""
+    p, q = _laws([0.4, 0.3, 0.2, 0.1], rows=2, contexts=2)
+    outside = (
+        r"^tokens\[1\]: token 3 was drafted at context 0 where its draft probability is 0 "
+        r"\(or outside the top-k draft\)$"
+    )
+    with pytest.raises(ValueError, match=outside):
+        verify_tree(np.array([[0], [3]]), decoding.chain(1), p, q, method="rrs", top_k=2)
+    with pytest.raises(ValueError, match=outside.replace(r"\[1\]", r"\[0\]")):
+        outcome_law(np.array([3]), decoding.chain(1), p[1], q[1], method="rrs", top_k=2)
+    p3, q3 = _laws([0.4, 0.3, 0.2, 0.1], rows=1)
+    hubless = r"^tokens\[0\]: the SpecHub pair \[1, 2\] at context 0 lacks the hub argmax q$"
+    with pytest.raises(ValueError, match=hubless):
+        verify_tree(np.array([[1, 2]]), ROOT_PAIR, p3, q3, method="spechub", top_k=3)
+    with pytest.raises(ValueError, match=r"^tokens\[0, 1\]: -2 is neither a token id nor -1"):
+        verify_tree(np.array([[-1, -2]]), ROOT_PAIR, p3, q3, method="rrs")
+    orphan = r"^tokens\[0, 1\]: node 1 is present but its parent 0 is absent \(-1\)$"
+    with pytest.raises(ValueError, match=orphan):
+        verify_tree(np.array([[-1, 1]]), decoding.chain(2), p3, q3, method="rrs")
+    with pytest.raises(
+        ValueError,
+        match=r"^scheme: method 'sps' verifies children drafted iid or without_replacement or "
+        r"spechub, got 'nosuch'$",
+    ):
+        verify_tree(np.array([[0, 1]]), ROOT_PAIR, p3, q3, method="sps", scheme="nosuch")
+    with pytest.raises(ValueError, match=r"^tokens: expected a vector, got shape \(1, 2\)$"):
+        outcome_law(np.array([[0, 1]]), ROOT_PAIR, p3[0], q3[0], method="rrs")
+
+
 @pytest.mark.parametrize("readable", [True, False])
 def test_node_walks_refuse_impossible_drafts_naming_the_row(readable):
     """A draft of probability 0 (the impossible token named, not its possible sibling),
