@@ -298,3 +298,34 @@ def test_time_budget_is_checked(scheme: str, bad: object) -> None:
     p, q, _ = _hard_rows()
     with pytest.raises(ValueError, match="time_budget"):
         otlp.verify_drafts(p, q, [[0, 1], [2, 3]], scheme=scheme, time_budget=bad)
+
+
+def test_the_unit_size_is_judged_on_the_top_k_draft_and_its_refusal_keeps_top_k():
+    """Under limits where global resolution fits the top 10 of 60 tokens with n = 3 but not
+    the top 50: the first call's rows are global resolution's own (no fallback rule); the
+    second's come from rrs on the same top-50 draft, token for token with the same seed."""
+    rng = np.random.default_rng(21)
+    p = rng.dirichlet(np.ones(60))
+    q = rng.dirichlet(np.ones(60))
+    drafts = np.tile(np.argsort(q)[::-1][:3], (40, 1))
+    with otlp.limits.limited(max_variables=5_000):  # 64 nodes x 2 x k: fits k = 10, not 50
+        fitted = otlp.verify_drafts(p, q, drafts, top_k=10, rng=3)
+        refused = otlp.verify_drafts(p, q, drafts, top_k=50, rng=3)
+    assert fitted.method == "global_resolution"
+    assert all(r.fallback_rule is None for r in fitted.reports)
+    assert all(r.fallback_rule == "rrs" for r in refused.reports)
+    rrs = otlp.verify_drafts(p, q, drafts, method="rrs", top_k=50, rng=3)
+    np.testing.assert_array_equal(refused.tokens, rrs.tokens)
+    unrestricted = otlp.verify_drafts(p, q, drafts, method="rrs", rng=3)
+    assert not np.array_equal(rrs.tokens, unrestricted.tokens)
+
+
+def test_decoder_arguments_are_refused_with_their_whole_message():
+    p = np.array([0.5, 0.3, 0.2])
+    drafts = np.array([[0, 1]])
+    with pytest.raises(ValueError, match=r"^method: expected a string, got 3$"):
+        otlp.verify_drafts(p, p, drafts, method=3)
+    with pytest.raises(ValueError, match=r"^method: expected one of global_resolution, \w+, "):
+        otlp.verify_drafts(p, p, drafts, method="nosuch")
+    with pytest.raises(ValueError, match=r"^top_k: must be at most 3, got 4$"):
+        otlp.verify_drafts(p, p, drafts, top_k=4)
