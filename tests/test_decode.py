@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 
 import numpy as np
 import pytest
@@ -329,3 +330,50 @@ def test_decoder_arguments_are_refused_with_their_whole_message():
         otlp.verify_drafts(p, p, drafts, method="nosuch")
     with pytest.raises(ValueError, match=r"^top_k: must be at most 3, got 4$"):
         otlp.verify_drafts(p, p, drafts, top_k=4)
+
+
+@pytest.mark.parametrize("method", ["rrs", "kseq", "maxflow_cs", "global_resolution"])
+@pytest.mark.parametrize("rows", [2, 5])
+def test_each_row_is_verified_against_its_own_target(method, rows):
+    """p one-hot at a different token per row (temperature 0), q shared: a lossless rule
+    emits each row's own target token, so no row may take another row's p or its plan."""
+    p = np.eye(5)[np.arange(rows) % 5]
+    q = np.array([0.3, 0.25, 0.2, 0.15, 0.1])
+    drafts = np.tile(np.array([[0, 1]]), (rows, 1))
+    result = otlp.verify_drafts(p, q, drafts, method=method, rng=0)
+    np.testing.assert_array_equal(result.tokens, np.arange(rows) % 5)
+
+
+def test_row_reports_carry_their_unit_and_bad_rows_name_their_own_row():
+    """The reports of Newton rows (unit, block of an outer unit, deviation, budget) and of
+    closed-form rows; a bad row named by its index in a per-row law, by 0 in a shared one."""
+    p = np.array([0.5, 0.3, 0.2])
+    newton = otlp.verify_drafts(np.tile(p, (2, 1)), p, np.array([[0, 1], [2, 2]]), rng=0)
+    for report in newton.reports:
+        assert report.system in ("outer", "inner")
+        assert (report.block is not None) == (report.system == "outer")
+        assert isinstance(report.deviation, float) and isinstance(report.budget, float)
+        assert 0.0 <= report.deviation <= report.budget
+    assert any(r.system == "outer" and r.block == 0 for r in newton.reports)
+    closed = otlp.verify_drafts(p, p, np.array([[0], [2]]), rng=0)
+    for report in closed.reports:
+        assert report.system == "single draft (closed form)" and report.block is None
+        assert report.message == (
+            "closed form: one draft's optimal plan is speculative sampling's law"
+        )
+    rows = np.tile(p, (3, 1))
+    bad = rows.copy()
+    bad[2] = [0.5, 0.3, 0.3]
+    drafts = np.array([[0, 1]] * 3)
+    for args, name in (((p, bad), "q[2]"), ((bad, p), "p[2]"), ((bad[2], rows), "p[0]")):
+        with pytest.raises(
+            ValueError, match=rf"^{re.escape(name)}: does not sum to 1 within atol$"
+        ):
+            otlp.verify_drafts(*args, drafts)
+    zero = np.array([0.5, 0.5, 0.0])
+    with pytest.raises(
+        ValueError,
+        match=r"^drafts\[1, 1\]: token 2 cannot be drafted \(draft probability 0, or outside the "
+        r"top-k draft\)$",
+    ):
+        otlp.verify_drafts(p, zero, np.array([[0, 1], [0, 2]]))
