@@ -377,3 +377,20 @@ def test_row_reports_carry_their_unit_and_bad_rows_name_their_own_row():
         r"top-k draft\)$",
     ):
         otlp.verify_drafts(p, zero, np.array([[0, 1], [0, 2]]))
+
+
+def test_fallback_rows_solve_the_top_k_draft():
+    """Newton given no iteration (max_iter=0): every row falls back to the object API, which
+    must solve the top-k draft the rows were drawn from: the same tokens as the same call
+    on q restricted to its top 4 by hand."""
+    from otlp.verification.drafting import restrict_top_k
+
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8))
+    restricted = restrict_top_k(q[None, :], 4)[0]
+    top = np.flatnonzero(restricted)
+    drafts = rng.choice(top, size=(300, 2), p=restricted[top])
+    fallback = otlp.verify_drafts(p, q, drafts, top_k=4, max_iter=0, rng=1)
+    assert all(report.fallback for report in fallback.reports)
+    by_hand = otlp.verify_drafts(p, restricted, drafts, max_iter=0, rng=1)
+    np.testing.assert_array_equal(fallback.tokens, by_hand.tokens)
