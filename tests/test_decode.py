@@ -365,11 +365,17 @@ def test_row_reports_carry_their_unit_and_bad_rows_name_their_own_row():
     bad = rows.copy()
     bad[2] = [0.5, 0.3, 0.3]
     drafts = np.array([[0, 1]] * 3)
-    for args, name in (((p, bad), "q[2]"), ((bad, p), "p[2]"), ((bad[2], rows), "p[0]")):
+    cases = (
+        ((p, bad), "q[2]"),
+        ((bad, p), "p[2]"),
+        ((bad[2], rows), "p[0]"),
+        ((p, bad[1:]), "q[1]"),
+    )
+    for args, name in cases:
         with pytest.raises(
             ValueError, match=rf"^{re.escape(name)}: does not sum to 1 within atol$"
         ):
-            otlp.verify_drafts(*args, drafts)
+            otlp.verify_drafts(*args, drafts[: args[1].shape[0] if args[1].ndim == 2 else 3])
     zero = np.array([0.5, 0.5, 0.0])
     with pytest.raises(
         ValueError,
