@@ -400,3 +400,33 @@ def test_fallback_rows_solve_the_top_k_draft():
     assert all(report.fallback for report in fallback.reports)
     by_hand = otlp.verify_drafts(p, restricted, drafts, max_iter=0, rng=1)
     np.testing.assert_array_equal(fallback.tokens, by_hand.tokens)
+
+
+def test_a_row_at_its_iteration_limit_is_not_run_to_the_limit_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fuzz seed 52: a row whose compiled Newton stops at its 50-iteration limit falls back
+    to the object API, which solved the same unit with the same Newton to the same limit
+    before its exact max-flow (3 x 0.6 s of a 5 s budget at n = 30, V = 4). It now hands the
+    object API no iteration: the unit is solved exactly at once, losslessly."""
+    from otlp.global_resolution import engine
+
+    limits: list[int] = []
+    real = engine.newton
+
+    def counted(*args, **kwargs):
+        limits.append(kwargs["max_iter"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "newton", counted)
+    p = np.array([0.0, 0.2021737654241953, 0.5149948539230955, 0.28283138065270924])
+    p /= p.sum()
+    q = np.array(
+        [0.25776568835068897, 0.10690069785038997, 0.21119419345732157, 0.4241394203415995]
+    )
+    drafts = np.random.default_rng(0).choice(4, size=(2, 30), p=q)
+    result = otlp.verify_drafts(p, q, drafts, rng=1)
+    assert all(r.fallback and r.iterations == 50 for r in result.reports)
+    assert all("iteration limit" in r.message and "max-flow" in r.message for r in result.reports)
+    assert limits and set(limits) == {0}
+    assert np.all(p[result.tokens] > 0)

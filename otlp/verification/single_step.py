@@ -258,9 +258,11 @@ def _row_reports(
     deadline: Deadline,
 ) -> list[RowReport]:
     """Each row's report from the kernel's table; a fallback row's token (written into
-    ``tokens``) from :func:`fallback_token`."""
+    ``tokens``) from :func:`fallback_token`, without a second Newton run to the iteration
+    limit the row's own Newton already reached (the object API then starts from its seed and
+    solves the unit exactly unless that seed is already certified)."""
+    from solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
     from solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
-    from solvers.global_resolution.newton import OUT_OF_TIME
 
     rows = draft_arr.shape[0]
     reports = []
@@ -280,7 +282,8 @@ def _row_reports(
                 out_of_time=int(newton) == OUT_OF_TIME,
                 alpha_star=None,
                 tau=tau,
-                max_iter=max_iter,
+                # Newton stopped at its limit here: the object API's would stop there again
+                max_iter=0 if int(newton) == ITERATION_LIMIT else max_iter,
                 time_budget=time_budget,
                 deadline=deadline,
             )
