@@ -407,18 +407,10 @@ def test_a_row_at_its_iteration_limit_is_not_run_to_the_limit_again(
 ) -> None:
     """Fuzz seed 52: a row whose compiled Newton stops at its 50-iteration limit falls back
     to the object API, which solved the same unit with the same Newton to the same limit
-    before its exact max-flow (3 x 0.6 s of a 5 s budget at n = 30, V = 4). It now hands the
-    object API no iteration: the unit is solved exactly at once, losslessly."""
-    from otlp.global_resolution import engine
-
-    limits: list[int] = []
-    real = engine.newton
-
-    def counted(*args, **kwargs):
-        limits.append(kwargs["max_iter"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "newton", counted)
+    before its exact max-flow (3 x 0.6 s of a 5 s budget at n = 30, V = 4). Every fused row
+    (i.i.d. here, the scheme rows below) now hands the object API no iteration: the unit is
+    solved exactly at once, losslessly."""
+    limits = _object_api_newton_limits(monkeypatch)
     p = np.array([0.0, 0.2021737654241953, 0.5149948539230955, 0.28283138065270924])
     p /= p.sum()
     q = np.array(
@@ -427,6 +419,41 @@ def test_a_row_at_its_iteration_limit_is_not_run_to_the_limit_again(
     drafts = np.random.default_rng(0).choice(4, size=(2, 30), p=q)
     result = otlp.verify_drafts(p, q, drafts, rng=1)
     assert all(r.fallback and r.iterations == 50 for r in result.reports)
+    _assert_solved_exactly_without_newton(result, limits, p)
+
+
+def test_a_scheme_row_at_its_iteration_limit_is_not_run_to_the_limit_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same for the fused scheme row (three drafts without replacement, one Newton
+    iteration allowed)."""
+    limits = _object_api_newton_limits(monkeypatch)
+    rng = np.random.default_rng(3)
+    p, q = rng.dirichlet(np.ones(12)), rng.dirichlet(np.ones(12))
+    drafts = np.array([rng.choice(12, 3, replace=False, p=q) for _ in range(6)])
+    result = otlp.verify_drafts(p, q, drafts, scheme="without_replacement", max_iter=1, rng=0)
+    assert all(r.fallback and r.iterations == 1 for r in result.reports)
+    _assert_solved_exactly_without_newton(result, limits, p)
+
+
+def _object_api_newton_limits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The iteration limits the object API's Newton is called with (the i.i.d. engine's and
+    the scheme engines'), recorded."""
+    from otlp.global_resolution import engine, schemes
+
+    limits: list[int] = []
+    for module, name in ((engine, "newton"), (schemes, "system_newton")):
+        real = getattr(module, name)
+
+        def counted(*args, real=real, **kwargs):
+            limits.append(kwargs["max_iter"])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    return limits
+
+
+def _assert_solved_exactly_without_newton(result, limits: list[int], p: np.ndarray) -> None:
     assert all("iteration limit" in r.message and "max-flow" in r.message for r in result.reports)
     assert limits and set(limits) == {0}
     assert np.all(p[result.tokens] > 0)

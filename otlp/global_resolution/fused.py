@@ -56,7 +56,7 @@ from solvers.global_resolution.budget import (
 )
 from solvers.global_resolution.clocks import QuadratureRangeError
 from solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
-from solvers.global_resolution.newton import MESSAGES, OUT_OF_TIME
+from solvers.global_resolution.newton import ITERATION_LIMIT, MESSAGES, OUT_OF_TIME
 from solvers.global_resolution.scheme_token import (
     greedy_last,
     greedy_slice,
@@ -84,7 +84,8 @@ class RowResult:
     """One row: ``status`` (a code of :mod:`solvers.global_resolution.constants`), the
     token (-1 unless OK), and the unit's report fields. For a bad input ``detail`` is the
     offending draft row (BAD_P .. SUM_Q) or draft position (BAD_DRAFT). ``out_of_time``: a
-    stage did not fit the call's deadline; ``alpha_star`` once H* is known."""
+    stage did not fit the call's deadline; ``iteration_limit``: Newton stopped at its
+    iteration limit; ``alpha_star`` once H* is known."""
 
     status: int
     token: int
@@ -97,6 +98,7 @@ class RowResult:
     message: str = ""
     detail: int = 0
     out_of_time: bool = False
+    iteration_limit: bool = False
     alpha_star: float | None = None
 
 
@@ -258,6 +260,7 @@ def row_slice(
         message = result.message
         if not deviation <= budget:
             late = message == MESSAGES[OUT_OF_TIME]
+            at_limit = message == MESSAGES[ITERATION_LIMIT]
             message = f"{message}; deviation {deviation:.3g} > budget {budget:.3g}"
             report = RowResult(
                 FALLBACK,
@@ -270,6 +273,7 @@ def row_slice(
                 budget,
                 message,
                 out_of_time=late,
+                iteration_limit=at_limit,
                 alpha_star=alpha_star,
             )
             return report, None, None

@@ -258,9 +258,7 @@ def _row_reports(
     deadline: Deadline,
 ) -> list[RowReport]:
     """Each row's report from the kernel's table; a fallback row's token (written into
-    ``tokens``) from :func:`fallback_token`, without a second Newton run to the iteration
-    limit the row's own Newton already reached (the object API then starts from its seed and
-    solves the unit exactly unless that seed is already certified)."""
+    ``tokens``) from :func:`fallback_token`."""
     from solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
     from solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
 
@@ -282,10 +280,10 @@ def _row_reports(
                 out_of_time=int(newton) == OUT_OF_TIME,
                 alpha_star=None,
                 tau=tau,
-                # Newton stopped at its limit here: the object API's would stop there again
-                max_iter=0 if int(newton) == ITERATION_LIMIT else max_iter,
+                max_iter=max_iter,
                 time_budget=time_budget,
                 deadline=deadline,
+                iteration_limit=int(newton) == ITERATION_LIMIT,
             )
             message = (
                 f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; {how}"

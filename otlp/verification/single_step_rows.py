@@ -150,13 +150,17 @@ def fallback_token(
     max_iter: int,
     time_budget: float | None,
     deadline: Deadline,
+    iteration_limit: bool = False,
 ) -> tuple[int, str, str | None, float | None]:
     """The token of a row the fused path could not certify: (token, what the fallback did,
     the lossless rule that gave the token or None, the acceptance it lost or None).
 
     A row ``out_of_time`` (a stage did not fit the call's deadline) goes straight to the
     scheme's lossless rule: an exact max-flow on its unit costs more than the Newton
-    iteration that no longer fitted. Any other row goes to :func:`object_api_token`."""
+    iteration that no longer fitted. Any other row goes to :func:`object_api_token`; one
+    whose Newton stopped at its ``iteration_limit`` hands it no iteration (the object API's
+    Newton would stop at the same limit: it keeps its seed if that is certified, otherwise it
+    solves the unit exactly at once)."""
     if out_of_time:
         found = rule_token(inst, inst.to_local(drafts), alpha_star, deadline)
         token = draw_token(inst, found.probs, u)
@@ -166,7 +170,7 @@ def fallback_token(
         drafts,
         u,
         tau=tau,
-        max_iter=max_iter,
+        max_iter=0 if iteration_limit else max_iter,
         time_budget=time_budget,
         deadline=deadline,
     )

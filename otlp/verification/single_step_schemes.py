@@ -269,6 +269,7 @@ def _fallback(
         max_iter=max_iter,
         time_budget=time_budget,
         deadline=deadline,
+        iteration_limit=result.iteration_limit,
     )
 
 
