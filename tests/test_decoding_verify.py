@@ -225,6 +225,19 @@ def chi2_pvalue(counts, law):
     return float(stats.chisquare(observed, expected).pvalue)
 
 
+def repeated_row_pvalue(row, parents, p, q, law, rows=3000, **options):
+    """chi^2 p-value of ``rows`` copies of one drafted ``row`` (laws broadcast, not copied)
+    verified by :func:`verify_tree` against the exact outcome ``law``."""
+    result = verify_tree(
+        np.tile(row, (rows, 1)),
+        parents,
+        np.broadcast_to(p, (rows, *p.shape)),
+        np.broadcast_to(q, (rows, *q.shape)),
+        **options,
+    )
+    return chi2_pvalue(sampled_counts(result), law)
+
+
 @pytest.mark.parametrize(
     ("method", "scheme", "shape"),
     [
@@ -252,17 +265,8 @@ def test_sampler_matches_exact_law(method, scheme, shape):
         if drafting_probability(q, parents, tokens, scheme) > 0:
             break
     law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme)
-    rows = 3000
-    result = verify_tree(
-        np.tile(tokens, (rows, 1)),
-        parents,
-        np.broadcast_to(p, (rows, *p.shape)),
-        np.broadcast_to(q, (rows, *q.shape)),
-        method=method,
-        scheme=scheme,
-        rng=7,
-    )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+    pvalue = repeated_row_pvalue(tokens, parents, p, q, law, method=method, scheme=scheme, rng=7)
+    assert pvalue > 1e-3
 
 
 # ----- edges: empty rows, per-row randomness, precision, kinds ------------------------------
@@ -979,17 +983,10 @@ def test_block_on_one_drafted_token_is_speculative_sampling(top_k):
     block = outcome_law(row, decoding.chain(2), p, q, method="block", top_k=top_k)
     assert set(block) == set(law)
     np.testing.assert_allclose([block[k] for k in law], list(law.values()), rtol=1e-12)
-    rows = 3000
-    result = verify_tree(
-        np.tile(row, (rows, 1)),
-        decoding.chain(2),
-        np.broadcast_to(p, (rows, *p.shape)),
-        np.broadcast_to(q, (rows, *q.shape)),
-        method="block",
-        top_k=top_k,
-        rng=np.random.default_rng(7),
+    pvalue = repeated_row_pvalue(
+        row, decoding.chain(2), p, q, law, method="block", top_k=top_k, rng=np.random.default_rng(7)
     )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-4
+    assert pvalue > 1e-4
 
 
 def test_verify_chain_passes_its_options_through():
@@ -1099,17 +1096,10 @@ def test_path_methods_under_top_k_follow_their_exact_law(method, parents, tokens
     q = np.tile(np.array([0.35, 0.25, 0.2, 0.12, 0.08]), (nodes + 1, 1))
     row = np.array(tokens)
     law = outcome_law(row, parents, p, q, method=method, top_k=3)
-    rows = 3000
-    result = verify_tree(
-        np.tile(row, (rows, 1)),
-        parents,
-        np.broadcast_to(p, (rows, *p.shape)),
-        np.broadcast_to(q, (rows, *q.shape)),
-        method=method,
-        top_k=3,
-        rng=np.random.default_rng(2),
+    pvalue = repeated_row_pvalue(
+        row, parents, p, q, law, method=method, top_k=3, rng=np.random.default_rng(2)
     )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-4
+    assert pvalue > 1e-4
     unrestricted = outcome_law(row, parents, p, q, method=method)
     if tokens[0] >= 0:
         assert (
@@ -1144,17 +1134,10 @@ def test_path_methods_break_top_k_ties_towards_the_drafted_tokens(method, parent
     tied = outcome_law(row, parents, p, q, method=method, top_k=top_k)
     assert set(tied) == set(law)
     np.testing.assert_allclose([tied[k] for k in law], list(law.values()), rtol=1e-12)
-    rows = 3000
-    result = verify_tree(
-        np.tile(row, (rows, 1)),
-        parents,
-        np.broadcast_to(p, (rows, *p.shape)),
-        np.broadcast_to(q, (rows, *q.shape)),
-        method=method,
-        top_k=top_k,
-        rng=np.random.default_rng(5),
+    pvalue = repeated_row_pvalue(
+        row, parents, p, q, law, method=method, top_k=top_k, rng=np.random.default_rng(5)
     )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-4
+    assert pvalue > 1e-4
 
 
 @pytest.mark.parametrize(
