@@ -929,24 +929,43 @@ def test_tree_arguments_are_checked_by_name():
         verify_tree(tokens, ROOT_PAIR, p, q[:, :2], method="rrs")
 
 
+def _first_token_law(law: dict[tuple[int, ...], float], vocab: int) -> np.ndarray:
+    """The law of the first emitted token, from an exact outcome law keyed by emitted paths."""
+    first = np.zeros(vocab)
+    for path, mass in law.items():
+        first[path[0]] += mass
+    return first
+
+
 @pytest.mark.parametrize(
-    ("method", "scheme"),
-    [("rrs_without_replacement", "without_replacement"), ("spechub", "spechub")],
+    ("method", "scheme", "emits_second_draft"),
+    [("rrs_without_replacement", "without_replacement", 2 / 9), ("spechub", "spechub", 0.25)],
 )
-def test_a_method_defaults_to_its_own_scheme(method, scheme):
+def test_a_method_defaults_to_its_own_scheme(method, scheme, emits_second_draft):
     """No scheme: rrs_without_replacement verifies drafts without replacement, SpecHub its
-    own pairs; the result and the exact law are those of the scheme named explicitly."""
+    own pairs; the result and the exact law are those of the scheme named explicitly.
+
+    The node (drafts 0 then 2 under q = (0.5, 0.1, 0.2, 0.2), p = (0.1, 0.5, 0.25, 0.15)) is
+    one where the scheme changes the law: draft 0 is accepted with p0/q0 = 0.2, the residual
+    (p - q)+ / 0.45 gives token 2 mass 1/9, and the second draft 2 is accepted with
+    (1/9)/q(2) = 5/9 under i.i.d. drafts (q(2) = 0.2) but (1/9)/0.4 = 5/18 without
+    replacement (q without token 0: 0.4), so token 2 is emitted first with probability 4/9
+    against 2/9. (On p = (0.1, 0.6, 0.2, 0.1) the residual is one-hot on token 1 and every
+    scheme emits token 1 with probability 0.8: the laws are equal there.)"""
     _, q = _laws([0.5, 0.1, 0.2, 0.2], rows=1)
-    p = np.array([[[0.1, 0.6, 0.2, 0.1]] * 3])
+    p = np.array([[[0.1, 0.5, 0.25, 0.15]] * 3])
     tokens = np.array([[0, 2]])
     default = verify_tree(tokens, ROOT_PAIR, p, q, method=method, rng=[4])
     named = verify_tree(tokens, ROOT_PAIR, p, q, method=method, scheme=scheme, rng=[4])
     assert default.scheme == named.scheme == scheme and default.method == method
     np.testing.assert_array_equal(default.output_ids, named.output_ids)
     law = outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method=method)
-    assert law == outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method=method, scheme=scheme)
+    named_law = outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method=method, scheme=scheme)
+    assert law == pytest.approx(named_law, abs=1e-12)
     iid = outcome_law(tokens[0], ROOT_PAIR, p[0], q[0], method="rrs", scheme="iid")
-    assert law != iid  # the scheme matters on this node
+    first, first_iid = _first_token_law(law, 4), _first_token_law(iid, 4)
+    assert first_iid[2] == pytest.approx(4 / 9, abs=1e-12)
+    assert first[2] == pytest.approx(emits_second_draft, abs=1e-12)  # the scheme matters here
 
 
 def test_output_ids_hold_the_depth_plus_one_emitted_tokens():

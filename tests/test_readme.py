@@ -19,14 +19,27 @@ def _bash_blocks() -> list[str]:
 
 def test_readme_starts_with_the_main_job_and_the_test_command() -> None:
     main_job, test_command = _bash_blocks()[:2]
-    assert main_job == 'python -m pip install -e ".[all]" && otlp bench'
-    assert test_command == 'python -m pip install -e ".[test]" && python -m pytest'
+    assert main_job == 'python -m pip install -c constraints.txt -e ".[all]" && otlp bench'
+    assert test_command == (
+        'python -m pip install -c constraints.txt -e ".[test]" && python -m pytest'
+    )
 
 
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
     test_command = _bash_blocks()[1]
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test_command in ci_lines
+
+
+def test_ci_installs_into_a_fresh_virtual_environment_before_the_test_command() -> None:
+    """CI sees what a new machine sees: a venv made in a temporary folder on every run and
+    activated before the README's command, so nothing installed earlier leaks in."""
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    test_at = ci_lines.index(_bash_blocks()[1])
+    made = next(i for i, line in enumerate(ci_lines) if line.startswith("python -m venv "))
+    activated = next(i for i, line in enumerate(ci_lines) if line.startswith("source "))
+    assert made < activated < test_at
+    assert any("mktemp -d" in line for line in ci_lines[:made])
 
 
 def test_the_usage_snippet_runs_and_prints_what_its_comments_say() -> None:
