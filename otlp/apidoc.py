@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from otlp.methods import _BACKENDS, describe_methods, method_options
 
@@ -19,12 +18,6 @@ from otlp.methods import _BACKENDS, describe_methods, method_options
 def one_line(text: str) -> str:
     """``text`` with its whitespace runs collapsed, for a table cell or a docstring line."""
     return " ".join(text.split())
-
-
-def _bare_signature(func: Callable[..., Any]) -> str:
-    sig = inspect.signature(func)
-    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
-    return str(sig.replace(parameters=params, return_annotation=inspect.Signature.empty))
 
 
 def _option(param: inspect.Parameter) -> str:

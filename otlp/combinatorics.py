@@ -44,15 +44,6 @@ def colex_subsets(k: int, j: int) -> IntArray:
     return rows
 
 
-def colex_rank(sorted_members: IntArray, binom: IntArray) -> IntArray:
-    """Colex rank of each row of sorted distinct members (all rows of one size)."""
-    j = sorted_members.shape[1]
-    ranks = np.zeros(sorted_members.shape[0], dtype=np.int64)
-    for pos in range(j):
-        ranks += binom[sorted_members[:, pos], pos + 1]
-    return ranks
-
-
 def all_tuples(k: int, n: int) -> IntArray:
     """All ordered n-tuples over ``range(k)`` in mixed-radix order; shape ``(k**n, n)``."""
     grids = np.indices((k,) * n, dtype=np.int64)

@@ -147,13 +147,6 @@ def summary_rows(report: FuzzReport) -> list[list[str]]:
 SUMMARY_HEAD = ("component", "cases", "ok", "refused", "failed", "time [s]")
 
 
-def markdown_summary(report: FuzzReport) -> str:
-    """The per-component table as Markdown (README-ready)."""
-    lines = ["| " + " | ".join(SUMMARY_HEAD) + " |", "|---|" + "---:|" * 5]
-    lines += ["| " + " | ".join(row) + " |" for row in summary_rows(report)]
-    return "\n".join(lines)
-
-
 def _print_summary(report: FuzzReport, workers: int, saved: Path | None) -> None:
     out = console()
     classes = ", ".join(f"{name} {count}" for name, count in sorted(report.classes.items()))

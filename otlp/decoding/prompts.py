@@ -50,11 +50,3 @@ PROMPT_SETS = {
     "grounded": GROUNDED_PROMPTS,
     "both": FREE_PROMPTS + GROUNDED_PROMPTS,
 }
-
-
-def prompt_set(name: str, argument: str = "prompts") -> tuple[str, ...]:
-    """The prompts of the set ``name`` (:data:`PROMPT_SETS`); ``ValueError`` naming
-    ``argument`` otherwise."""
-    if name not in PROMPT_SETS:
-        raise ValueError(f"{argument}: expected one of {', '.join(PROMPT_SETS)}, got {name!r}")
-    return PROMPT_SETS[name]

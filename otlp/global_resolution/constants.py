@@ -32,10 +32,6 @@ class System(StrEnum):
     def code(self) -> int:
         return kernel.OUTER if self is System.OUTER else kernel.INNER
 
-    @classmethod
-    def from_code(cls, code: int) -> System:
-        return cls.OUTER if int(code) == kernel.OUTER else cls.INNER
-
 
 OUTER, INNER = System.OUTER, System.INNER
 # A unit solved on its own: the inner system, (INNER, None), or block b of the outer one.

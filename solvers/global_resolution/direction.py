@@ -179,10 +179,3 @@ def direction(
     for row in range(size):
         out[free[row]] = solution[row]
     return out
-
-
-def compile_direction() -> None:
-    """Compile :func:`direction` (numba compiles on the first call) before a clock starts."""
-    if not direction.overloads:
-        one = np.ones(2)
-        direction(one, one, np.ones((2, 2)), np.ones((1, 2, 2)), np.arange(2, dtype=np.int64))

@@ -92,12 +92,3 @@ def tempered(probs: FloatArray, temperature: float) -> FloatArray:
     logits -= logits.max(axis=-1, keepdims=True)
     out = np.exp(logits)
     return out / out.sum(axis=-1, keepdims=True)
-
-
-def path_to(parents: Sequence[int], node: int) -> list[int]:
-    """Node indices from the root's child down to ``node`` (step numbering)."""
-    path: list[int] = []
-    while node >= 0:
-        path.append(node)
-        node = int(parents[node])
-    return path[::-1]

@@ -97,10 +97,6 @@ class HFTreeLM:
         self.temperature = check_temperature(temperature)
         self.name = name if name is not None else f"{len(chosen)}/{len(every)} layers"
 
-    def with_temperature(self, temperature: float) -> HFTreeLM:
-        """The same model and layers at another temperature (weights shared)."""
-        return HFTreeLM(self.model, layers=self.layer_ids, temperature=temperature, name=self.name)
-
     def session(self, prompts: Sequence[Sequence[int]]) -> HFSession:
         return HFSession(self, prompts)
 

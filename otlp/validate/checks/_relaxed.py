@@ -7,7 +7,6 @@ Independent of otlp's solvers on purpose: scipy's HiGHS on the LP built from the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
 import scipy.sparse as sp
@@ -147,14 +146,3 @@ def subsets(k: int) -> NDArray[np.bool_]:
     """Every subset of range(k) as a boolean mask, (2^k, k)."""
     idx = np.arange(1 << k)
     return ((idx[:, None] >> np.arange(k)) & 1).astype(bool)
-
-
-def proper_subsets_of(mask: BoolArray) -> list[BoolArray]:
-    members = np.flatnonzero(mask)
-    out = []
-    for size in range(1, members.size + 1):
-        for chosen in combinations(members, size):
-            m = np.zeros(mask.shape[0], dtype=bool)
-            m[list(chosen)] = True
-            out.append(m)
-    return out
