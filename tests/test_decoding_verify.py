@@ -747,10 +747,10 @@ def _rows_with_own_shapes(rows=6, vocab=5, seed=8):
 @pytest.mark.parametrize(
     ("method", "top_k", "scheme", "tau"),
     [
-        ("rrs", None, "iid", 1e-3),
-        ("sps", 5, "iid", 1e-3),
-        ("sps", 4, "iid", 1e-3),  # a real restriction: token 4 is the least likely everywhere
-        ("rrs_without_replacement", None, None, 1e-3),
+        ("rrs", None, "iid", None),
+        ("sps", 5, "iid", None),
+        ("sps", 4, "iid", None),  # a real restriction: token 4 is the least likely everywhere
+        ("rrs_without_replacement", None, None, None),
         ("global_resolution", None, "without_replacement", 0.05),  # scheme and tau reach it
     ],
 )
