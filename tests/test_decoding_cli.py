@@ -175,3 +175,36 @@ def test_method_ar_alone_is_refused_naming_the_flag(capsys: pytest.CaptureFixtur
     assert len(err) == 1 and err[0].startswith("otlp decode: error: --method: ar runs beside")
     argv = ["decode", "--model", "toy", "--compare", "ar,sps", "--paths", "1"]
     assert main([*argv, "--max-new-tokens", "3", "--no-progress", "--json"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--vocab", "100000"], "--vocab: markov model pair's law tables would need"),
+        (["--depth", "1000000000"], "--depth: draft tree nodes would need 4,000,000,000"),
+        (["--paths", "1000000000"], "--paths: draft tree nodes would need 4,000,000,000"),
+        (["--branching", "100000,100000"], "--branching: draft tree nodes would need"),
+    ],
+)
+def test_sizes_over_the_limits_are_refused_naming_the_flag(
+    argv: list[str], message: str, no_model_loads: None, capsys: pytest.CaptureFixture
+) -> None:
+    """A toy vocabulary or a draft tree too large for otlp.limits is refused before anything
+    is allocated: exit 2, one line naming the flag (not an internal MemoryError, not the
+    library's "top_k or n")."""
+    assert main(["decode", "--no-progress", "--model", "toy", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err and "top_k or n" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"), [(["--vocab", "16"], "--vocab"), (["--distance", "0.2"], "--distance")]
+)
+def test_toy_flags_with_a_real_model_are_refused(
+    argv: list[str], flag: str, no_model_loads: None, capsys: pytest.CaptureFixture
+) -> None:
+    """--vocab and --distance shape the toy pair only: with smollm2 they are refused before
+    it loads (exit 2, one line naming the flag), not silently ignored."""
+    assert main(["decode", "--no-progress", "--model", "smollm2", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{flag}: only for --model toy" in err

@@ -747,10 +747,10 @@ def _rows_with_own_shapes(rows=6, vocab=5, seed=8):
 @pytest.mark.parametrize(
     ("method", "top_k", "scheme", "tau"),
     [
-        ("rrs", None, "iid", 1e-3),
-        ("sps", 5, "iid", 1e-3),
-        ("sps", 4, "iid", 1e-3),  # a real restriction: token 4 is the least likely everywhere
-        ("rrs_without_replacement", None, None, 1e-3),
+        ("rrs", None, "iid", None),
+        ("sps", 5, "iid", None),
+        ("sps", 4, "iid", None),  # a real restriction: token 4 is the least likely everywhere
+        ("rrs_without_replacement", None, None, None),
         ("global_resolution", None, "without_replacement", 0.05),  # scheme and tau reach it
     ],
 )
@@ -1291,3 +1291,47 @@ def test_gbv_inverse_ratio_ranking_sampler_follows_its_exact_law(top_k):
         rng=np.random.default_rng(6),
     )
     assert chi2_pvalue(sampled_counts(result), law) > 1e-4
+
+
+@pytest.mark.parametrize("method", ["sps", "rrs", "kseq", "block", "gbv", "maxflow_cs"])
+def test_tau_is_refused_for_a_method_without_an_error_threshold(method):
+    """Only global resolution has an error threshold: a tau given to an exact method is a
+    mistake (the caller thinks it changes something), refused naming tau and the method, by
+    verify_tree, verify_chain and outcome_law alike; leaving it out is fine."""
+    rng = np.random.default_rng(12)
+    p = rng.dirichlet(np.ones(4), size=(1, 3))
+    q = rng.dirichlet(np.ones(4), size=(1, 3))
+    tokens = np.array([[0, 1]])
+    match = rf"^tau: method '{method}' is exact and takes no error threshold"
+    with pytest.raises(ValueError, match=match):
+        verify_chain(tokens, p, q, method=method, tau=2.0, rng=0)
+    with pytest.raises(ValueError, match=match):
+        verify_tree(tokens, decoding.chain(2), p, q, method=method, tau=1e-3, rng=0)
+    with pytest.raises(ValueError, match=match):
+        outcome_law(tokens[0], decoding.chain(2), p[0], q[0], method=method, tau=1e-3)
+    verify_chain(tokens, p, q, method=method, rng=0)
+    verify_chain(tokens, p, q, method="global_resolution", tau=1e-3, rng=0)
+
+
+@pytest.mark.parametrize("spelling", ["Inverse_Ratio", " INVERSE-RATIO ", "inverse_ratio"])
+def test_ranking_names_are_canonicalised_like_method_names(spelling):
+    """ranking is read as method names are (case, spaces, '-' and '_' alike): every spelling
+    of inverse-ratio gives the same outcome and exact law as the canonical one."""
+    rng = np.random.default_rng(13)
+    p = rng.dirichlet(np.ones(4), size=(6, 5))
+    q = rng.dirichlet(np.ones(4), size=(6, 5))
+    tokens = rng.integers(0, 4, size=(6, 4))
+    parents = path_tree(2, 2)
+    seeds = list(range(6))
+    want = verify_tree(tokens, parents, p, q, method="gbv", ranking="inverse-ratio", rng=seeds)
+    got = verify_tree(tokens, parents, p, q, method="GBV", ranking=spelling, rng=seeds)
+    np.testing.assert_array_equal(got.output_ids, want.output_ids)
+    exact = outcome_law(tokens[0], parents, p[0], q[0], method="gbv", ranking=spelling)
+    assert exact == outcome_law(
+        tokens[0], parents, p[0], q[0], method="gbv", ranking="inverse-ratio"
+    )
+    assert exact != outcome_law(tokens[0], parents, p[0], q[0], method="gbv", ranking="ratio")
+    with pytest.raises(
+        ValueError, match=r"^ranking: expected one of ratio, inverse-ratio, got 'x'"
+    ):
+        verify_tree(tokens, parents, p, q, method="gbv", ranking="x")

@@ -123,9 +123,13 @@ def test_torch_inputs_and_generators_per_row():
         ({"q": np.full((5, 2, 6), 1 / 6)}, r"^q: expected shape \(B, N \+ 1, V\)"),
         ({"temperature": -1.0}, r"^temperature\[0\]: must be at least 0"),
         ({"temperature": [1.0, 2.0]}, r"^temperature: expected a number or one per row \(5\)"),
-        ({"temperature": 1.0, "target_top_k": 2.5}, r"^top_k\[0\]: expected an integer"),
-        ({"temperature": 1.0, "target_top_p": 0.0}, r"^top_p: expected values in \(0, 1\]"),
-        ({"target_top_p": 0.5}, r"^target_top_k: the target's top-k/top-p apply to logits"),
+        ({"temperature": 1.0, "target_top_k": 2.5}, r"^target_top_k\[0\]: expected an integer"),
+        ({"temperature": 1.0, "target_top_p": 0.0}, r"^target_top_p: expected values in \(0, 1\]"),
+        ({"target_top_p": 0.5}, r"^target_top_p: the target's top-k/top-p apply to logits"),
+        ({"target_top_k": 2}, r"^target_top_k: the target's top-k/top-p apply to logits"),
+        ({"temperature": 1.0, "target_top_k": -1}, r"^target_top_k\[0\]: must be at least 0"),
+        ({"temperature": 1.0, "target_top_p": 1.5}, r"^target_top_p\[0\]: must be at most 1"),
+        ({"temperature": 1.0, "target_top_p": [0.5]}, r"^target_top_p: expected a number or one"),
         ({"rng": {7: 1}}, r"^rng: keys must be row indices in \[0, 5\)"),
     ],
 )
@@ -172,3 +176,129 @@ def test_a_tree_shape_per_row_gives_each_row_its_own_outcome(method):
         verify_tree(tokens, np.stack(forms), bad, q, method=method, rng=seeds)
     with pytest.raises(ValueError, match=r"parents: expected shape \(N,\) or \(B = 5, N\)"):
         verify_tree(tokens, np.stack(forms[:2]), p, q, method=method, rng=seeds)
+
+
+def test_bfloat16_logits_with_a_temperature():
+    """ml_dtypes bfloat16 logits (as a model returns them) with a temperature, top-k and
+    top-p: the law in bfloat16 is the float64 one of the same logits rounded, and verify_chain
+    gives the outcome it gives on that law."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(20)
+    logits, _, q, tokens = _batch(rng)
+    low = logits.astype(ml_dtypes.bfloat16)
+    law = target_laws(low, 0.8, 4, 0.9)
+    assert law.dtype == ml_dtypes.bfloat16
+    want = target_laws(low.astype(np.float64), 0.8, 4, 0.9)
+    np.testing.assert_allclose(law.astype(np.float64), want, atol=1e-2)
+    for seed in range(5):
+        given = verify_chain(
+            tokens,
+            low,
+            q,
+            method="rrs",
+            rng=seed,
+            temperature=0.8,
+            target_top_k=4,
+            target_top_p=0.9,
+        )
+        ours = verify_chain(tokens, law, q, method="rrs", rng=seed)
+        assert np.array_equal(given.output_ids, ours.output_ids)
+    with pytest.raises(ValueError, match=r"^p: expected a float16, bfloat16, float32 or float64"):
+        verify_chain(tokens, logits.astype(np.int64), q, temperature=1.0)
+
+
+@pytest.mark.parametrize("temperature", [1e-39, 1e-45, 1e-300, 5e-324])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiny_temperatures_give_the_greedy_limit_without_nan_or_warnings(temperature, dtype):
+    """A temperature > 0 however small (subnormal in float32 or float64) on finite logits is
+    softmax(logits / temperature) without overflow: one-hot on a unique argmax (what 0, greedy,
+    gives), the uniform law on tied maxima, never NaN, no RuntimeWarning."""
+    import warnings
+
+    rng = np.random.default_rng(21)
+    logits, _, q, tokens = _batch(rng)
+    logits = (logits * 1e3).astype(dtype)  # large logits: logits / temperature overflows
+    logits[0, 1, :2] = logits[0, 1].max() + 1  # a tie at the maximum (tokens 0 and 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        law = target_laws(logits, temperature, 3, 0.9)
+        greedy = target_laws(logits, 0.0)
+        assert np.isfinite(law).all()
+        np.testing.assert_array_equal(law[1:], greedy[1:])
+        np.testing.assert_array_equal(law[0, 1, :2], [0.5, 0.5])
+        np.testing.assert_array_equal(greedy[0, 1, :2], [1.0, 0.0])  # 0: lowest id on ties
+        for seed in range(3):
+            tiny = verify_chain(tokens, logits, q, temperature=temperature, rng=seed)
+            at_zero = verify_chain(tokens, logits, q, temperature=0.0, rng=seed)
+            assert np.array_equal(tiny.output_ids[1:], at_zero.output_ids[1:])
+
+
+def test_top_p_is_computed_at_the_visited_contexts_only(monkeypatch):
+    """With logits, the target law (its softmax, top-k and top-p) is computed at the contexts
+    the verification reads and no others: node by node, a chain row reads contexts
+    0..num_accepted; block verification reads the whole drafted path (contexts 0..L - 1) and
+    the bonus context L only when every draft is accepted."""
+    from otlp.verification import engine_layouts
+
+    computed: list[int] = []
+    laws = engine_layouts.Sampling.laws
+
+    def counted(self, b, logits):
+        computed.append(logits.shape[0])
+        return laws(self, b, logits)
+
+    monkeypatch.setattr(engine_layouts.Sampling, "laws", counted)
+    rng = np.random.default_rng(22)
+    rows, length, vocab = 16, 6, 300
+    logits, _, q, tokens = _batch(rng, rows=rows, length=length, vocab=vocab)
+    for method in ("sps", "rrs", "block"):
+        computed.clear()
+        result = verify_chain(
+            tokens, logits, q, method=method, temperature=1.0, target_top_p=0.8, rng=1
+        )
+        accepted = np.asarray(result.num_accepted)
+        if method == "block":
+            visited = rows * length + int((accepted == length).sum())
+        else:
+            visited = int((accepted + 1).sum())
+        assert sum(computed) == visited < rows * (length + 1)
+        computed.clear()
+        law = target_laws(logits, 1.0, None, 0.8)
+        assert sum(computed) == rows * (length + 1)
+        same = verify_chain(tokens, law, q, method=method, rng=1)
+        assert np.array_equal(result.output_ids, same.output_ids)
+
+
+def test_top_p_head_equals_the_head_of_a_full_sort():
+    """The top-p head found among the largest entries (without sorting the row) is the head
+    a stable sort of the whole row gives, ties at the cut included, for nuclei small and large."""
+    from otlp.verification.engine_layouts import _top_p_head
+
+    rng = np.random.default_rng(23)
+    for trial in range(300):
+        vocab = int(rng.integers(1, 3000))
+        law = rng.dirichlet(np.full(vocab, float(rng.choice([0.01, 0.3, 5.0]))))
+        if trial % 3 == 0:  # ties: values from a few levels
+            law = rng.choice(law[: max(1, vocab // 50)], size=vocab)
+            law /= law.sum()
+        top_p = float(rng.choice([0.1, 0.5, 0.9, 0.999, 1 - 1e-12, rng.uniform()]))
+        order = np.argsort(-law, kind="stable")
+        ranked = law[order]
+        want = np.zeros(vocab, dtype=bool)
+        want[order[(np.cumsum(ranked) - ranked) < top_p]] = True
+        got = law.copy()
+        _top_p_head(got, top_p)
+        np.testing.assert_array_equal(got != 0, want & (law != 0))
+        np.testing.assert_array_equal(got[want], law[want])
+
+
+def test_ragged_parents_are_refused_naming_parents():
+    """One shape per row must be rectangular: rows of different lengths are refused by name
+    (not with numpy's message about inhomogeneous shapes)."""
+    from otlp.decoding import verify_tree
+
+    p = np.full((2, 4, 3), 1 / 3)
+    tokens = np.zeros((2, 3), dtype=np.int64)
+    for parents in ([[-1, 0, 1], [-1, 0]], [-1, 0, [1]]):
+        with pytest.raises(ValueError, match=r"^parents: rows of different lengths"):
+            verify_tree(tokens, parents, p, p, method="sps", rng=0)

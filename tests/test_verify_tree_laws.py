@@ -79,6 +79,11 @@ SOLVED_PER_ROW = {("maxflow_cs", "iid"), ("maxflow_cs", "without_replacement")}
 SOLVED_PER_ROW.add(("global_resolution", "without_replacement"))
 
 
+def tau_of(method):
+    """TAU for global resolution, none for the exact methods (they refuse a tau)."""
+    return {"tau": TAU} if method == "global_resolution" else {}
+
+
 def node_laws(p, q, n):
     """p, q at the root and at each child's context (the latter are never read)."""
     vocab = p.shape[0]
@@ -96,7 +101,9 @@ def exact_output_law(method, scheme, p, q, n):
         mass = children_probability(q, np.array(omega), scheme)
         if mass == 0.0:
             continue
-        law = outcome_law(np.array(omega), parents, pp, qq, method=method, scheme=scheme, tau=TAU)
+        law = outcome_law(
+            np.array(omega), parents, pp, qq, method=method, scheme=scheme, **tau_of(method)
+        )
         for emitted, prob in law.items():
             total[emitted[0]] += mass * prob
     return total
@@ -116,7 +123,14 @@ def sampled_and_exact(method, scheme, node, rows=ROWS, top_k=None):
     parents = path_tree(n, 1)
     pp, qq = node_laws(p, q, n)
     law = outcome_law(
-        np.array(drafts), parents, pp, qq, method=method, scheme=scheme, tau=TAU, top_k=top_k
+        np.array(drafts),
+        parents,
+        pp,
+        qq,
+        method=method,
+        scheme=scheme,
+        **tau_of(method),
+        top_k=top_k,
     )
     result = verify_tree(
         np.tile(drafts, (rows, 1)),
@@ -125,7 +139,7 @@ def sampled_and_exact(method, scheme, node, rows=ROWS, top_k=None):
         np.broadcast_to(qq, (rows, *qq.shape)),
         method=method,
         scheme=scheme,
-        tau=TAU,
+        **tau_of(method),
         top_k=top_k,
         rng=np.random.default_rng(17),
     )
@@ -232,7 +246,7 @@ def tree_instance(parents, scheme, seed=4, vocab=3):
 @pytest.mark.parametrize(("method", "scheme", "parents"), TREE_CASES)
 def test_tree_sampler_follows_its_exact_law(method, scheme, parents):
     tokens, p, q = tree_instance(parents, scheme)
-    law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, tau=TAU)
+    law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, **tau_of(method))
     assert sum(law.values()) == pytest.approx(1.0, abs=1e-9)
     rows = 800 if (method, scheme) in SOLVED_PER_ROW else ROWS
     result = verify_tree(
@@ -242,7 +256,7 @@ def test_tree_sampler_follows_its_exact_law(method, scheme, parents):
         np.broadcast_to(q, (rows, *q.shape)),
         method=method,
         scheme=scheme,
-        tau=TAU,
+        **tau_of(method),
         rng=np.random.default_rng(23),
     )
     assert_follows(counts_of(result), law, rows)

@@ -47,11 +47,15 @@ from otlp.decoding.models.precision import PRECISIONS, Fidelity
 from otlp.decoding.models.selfdraft import check_draft, check_draft_name
 from otlp.decoding.models.smollm2 import N_LAYERS
 from otlp.decoding.prompts import PROMPT_SETS
+from otlp.errors import ProblemTooLarge
+from otlp.multistep.models import check_toy_size
 from otlp.plotting.style import add_format_argument
 from otlp.verification.drafting import SCHEMES, check_scheme
 from otlp.verification.tree import METHODS
 
 MODELS = (SMOLLM2, "toy")
+TOY_VOCAB = 8  # --model toy's defaults
+TOY_DISTANCE = 0.5
 FAR_FROM_FLOAT32_TV = 0.05  # a fast path this far from float32 is warned about
 
 
@@ -193,15 +197,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="torch CPU threads (1: on a shared CPU more threads wait on each other)",
     )
     toy = parser.add_argument_group("toy model pair (--model toy)")
-    toy.add_argument("--vocab", type=positive, default=8, help="vocabulary size")
+    toy.add_argument(
+        "--vocab", type=positive, default=None, help=f"vocabulary size (default {TOY_VOCAB})"
+    )
     toy.add_argument(
         "--distance",
         type=flag_type(
             lambda text: real_number("distance", _number(text), minimum=0.0, maximum=1.0),
             "distance",
         ),
-        default=0.5,
-        help="draft = mix with noise",
+        default=None,
+        help=f"draft = mix with noise (default {TOY_DISTANCE})",
     )
     add_format_argument(parser)
     add_output_arguments(parser)
@@ -295,10 +301,26 @@ def select_models(args: argparse.Namespace, grid: Grid | None) -> Selection:
     return Selection(model, None, drafts, precision)
 
 
+def _check_toy_flags(args: argparse.Namespace, model: str) -> None:
+    """--vocab and --distance shape the toy pair only: refused with another model (instead of
+    ignored), and a vocabulary whose tables are over ``otlp.limits`` refused before they are
+    allocated; each a ``ValueError`` naming the flag."""
+    if model != "toy":
+        for flag, value in (("--vocab", args.vocab), ("--distance", args.distance)):
+            if value is not None:
+                raise ValueError(f"{flag}: only for --model toy, not with --model {model}")
+        return
+    try:
+        check_toy_size("markov", TOY_VOCAB if args.vocab is None else args.vocab)
+    except ProblemTooLarge as exc:
+        raise ValueError(f"--vocab: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.out is not None and args.config is None:
         raise ValueError("--out: only with --config")
     grid = read_grid(args.config) if args.config is not None else None
+    _check_toy_flags(args, grid.model if grid is not None else args.model)
     if args.out is not None:
         output_path("--out", args.out, folder=True, mkdir=args.mkdir)
     selection = select_models(args, grid)
@@ -445,7 +467,9 @@ def _toy(args: argparse.Namespace, texts: Sequence[str]) -> tuple[Any, ...]:
     from otlp.decoding.models.prefix import PrefixLM
     from otlp.multistep.models import model_pair
 
-    target, draft = model_pair("markov", args.vocab, seed=args.seed, distance=args.distance)
+    vocab = TOY_VOCAB if args.vocab is None else args.vocab
+    distance = TOY_DISTANCE if args.distance is None else args.distance
+    target, draft = model_pair("markov", vocab, seed=args.seed, distance=distance)
     prompts = []
     for text in texts:
         builtin = text in PROMPT_SETS["both"]
@@ -456,8 +480,8 @@ def _toy(args: argparse.Namespace, texts: Sequence[str]) -> tuple[Any, ...]:
             raise ValueError(
                 f"--prompt: toy prompts are token ids like 1,2,3, got {text!r}"
             ) from None
-        if any(not 0 <= t < args.vocab for t in tokens):
-            raise ValueError(f"--prompt: toy token ids must lie in [0, {args.vocab})")
+        if any(not 0 <= t < vocab for t in tokens):
+            raise ValueError(f"--prompt: toy token ids must lie in [0, {vocab})")
         prompts.append(tokens)
 
     def factory(temperature: float, name: str) -> tuple[TreeModel, TreeModel]:

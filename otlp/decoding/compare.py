@@ -84,6 +84,7 @@ class Config:
 
         if self.method == AUTOREGRESSIVE:
             return self
+        self._check_tree_size()
         if not valid(self.method, self.paths, self.branching):
             raise ValueError(f"method: {self.method} does not verify a {self.shape} tree")
         schemes = SCHEMES_OF[self.method]
@@ -93,6 +94,28 @@ class Config:
                 f"{' or '.join(schemes)}, got {self.scheme!r}"
             )
         return self
+
+    def _check_tree_size(self) -> None:
+        """The draft tree's nodes within ``otlp.limits``, else a ``ValueError`` naming the
+        field that sets them (``depth`` or ``paths``, the larger; ``branching``) before the
+        tree is built."""
+        from otlp.errors import ProblemTooLarge
+        from otlp.limits import check_size
+
+        if self.branching:
+            nodes, field, advice = 0, "branching", "lower branching"
+            width = 1
+            for b in self.branching:
+                width *= b
+                nodes += width
+        else:
+            nodes = self.paths * self.depth
+            field = "depth" if self.depth >= self.paths else "paths"
+            advice = "lower paths or depth"
+        try:
+            check_size("draft tree nodes", nodes, advice=advice)
+        except ProblemTooLarge as exc:
+            raise ValueError(f"{field}: {exc}") from None
 
     @property
     def shape(self) -> str:

@@ -23,16 +23,28 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.args import canonical_name
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 RANKINGS = ("ratio", "inverse-ratio")
 
 
+def check_ranking(ranking: object) -> str:
+    """``ranking``'s canonical spelling in :data:`RANKINGS`, read as method names are
+    (:func:`otlp.args.canonical_name`: case and surrounding spaces ignored, ``-`` and ``_``
+    alike: ``"Inverse_Ratio"`` is ``"inverse-ratio"``), or a ``ValueError`` naming it."""
+    name = canonical_name(ranking, "ranking").replace("_", "-")
+    if name not in RANKINGS:
+        raise ValueError(f"ranking: expected one of {', '.join(RANKINGS)}, got {ranking!r}")
+    return name
+
+
 def local_key(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> FloatArray:
     """The local key children are ranked by: M_b / M_s (Eq. 27; +inf where only M_b > 0, 0
-    where both are 0), negated for ``"inverse-ratio"``."""
-    if ranking not in RANKINGS:
-        raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
+    where both are 0), negated for ``"inverse-ratio"`` (any spelling :func:`check_ranking`
+    reads)."""
+    ranking = check_ranking(ranking)
     with np.errstate(divide="ignore", invalid="ignore"):
         key = np.where(draft > 0, target / draft, np.where(target > 0, np.inf, 0.0))
     return -key if ranking == "inverse-ratio" else key

@@ -22,6 +22,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import as_generator, positive_int, real_number
+from otlp.errors import ProblemTooLarge
+from otlp.limits import current as current_limits
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -190,6 +192,7 @@ def model_pair(
     rng = as_generator(positive_int("seed", seed, minimum=0), "seed")
     if kind == "tree":
         depth = positive_int("depth", depth)
+        check_toy_size(kind, vocab, depth=depth)
         shapes = [(vocab**d, vocab) for d in range(depth)]
         pairs = [_law_pair(shape, rng, distance, concentration, sparsity) for shape in shapes]
         return TabularModel([t for t, _ in pairs]), TabularModel([d for _, d in pairs])
@@ -197,9 +200,30 @@ def model_pair(
     if kind not in contexts:
         raise ValueError(f"kind: expected one of {MODEL_KINDS}, got {kind!r}")
     ctx = positive_int("context", contexts[kind], minimum=0)
+    check_toy_size(kind, vocab, context=ctx)
     shape = (vocab + 1,) * ctx + (vocab,)
     target, draft = _law_pair(shape, rng, distance, concentration, sparsity)
     return NGramModel(target), NGramModel(draft)
+
+
+LAW_TABLES = 3  # arrays of a law table's size that _law_pair holds at once (target, noise, draft)
+
+
+def check_toy_size(kind: str, vocab: int, *, context: int = 1, depth: int = 5) -> None:
+    """Refuse (:class:`~otlp.errors.ProblemTooLarge`, before any allocation) a
+    :func:`model_pair` whose law tables are over ``otlp.limits``: (V + 1)^context x V
+    entries for the n-gram kinds (``context`` 0 context-free, 1 markov), V + V^2 + ... + V^depth
+    for ``tree``, each held :data:`LAW_TABLES` times while the pair is drawn."""
+    if kind == "tree":
+        entries = sum(vocab**d * vocab for d in range(depth))
+    else:
+        entries = (vocab + 1) ** context * vocab
+    entries *= LAW_TABLES
+    limit = current_limits().max_variables
+    if entries > limit:  # float64 entries: 8 bytes each
+        raise ProblemTooLarge(
+            f"{kind} model pair's law tables", entries, 8 * entries, limit, advice="lower vocab"
+        )
 
 
 def _law_pair(

@@ -8,7 +8,9 @@ pass over the row in its own dtype (:func:`solvers.node_rules.row_total`; its er
 block, GBV) read the rows as given (:meth:`ContextLaws.native`, 16-bit rows widened one at a
 time); global resolution, maxflow_cs and any top-k restriction take a renormalised float64
 copy of the rows they visit (:meth:`ContextLaws.row`). A decode step never copies the whole
-``(B, N + 1, V)`` tensor.
+``(B, N + 1, V)`` tensor. Laws computed on demand (:class:`LazyLaws`, e.g. the target's from
+its logits: :class:`otlp.verification.engine_layouts.LogitLaws`) are computed only at the
+contexts read, and read row by row.
 """
 
 from __future__ import annotations
@@ -19,11 +21,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import real_number
-from otlp.tensors import as_float64, float_kind, is_torch
+from otlp.tensors import ArrayKind, as_float64, float_kind, is_torch
 from solvers.node_rules import row_total
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
+
+
+class LazyLaws:
+    """Laws ``(B, N + 1, V)`` computed one context at a time when read: ``shape``, ``kind``
+    (the input's :class:`~otlp.tensors.ArrayKind`, which results go back in) and
+    :meth:`row`."""
+
+    shape: tuple[int, ...]
+    kind: ArrayKind
+
+    def row(self, b: int, context: int) -> NDArray[np.floating]:
+        """Row ``b``'s law at ``context``: a numpy float32 or float64 vector ``(V,)``."""
+        raise NotImplementedError
 
 
 class ContextLaws:
@@ -42,9 +57,15 @@ class ContextLaws:
         last_optional: bool = False,
     ):
         self.name = name
-        if (isinstance(value, np.ndarray) or is_torch(value)) and len(cast(Any, value).shape) == 3:
-            self.kind = float_kind(name, value)  # from the dtype: no value read, no copy
+        self.lazy = isinstance(value, LazyLaws)
+        if isinstance(value, LazyLaws):
+            self.kind = value.kind
             self.values: Any = value
+        elif (isinstance(value, np.ndarray) or is_torch(value)) and len(
+            cast(Any, value).shape
+        ) == 3:
+            self.kind = float_kind(name, value)  # from the dtype: no value read, no copy
+            self.values = value
         elif hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) == 3:
             _, self.kind = as_float64(name, cast(Any, value)[:0])  # the kind, no copy
             self.values = value
@@ -71,6 +92,8 @@ class ContextLaws:
         """One context's row as given, as a numpy vector the row kernels read: float32 and
         float64 rows are views (torch: on the CPU), 16-bit rows are widened to float32
         (exactly)."""
+        if self.lazy:
+            return cast(LazyLaws, self.values).row(b, context)
         row = self.values[b, context]
         if self.torch:
             import torch
@@ -87,7 +110,9 @@ class ContextLaws:
 
     def native_all(self) -> NDArray[np.floating] | None:
         """The whole ``(B, N + 1, V)`` input as a numpy view (numpy or CPU torch, float32 or
-        float64), or None where it cannot be read without a copy."""
+        float64), or None where it cannot be read without a copy (or is computed on demand)."""
+        if self.lazy:
+            return None
         values = self.values
         if self.torch:
             import torch
@@ -114,17 +139,25 @@ class ContextLaws:
         """The rows at ``contexts`` as given: a 2-D array and each context's row in it (row
         b's whole ``(N + 1, V)`` view for numpy and CPU torch float32/float64 input, else the
         gathered rows)."""
+        whole = None if self.lazy else self._whole_row(b)
+        if whole is not None:
+            return whole, contexts
+        gathered = np.stack([self.native(b, int(c)) for c in contexts])
+        return gathered, np.arange(contexts.shape[0], dtype=np.int64)
+
+    def _whole_row(self, b: int) -> NDArray[np.floating] | None:
+        """Row b's ``(N + 1, V)`` laws as a numpy view where the input is readable as given
+        (numpy or CPU torch float32/float64), else None."""
         values = self.values[b]
         if self.torch:
             import torch
 
             values = values.detach()
             if values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64):
-                return cast("NDArray[np.floating]", values.numpy()), contexts
+                return cast("NDArray[np.floating]", values.numpy())
         elif values.dtype in (np.float32, np.float64):
-            return cast("NDArray[np.floating]", values), contexts
-        gathered = np.stack([self.native(b, int(c)) for c in contexts])
-        return gathered, np.arange(contexts.shape[0], dtype=np.int64)
+            return cast("NDArray[np.floating]", values)
+        return None
 
     def total(self, b: int, context: int, row: NDArray[np.floating] | None = None) -> float:
         """The sum of a context's law, checked once per call (finite, nonnegative, summing to
@@ -141,7 +174,14 @@ class ContextLaws:
         return total
 
     def values_at(self, b: int, contexts: IntArray, tokens: IntArray) -> FloatArray:
-        """Single entries ``values[b, contexts, tokens]`` as given, float64 (rows unread)."""
+        """Single entries ``values[b, contexts, tokens]`` as given, float64 (rows unread, except
+        laws computed on demand)."""
+        if self.lazy:
+            picked = [
+                self.native(b, int(c))[int(t)]
+                for c, t in zip(contexts.flat, tokens.flat, strict=True)
+            ]
+            return np.array(picked, dtype=np.float64).reshape(np.shape(contexts))
         if self.torch:
             import torch
 

@@ -30,10 +30,23 @@ from otlp.limits import check_size
 IntArray = NDArray[np.int64]
 
 
+def parents_array(parents: ArrayLike, *, name: str = "parents") -> np.ndarray:
+    """``parents`` as a numpy array, unchecked, or a ``ValueError`` naming it where it is not
+    rectangular (rows of different lengths: one shape per row must pad none of them)."""
+    try:
+        return np.asarray(parents)
+    except ValueError:
+        raise ValueError(
+            f"{name}: rows of different lengths; expected one shape (N,) or one per row "
+            "(B, N), every row with the same N nodes (mark a row's missing nodes absent "
+            "with token -1)"
+        ) from None
+
+
 def check_parents(parents: ArrayLike, *, name: str = "parents") -> IntArray:
     """``parents`` as an int64 array, or a ``ValueError`` naming it (shape, order, range);
     ``name`` is the argument the caller passed it as (e.g. ``speculation.parents``)."""
-    arr = np.asarray(parents)
+    arr = parents_array(parents, name=name)
     if arr.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array, got shape {arr.shape}")
     if arr.size and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):

@@ -47,7 +47,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import canonical_name, positive_int
 from otlp.multistep import single_path
-from otlp.multistep.gbv import RANKINGS, local_key, select_path, skewed_conditionals
+from otlp.multistep.gbv import check_ranking, local_key, select_path, skewed_conditionals
 from otlp.rules.base import residual
 from otlp.rules.kseq import kseq_parameters
 from otlp.rules.rrs import replacement_residuals, without_replacement_walk
@@ -57,7 +57,7 @@ from otlp.rules.spechub import hub_candidates, hub_verification
 from otlp.tensors import as_index_array
 from otlp.verification import shapes as trees
 from otlp.verification.drafting import SCHEMES, check_node, restrict_top_k, row_uniforms
-from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, target_laws
+from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, LogitLaws
 from otlp.verification.laws import ContextLaws
 from solvers.node_rules import (
     BAD_DRAFT,
@@ -104,6 +104,7 @@ SCHEMES_OF = {
     "gbv": ("iid",),
 }
 MAX_ITER = 50  # global resolution's Newton iterations per unit
+DEFAULT_TAU = 1e-3  # global resolution's error threshold where the caller gives none
 
 
 @dataclass(frozen=True)
@@ -153,18 +154,19 @@ def verify_chain(
     ``temperature`` (a number or one per row; 0 = greedy), ``p`` holds the target's logits
     and the target law is softmax(p / temperature) restricted to ``target_top_k`` /
     ``target_top_p`` (:func:`otlp.verification.engine_layouts.target_laws`), as the engine
-    samples. ``rng`` may also hold a ``torch.Generator`` per row, as a list or as a dict
-    {row: generator} of seeded requests. The result's ``output_ids`` (B, L + 1) are the
-    emitted tokens padded with -1, beside ``num_accepted``. Other options as
-    :func:`verify_tree`.
+    samples, computed only at the contexts the verification reads
+    (:class:`~otlp.verification.engine_layouts.LogitLaws`). ``rng`` may also hold a
+    ``torch.Generator`` per row, as a list or as a dict {row: generator} of seeded requests.
+    The result's ``output_ids`` (B, L + 1) are the emitted tokens padded with -1, beside
+    ``num_accepted``. Other options as :func:`verify_tree`; ``tau`` only for global
+    resolution.
     """
     arr, _ = as_index_array("tokens", tokens, ndims=(2,))
     if temperature is not None:
-        p = target_laws(p, temperature, target_top_k, target_top_p)
+        p = LogitLaws(p, temperature, target_top_k, target_top_p, prefix="target_")
     elif target_top_k is not None or target_top_p is not None:
-        raise ValueError(
-            "target_top_k: the target's top-k/top-p apply to logits; pass temperature too"
-        )
+        name = "target_top_k" if target_top_k is not None else "target_top_p"
+        raise ValueError(f"{name}: the target's top-k/top-p apply to logits; pass temperature too")
     task = _Task.of(
         arr,
         trees.chain(arr.shape[1]),
@@ -173,7 +175,7 @@ def verify_chain(
         method,
         options.pop("scheme", None),
         options.pop("top_k", None),
-        options.pop("tau", 1e-3),
+        options.pop("tau", None),
         options.pop("atol", None),
         options.pop("ranking", "ratio"),
         draft_last_optional=True,
@@ -193,7 +195,7 @@ def verify_tree(
     method: str,
     scheme: str | None = None,
     top_k: int | None = None,
-    tau: float = 1e-3,
+    tau: float | None = None,
     rng: object = None,
     atol: float | None = None,
     ranking: str = "ratio",
@@ -225,7 +227,9 @@ def verify_tree(
         the drafted tokens then lower ids (as :func:`~otlp.decoding.sample_children`); None
         uses ``q`` as given (pass your own restricted law there).
     tau:
-        Global resolution's error threshold (each step within 15 tau of p in L1).
+        Global resolution's error threshold (each step within 15 tau of p in L1); None =
+        :data:`DEFAULT_TAU`. The other methods are exact and take no ``tau``: passing one is a
+        ``ValueError`` naming it and the method.
     rng:
         One seed / ``numpy.random.Generator`` / ``torch.Generator`` for the batch, a sequence
         with one per row, or a dict {row: generator} (seeded requests; the other rows draw
@@ -262,7 +266,8 @@ def verify_tree(
     >>> result.path_nodes.tolist(), result.tokens_out(0).tolist()
     ([[0, 1]], [0, 1, 1])
     """
-    if np.ndim(parents) == 2:
+    parents = trees.parents_array(parents)
+    if parents.ndim == 2:
         return _verify_shapes(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking, rng)
     task = _Task.of(tokens, parents, p, q, method, scheme, top_k, tau, atol, ranking)
     return _verify(task, rng)
@@ -286,7 +291,7 @@ def _verify_shapes(
     method: str,
     scheme: str | None,
     top_k: int | None,
-    tau: float,
+    tau: float | None,
     atol: float | None,
     ranking: str,
     rng: object,
@@ -296,7 +301,7 @@ def _verify_shapes(
     rows keep their indices, in reads and in error messages); each row's uniforms drawn once
     for the batch, as wide as the widest shape needs."""
     tok, _ = as_index_array("tokens", tokens, ndims=(2,))
-    shapes = np.asarray(parents)
+    shapes = trees.parents_array(parents)
     if shapes.shape[0] != tok.shape[0]:
         raise ValueError(
             f"parents: expected shape (N,) or (B = {tok.shape[0]}, N), got {shapes.shape}"
@@ -353,7 +358,7 @@ def outcome_law(
     method: str,
     scheme: str | None = None,
     top_k: int | None = None,
-    tau: float = 1e-3,
+    tau: float | None = None,
     atol: float | None = None,
     ranking: str = "ratio",
 ) -> dict[tuple[int, ...], float]:
@@ -378,6 +383,21 @@ def outcome_law(
         ranking,
     )
     return task.law(0)
+
+
+def _tau_for(method: str, tau: float | None) -> float:
+    """Global resolution's checked ``tau`` (None: :data:`DEFAULT_TAU`); a ``ValueError`` naming
+    ``tau`` and the method where another method, which has no error threshold, is given one."""
+    if method != "global_resolution":
+        if tau is not None:
+            raise ValueError(
+                f"tau: method {method!r} is exact and takes no error threshold (tau is "
+                f"global_resolution's), got tau={tau!r}"
+            )
+        return DEFAULT_TAU
+    from otlp.global_resolution import check_tau
+
+    return check_tau(DEFAULT_TAU if tau is None else tau)
 
 
 def _scheme_for(method: str, scheme: str | None) -> str:
@@ -438,7 +458,7 @@ class _Task:
         method: str,
         scheme: str | None,
         top_k: int | None,
-        tau: float,
+        tau: float | None,
         atol: float | None,
         ranking: str,
         *,
@@ -448,8 +468,7 @@ class _Task:
         if method not in METHODS:
             raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
         scheme = _scheme_for(method, scheme)
-        if ranking not in RANKINGS:
-            raise ValueError(f"ranking: expected one of {RANKINGS}, got {ranking!r}")
+        ranking = check_ranking(ranking)
         shape = trees.check_parents(parents)
         tok = _check_tokens(tokens, shape)
         rows, nodes = tok.shape
@@ -462,10 +481,7 @@ class _Task:
             raise ValueError(f"tokens[{b}, {i}]: token id {tok[b, i]} outside [0, {target.vocab})")
         if top_k is not None:
             top_k = positive_int("top_k", top_k, maximum=target.vocab)
-        if method == "global_resolution":
-            from otlp.global_resolution import check_tau
-
-            tau = check_tau(tau)
+        tau = _tau_for(method, tau)
         path_grid = _path_shape(shape, method) if method in PATH_METHODS else (0, 0)
         step = _Step(method, scheme, top_k, tau)
         levels = trees.depth(shape)
