@@ -451,7 +451,7 @@ class LazyTransportPlan(TransportPlan):
     def _materialized(self) -> PlanEntries:
         raise NotImplementedError
 
-    @property  # type: ignore[override]
+    @property
     def columns(self) -> DraftColumns:
         """The plan's draft columns (materialises the plan)."""
         return self._materialized().columns
@@ -460,7 +460,7 @@ class LazyTransportPlan(TransportPlan):
     def columns(self, value: DraftColumns) -> None:
         self._materialized().columns = value
 
-    @property  # type: ignore[override]
+    @property
     def explicit(self) -> sp.csc_matrix:
         """The explicit entries S of Eq. (3) (materialises the plan)."""
         return self._materialized().explicit
@@ -469,7 +469,7 @@ class LazyTransportPlan(TransportPlan):
     def explicit(self, value: sp.csc_matrix) -> None:
         self._materialized().explicit = value
 
-    @property  # type: ignore[override]
+    @property
     def row_residual(self) -> FloatArray:
         """The residual rows of Eq. (3) (materialises the plan)."""
         return self._materialized().row_residual
@@ -478,7 +478,7 @@ class LazyTransportPlan(TransportPlan):
     def row_residual(self, value: FloatArray) -> None:
         self._materialized().row_residual = value
 
-    @property  # type: ignore[override]
+    @property
     def col_residual(self) -> FloatArray:
         """The residual columns of Eq. (3) (materialises the plan)."""
         return self._materialized().col_residual

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otlp.args import as_generator
+from otlp.instance import Instance
 from otlp.partial_resolution.clocks import ClockPartition, FloatArray
 from otlp.plan import LazyTransportPlan, PlanEntries, TransportPlan
 from otlp.reprs import dataclass_repr
@@ -43,12 +43,14 @@ class PartialResolutionPlan(LazyTransportPlan):
     """An exact optimal plan for n i.i.d. drafts, evaluated per token.
 
     :meth:`local_slice`, :meth:`slice`, :meth:`token_report` and :meth:`sample` compute only
-    the drafted set's conditional (its members' pieces of the clock partition, 2^|S|-free
-    positive sums); reading ``columns``/``explicit``/residuals materialises every set's
-    accepted flow (what :func:`otlp.verify` checks on small instances).
+    the drafted set's conditional (its members' pieces of the clock partition, positive sums,
+    no inclusion-exclusion); ``sample`` draws from that set conditional (the decoder's clock
+    race, :meth:`ClockPartition.race`, is its tuple-level refinement); reading ``columns``,
+    ``explicit`` or the residuals materialises every set's accepted flow (what
+    :func:`otlp.verify` checks on small instances).
     """
 
-    def __init__(self, partition: ClockPartition, instance: Any, seconds: float) -> None:
+    def __init__(self, partition: ClockPartition, instance: Instance, seconds: float) -> None:
         self.partition = partition
         self.instance = instance
         self.method = "partial_resolution"
@@ -107,23 +109,3 @@ class PartialResolutionPlan(LazyTransportPlan):
         )
         self.token_reports.append(report)
         return out, report
-
-    def sample(
-        self, omega: ArrayLike, rng: object = None, size: int | None = None
-    ) -> int | NDArray[np.int64]:
-        """Draw verified token(s) from pi(. | omega); global token ids (one token: the clock
-        race of the decoder, :meth:`ClockPartition.race`; several: from the slice)."""
-        if size is not None:
-            return super().sample(omega, rng, size)
-        generator = as_generator(rng)
-        inst = self.instance
-        local = inst.to_local(omega)
-        winner = self.partition.race(local, generator.random(local.shape[0]))
-        if winner >= 0:
-            return int(inst.tokens[winner])
-        law = self.partition.residual_law
-        pick = int(np.searchsorted(np.cumsum(law), generator.random() * law.sum(), side="right"))
-        pick = min(pick, law.shape[0] - 1)
-        if pick < inst.k:
-            return int(inst.tokens[pick])
-        return int(self._outside_tokens[np.searchsorted(self._outside_cdf, generator.random())])
