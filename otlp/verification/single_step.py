@@ -20,6 +20,9 @@ is one of its drafts, and a report per row.
   SpecTr's K-SEQ) and ``maxflow_cs`` (the exact OT by the complementary-slackness max-flow,
   [GR] §5.3) draw each row's token from the rule's exact conditional law given its drafts
   (:meth:`otlp.rules.Rule.local_conditionals`, ``TransportPlan.local_slice``), row by row.
+* ``method="partial_resolution"`` (i.i.d. drafts; "Partial Resolution", Thomas and Pal,
+  NeurIPS 2025, otlp's construction on docs/partial-resolution.md) builds each row's clock
+  partition and runs the clock race of its drafts: exact optimal transport, no tolerance.
 """
 
 from __future__ import annotations
@@ -91,7 +94,9 @@ def verify_drafts(
         ``scheme="independent"`` the pair is ordered: ``drafts[b, d]`` is drafter d's token
         and must be possible under q's row d (docs: gr-schemes, "Which drafts a row may hold").
     method:
-        One of ``global_resolution``, ``sps`` (n = 1), ``rrs``, ``kseq``, ``maxflow_cs``.
+        One of ``global_resolution``, ``sps`` (n = 1), ``rrs``, ``kseq``, ``maxflow_cs``,
+        ``partial_resolution`` (exact optimal transport for i.i.d. drafts, no tolerance:
+        :func:`partial_resolution_rows`).
     top_k:
         Restrict the draft to its top-k tokens ([GR] Appendix N); None keeps every token
         with positive draft probability.
