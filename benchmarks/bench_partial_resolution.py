@@ -16,9 +16,9 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import otlp  # noqa: E402
+import otlp
 
 VOCAB = 32_000
 CELLS = ((100, 2), (VOCAB, 8))
