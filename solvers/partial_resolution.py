@@ -72,6 +72,96 @@ def _free_weight(
 
 
 @nb.njit(cache=True)
+def _density(u: float, cut: float, n: int) -> float:
+    """w(u) = n (1 - u)^(n-1) below the cut, 0 from it on."""
+    return n * (1.0 - u) ** (n - 1) if u < cut else 0.0
+
+
+@nb.njit(cache=True)
+def _stretch_weight(
+    c: float,
+    width: float,
+    i: int,
+    j: int,
+    starts: FloatArray,
+    cum_len: FloatArray,
+    cum_w: FloatArray,
+    cut: float,
+    n: int,
+) -> float:
+    """Weight of the free stretch [c, c + width] (compressed) when c lies in free interval i
+    and c + width in free interval j."""
+    left = cum_w[i] + weight_between(starts[i], starts[i] + (c - cum_len[i]), cut, n)
+    right_end = starts[j] + (c + width - cum_len[j])
+    right = cum_w[j] + weight_between(starts[j], right_end, cut, n)
+    return right - left
+
+
+@nb.njit(cache=True)
+def _solve_stretch(
+    lo: float,
+    hi: float,
+    width: float,
+    target: float,
+    starts: FloatArray,
+    ends: FloatArray,
+    cum_len: FloatArray,
+    cum_w: FloatArray,
+    count: int,
+    cut: float,
+    n: int,
+) -> float:
+    """The c in (lo, hi) where the free stretch [c, c + width] weighs ``target`` (its weight
+    is non-increasing in c, above ``target`` at lo and at most ``target`` at hi).
+
+    First a binary search over the breakpoints (c or c + width at a free interval's end),
+    then, with both ends in fixed intervals, safeguarded Newton steps on a smooth function."""
+    # breakpoints in (lo, hi): cum_len[i] and cum_len[i] - width, merged by binary search
+    a, b = lo, hi
+    for shift in (0.0, width):
+        left, right = 0, count
+        while left <= right:  # bisect over i on the breakpoints cum_len[i] - shift
+            mid = (left + right) // 2
+            point = cum_len[mid] - shift
+            if point <= a:
+                left = mid + 1
+            elif point >= b:
+                right = mid - 1
+            else:
+                got = _free_weight(point + width, starts, ends, cum_len, cum_w, count, cut, n)
+                got -= _free_weight(point, starts, ends, cum_len, cum_w, count, cut, n)
+                if got > target:
+                    a = point
+                    left = mid + 1
+                else:
+                    b = point
+                    right = mid - 1
+    middle = 0.5 * (a + b)
+    i = min(np.searchsorted(cum_len[1 : count + 1], middle, side="right"), count - 1)
+    j = min(np.searchsorted(cum_len[1 : count + 1], middle + width, side="right"), count - 1)
+    x = middle
+    for _ in range(BISECTIONS):
+        g = _stretch_weight(x, width, i, j, starts, cum_len, cum_w, cut, n) - target
+        if g > 0:
+            a = x
+        else:
+            b = x
+        if g == 0.0:
+            break
+        slope = _density(starts[j] + (x + width - cum_len[j]), cut, n) - _density(
+            starts[i] + (x - cum_len[i]), cut, n
+        )
+        step = x - g / slope if slope < 0 else 0.5 * (a + b)
+        if not (a < step < b):
+            step = 0.5 * (a + b)
+        if abs(step - x) <= 1e-17 or b - a <= 0.0:
+            x = step
+            break
+        x = step
+    return x
+
+
+@nb.njit(cache=True)
 def clock_pieces(
     q: FloatArray,
     accepted: FloatArray,
@@ -138,18 +228,9 @@ def clock_pieces(
                 elif w_hi >= target:
                     lo_c = hi
                 else:
-                    for _ in range(BISECTIONS):
-                        mid = 0.5 * (lo + hi)
-                        if mid <= lo or mid >= hi:
-                            break
-                        got = _free_weight(
-                            mid + width, free_s, free_e, cum_len, cum_w, count, cut, n
-                        ) - _free_weight(mid, free_s, free_e, cum_len, cum_w, count, cut, n)
-                        if got > target:
-                            lo = mid
-                        else:
-                            hi = mid
-                    lo_c = 0.5 * (lo + hi)
+                    lo_c = _solve_stretch(
+                        lo, hi, width, target, free_s, free_e, cum_len, cum_w, count, cut, n
+                    )
             hi_c = lo_c + width
             # carve [lo_c, hi_c] (compressed) out of the free intervals
             first[x] = pieces
