@@ -137,8 +137,9 @@ def _solve_stretch(
                     b = point
                     right = mid - 1
     middle = 0.5 * (a + b)
-    i = min(np.searchsorted(cum_len[1 : count + 1], middle, side="right"), count - 1)
-    j = min(np.searchsorted(cum_len[1 : count + 1], middle + width, side="right"), count - 1)
+    i = min(int(np.searchsorted(cum_len[1 : count + 1], middle, side="right")), count - 1)
+    found = np.searchsorted(cum_len[1 : count + 1], middle + width, side="right")
+    j = min(int(found), count - 1)
     x = middle
     for _ in range(BISECTIONS):
         g = _stretch_weight(x, width, i, j, starts, cum_len, cum_w, cut, n) - target
