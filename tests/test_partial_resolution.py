@@ -120,9 +120,9 @@ def test_the_notes_two_ends_counterexample_is_solved_by_gap_filling() -> None:
     assert law <= 1e-12 and accept <= 1e-12 and defect <= 1e-12
 
 
-def test_larger_peaked_instances_and_n_up_to_8() -> None:
+def test_larger_peaked_instances_and_n_up_to_12() -> None:
     rng = np.random.default_rng(7)
-    for n, vocab in ((5, 6), (6, 5), (8, 4), (2, 14), (3, 12)):
+    for n, vocab in ((5, 6), (6, 5), (8, 4), (12, 4), (2, 14), (3, 12)):
         p = rng.dirichlet(np.full(vocab, 0.2))
         q = rng.dirichlet(np.full(vocab, 0.2))
         inst = otlp.Instance(p, q, n)
@@ -216,3 +216,28 @@ def test_exact_at_full_vocabulary_scale_top_100_two_drafts() -> None:
     plan = otlp.solve(inst, method="partial_resolution", check=False)
     law, accept, defect = law_errors(inst, plan.local_slice)
     assert law <= 1e-9 and accept <= 1e-10 and defect <= 1e-12, (law, accept, defect)
+
+
+def test_sixty_four_drafts_from_torch_float32_rows() -> None:
+    """The decoder takes any n (here 64) from torch rows; every token is possible under its
+    row's set conditional."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    vocab = 300
+    p, q = rng.dirichlet(np.full(vocab, 0.3)), rng.dirichlet(np.full(vocab, 0.3))
+    inst = otlp.Instance(p, q, 64)
+    drafts = inst.sample_drafts(9, 4)
+    out = otlp.verify_drafts(
+        torch.tensor(p, dtype=torch.float32)[None],
+        torch.tensor(q, dtype=torch.float32)[None],
+        drafts,
+        method="partial_resolution",
+        rng=2,
+    )
+    plan = otlp.solve(
+        otlp.Instance(p.astype(np.float32), q.astype(np.float32), 64, renormalize=True),
+        method="partial_resolution",
+        check=False,
+    )
+    for b in range(4):
+        assert plan.slice(drafts[b])[out.tokens[b]] > 0
