@@ -16,7 +16,8 @@ otherwise the step samples the residual ``p - A``.
 * :func:`clock_pieces` builds the sets by *gap filling* (Lemma 3 of the docs page).
 * :func:`accepted_mass` is a drawn set's accepted flow ``a(S, .)`` (Lemma 5), a sum of
   positive terms (no inclusion-exclusion, nothing cancels).
-* :func:`surjection_mass` is ``P(set(omega) = S)`` for i.i.d. draws, also by positive terms.
+* :func:`cover_coefficient` is ``P(set(omega) = S) / n!`` for i.i.d. draws, also by positive
+  terms.
 * :func:`clock_winner` is the decoder's draw (Lemma 4).
 """
 
@@ -284,10 +285,10 @@ def _length_after(u: float, starts: FloatArray, ends: FloatArray, lo: int, hi: i
 
 
 @nb.njit(cache=True)
-def _surjections(weights: FloatArray, count: int, n: int, skip: int) -> FloatArray:
-    """``out[m]`` = mass of the m-tuples over the tokens ``weights[:count]`` (but ``skip``)
-    that use every one of them, for m = 0..n: ``m! [t^m] prod (e^(g t) - 1)``. All terms are
-    positive."""
+def _cover_series(weights: FloatArray, count: int, n: int, skip: int) -> FloatArray:
+    """``out[m] = [t^m] prod (e^(g t) - 1)`` over the tokens ``weights[:count]`` but ``skip``,
+    m = 0..n: the mass of the m-tuples that use every one of them, divided by m!. All terms
+    are positive; without the m! nothing overflows for weights summing to about n / e."""
     coef = np.zeros(n + 1)
     coef[0] = 1.0
     powers = np.empty(n + 1)
@@ -305,27 +306,31 @@ def _surjections(weights: FloatArray, count: int, n: int, skip: int) -> FloatArr
                 acc += coef[m - j] * powers[j]
             nxt[m] = acc
         coef[:] = nxt
-    fact = 1.0
-    for m in range(n + 1):
-        if m > 0:
-            fact *= m
-        coef[m] *= fact
     return coef
 
 
 @nb.njit(cache=True)
-def surjection_mass(q_set: FloatArray, n: int) -> float:
-    """P(set(omega) = S) for n i.i.d. draws, ``q_set`` the draft masses of S's tokens."""
-    return _surjections(q_set, q_set.shape[0], n, -1)[n]
+def cover_coefficient(q_set: FloatArray, n: int) -> float:
+    """``P(set(omega) = S) / n!`` for n i.i.d. draws, ``q_set`` the draft masses of S."""
+    return _cover_series(q_set, q_set.shape[0], n, -1)[n]
 
 
 @nb.njit(cache=True)
 def _power_gap(a: float, b: float, gap: float, m: int) -> float:
-    """``a^m - b^m`` for a >= b >= 0 with ``a - b = gap``: ``gap * sum a^i b^(m-1-i)``."""
+    """``(a^m - b^m) / m!`` for a >= b >= 0 with ``a - b = gap``, as
+    ``gap * (a^(m-1) / m!) * sum (b / a)^i``: positive terms, no overflow of a^m alone."""
+    if a <= 0.0:
+        return 0.0
+    lead = 1.0
+    for i in range(1, m + 1):
+        lead *= (a if i < m else 1.0) / i
+    ratio = b / a
     total = 0.0
-    for i in range(m):
-        total += a**i * b ** (m - 1 - i)
-    return gap * total
+    term = 1.0
+    for _ in range(m):
+        total += term
+        term *= ratio
+    return gap * lead * total
 
 
 @nb.njit(cache=True)
@@ -339,23 +344,21 @@ def accepted_mass(
     cut: float,
     scale: float,
 ) -> FloatArray:
-    """``a(S, x) / scale^n`` for the tokens x of S = ``members`` (distinct local ids): the
-    probability that the drafted set is S and the earliest clock, below ``cut``, is x's.
+    """``a(S, x) / (n! scale^n)`` for the tokens x of S = ``members`` (distinct local ids):
+    the probability that the drafted set is S and the earliest clock, below ``cut``, is x's.
 
     On a piece [a, b] of I_x the other tokens' remaining lengths G_y are constant and G_x
-    falls at unit speed, so with T = S minus x,
+    falls at unit speed, so with T = S minus x and Surj_m(T; G) = m! [t^m] prod (e^(G t) - 1),
     ``a(S, x) = sum_pieces sum_j C(n, j+1) Surj_{n-1-j}(T; G(a)) (G_x(a)^(j+1) - G_x(b)^(j+1))``,
-    positive terms only. Lengths are divided by ``scale`` (e.g. the largest q in S) so that a
-    set of tiny mass does not underflow; the ratio to :func:`surjection_mass` of the scaled
-    masses is unchanged (both are homogeneous of degree n).
+    positive terms only; divided by n! each term is
+    ``[t^(n-1-j)] prod_T (e^(G t) - 1) * (G_x(a)^(j+1) - G_x(b)^(j+1)) / (j+1)!``. Lengths are
+    divided by ``scale`` (about e q(S) / n) so that neither tiny sets underflow nor many
+    drafts overflow; the ratio to :func:`cover_coefficient` of the scaled masses is the
+    accepted share a(S, x) / Q(S) (both are homogeneous of degree n).
     """
     size = members.shape[0]
     out = np.zeros(size)
     remaining = np.empty(size)
-    binom = np.zeros(n + 1)
-    binom[0] = 1.0
-    for j in range(1, n + 1):
-        binom[j] = binom[j - 1] * (n - j + 1) / j
     for ix in range(size):
         x = members[ix]
         total = 0.0
@@ -369,15 +372,15 @@ def accepted_mass(
             for iy in range(size):
                 y = members[iy]
                 remaining[iy] = _length_after(a, starts, ends, first[y], last[y]) / scale
-            surj = _surjections(remaining, size, n, ix)
+            series = _cover_series(remaining, size, n, ix)
             g_a = remaining[ix]
             gap = (b - a) / scale
             g_b = max(g_a - gap, 0.0)
             for j in range(n):
                 rest = n - 1 - j
-                if surj[rest] == 0.0:
+                if series[rest] == 0.0:
                     continue
-                total += binom[j + 1] * surj[rest] * _power_gap(g_a, g_b, gap, j + 1)
+                total += series[rest] * _power_gap(g_a, g_b, gap, j + 1)
         out[ix] = total
     return out
 

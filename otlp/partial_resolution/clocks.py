@@ -11,6 +11,7 @@ plan whose conditional for a drafted set needs only that set's pieces.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -25,7 +26,7 @@ from solvers.partial_resolution import (
     accepted_mass,
     clock_pieces,
     clock_winner,
-    surjection_mass,
+    cover_coefficient,
     token_totals,
 )
 
@@ -138,18 +139,22 @@ class ClockPartition:
         the set's mass accepted as each member (Lemma 5), and the set's draft mass."""
         members = np.asarray(members, dtype=np.int64)
         lengths = self.lengths[members]
-        scale = float(lengths.max()) if lengths.size and lengths.max() > 0 else 1.0
+        total = float(lengths.sum())
+        # lengths summing to ~n/e keep every coefficient of Lemma 5 near 1 (no under- or
+        # overflow up to several hundred drafts)
+        scale = total * math.e / self.n if total > 0 else 1.0
         raw = accepted_mass(
             members, self.starts, self.ends, self.first, self.last, self.n, self.cut, scale
         )
-        mass_scaled = surjection_mass(lengths / scale, self.n)
-        if not mass_scaled > 0:
+        coefficient = cover_coefficient(lengths / scale, self.n)
+        if not coefficient > 0:
             return np.zeros(members.shape[0]), 0.0
-        shares = raw / mass_scaled
-        total = float(shares.sum())
-        if total > 1.0:  # rounding only: the accepted flow never exceeds the set's mass
-            shares = shares / total
-        return shares, float(mass_scaled * scale**self.n)
+        shares = raw / coefficient
+        accepted = float(shares.sum())
+        if accepted > 1.0:  # rounding only: the accepted flow never exceeds the set's mass
+            shares = shares / accepted
+        log_mass = math.log(coefficient) + math.lgamma(self.n + 1) + self.n * math.log(scale)
+        return shares, math.exp(log_mass) if log_mass < 709.0 else math.inf
 
     def race(self, drafts: ArrayLike, uniforms: ArrayLike) -> int:
         """The decoder's draw (Lemma 4): the local id of the token whose clock (``uniforms[j]``
