@@ -241,3 +241,18 @@ def test_sixty_four_drafts_from_torch_float32_rows() -> None:
     )
     for b in range(4):
         assert plan.slice(drafts[b])[out.tokens[b]] > 0
+
+
+def test_a_rejection_mass_below_rounding_keeps_its_stretch_of_the_line() -> None:
+    """1 - alpha* = q(2)^16 = 8.6e-80 rounds alpha* to 1.0, but the cut must sit at
+    1 - q(2) (the fuzz's float16 reproducer): drafting only the p = 0 token never emits it."""
+    p = np.array([0.0203857421875, 0.97900390625, 0.0, 0.0005207061767578125])
+    q = np.array([0.1016845703125, 0.8466796875, 1.1444091796875e-05, 0.051849365234375])
+    inst = otlp.Instance(p, q, 16, renormalize=True)
+    part = ClockPartition.of(inst)
+    assert part.cut == pytest.approx(1.0 - inst.q[2], rel=0, abs=1e-15)
+    drafts = np.full((200, 16), 2)
+    out = otlp.verify_drafts(inst.p[None], inst.q[None], drafts, method="partial_resolution", rng=0)
+    assert not out.accepted.any() and np.all(inst.p[out.tokens] > 0)
+    plan = otlp.solve(inst, method="partial_resolution")
+    assert plan.success and plan.slice(drafts[0])[2] == 0.0

@@ -34,14 +34,15 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 
-def cut_point(alpha_star: float, n: int) -> float:
-    """The cut c with ``1 - (1 - c)^n = alpha*``, from ``1 - alpha* = delta^n`` (>= 0)."""
-    rejection = max(1.0 - alpha_star, 0.0)
-    return float(1.0 - rejection ** (1.0 / n))
+def cut_point(rejection: float, n: int) -> float:
+    """The cut c with ``(1 - c)^n = 1 - alpha*`` from the rejection mass ``1 - alpha* =
+    q(H*)^n - p(H*)`` itself (1 - alpha* from a rounded alpha* loses it when it is tiny:
+    (1e-79)^(1/16) = 1e-5 is a real stretch of the line, 1 - 1.0 is none)."""
+    return float(1.0 - max(rejection, 0.0) ** (1.0 / n))
 
 
 def accepted_targets(inst: Instance) -> tuple[FloatArray, IntArray, IntArray, float]:
-    """``(A, order, segment_ends, alpha*)`` for an i.i.d. instance.
+    """``(A, order, segment_ends, 1 - alpha*)`` for an i.i.d. instance.
 
     A is the token side of an optimal flow: p on H*, the [GR] Theorem 6.2 outer targets
     elsewhere. ``order`` lists the draft vocabulary block by block of the tight chain
@@ -64,7 +65,7 @@ def accepted_targets(inst: Instance) -> tuple[FloatArray, IntArray, IntArray, fl
     ends = [int(e) for e in outer.ends]
     if inside.size:
         ends.append(order.shape[0])
-    return accepted, order, np.asarray(ends, dtype=np.int64), 1.0 + float(values[best])
+    return accepted, order, np.asarray(ends, dtype=np.int64), -float(values[best])
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,9 @@ class ClockPartition:
                 f"inst: partial resolution is exact for i.i.d. drafts (or n = 1), not scheme "
                 f"{inst.scheme!r} with n = {inst.n}; use method='global_resolution'"
             )
-        accepted, order, ends, alpha = accepted_targets(inst)
-        cut = cut_point(alpha, inst.n)
+        accepted, order, ends, rejection = accepted_targets(inst)
+        alpha = 1.0 - rejection
+        cut = cut_point(rejection, inst.n)
         starts, stops, first, last = clock_pieces(inst.q_local, accepted, order, ends, inst.n, cut)
         return cls(inst.n, cut, alpha, accepted, starts, stops, first, last, inst.target_rows)
 
@@ -146,6 +148,7 @@ class ClockPartition:
         raw = accepted_mass(
             members, self.starts, self.ends, self.first, self.last, self.n, self.cut, scale
         )
+        raw[self.accepted[members] == 0] = 0.0  # such a token wins only by rounding at the cut
         coefficient = cover_coefficient(lengths / scale, self.n)
         if not coefficient > 0:
             return np.zeros(members.shape[0]), 0.0
@@ -162,7 +165,9 @@ class ClockPartition:
         drafts = np.asarray(drafts, dtype=np.int64)
         u = np.asarray(uniforms, dtype=np.float64)
         j = clock_winner(drafts, u, self.starts, self.ends, self.first, self.last, self.cut)
-        return int(drafts[j]) if j >= 0 else -1
+        if j < 0 or self.accepted[drafts[j]] == 0:  # A(x) = 0 wins only by rounding at the cut
+            return -1
+        return int(drafts[j])
 
     def set_conditional(self, members: ArrayLike) -> FloatArray:
         """pi(. | S) over the draft vocabulary plus the outside row (length k + 1)."""

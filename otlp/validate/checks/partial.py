@@ -53,7 +53,7 @@ def _lemma1(case: Case) -> Outcome:
 def _lemma2(case: Case) -> Outcome:
     inst = _instance(case)
     alpha = otlp.optimal_acceptance(inst).alpha_star
-    total = 1.0 - (1.0 - cut_point(alpha, inst.n)) ** inst.n
+    total = 1.0 - (1.0 - cut_point(1.0 - alpha, inst.n)) ** inst.n
     return equality(total, _max_flow_alpha(inst), 1e-10)
 
 
