@@ -21,7 +21,7 @@ import numpy as np
 import otlp
 
 VOCAB = 32_000
-CELLS = ((100, 2), (VOCAB, 8))
+CELLS = ((100, 2), (1000, 2), (VOCAB, 8))
 METHODS = ("global_resolution", "partial_resolution")
 
 
