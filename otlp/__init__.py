@@ -13,7 +13,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from otlp import global_resolution, limits  # global_resolution registers its method
+from otlp import global_resolution, limits, partial_resolution  # each registers its method
 from otlp.api import VerificationError, VerificationWarning, solve
 from otlp.apidoc import methods_section
 from otlp.errors import ProblemTooLarge
@@ -47,6 +47,7 @@ __all__ = [
     "method_names",
     "multistep",
     "optimal_acceptance",
+    "partial_resolution",
     "psi",
     "rules",
     "sketch",

@@ -426,3 +426,63 @@ class TransportPlan:
     def __repr__(self) -> str:
         """Sizes, method, acceptance and verification status — never the arrays."""
         return plan_repr(self)
+
+
+@dataclass
+class PlanEntries:
+    """The explicit entries of a plan in the Eq. (3) form, once a lazy plan materialises them."""
+
+    columns: DraftColumns
+    explicit: sp.csc_matrix
+    row_residual: FloatArray
+    col_residual: FloatArray
+
+
+class LazyTransportPlan(TransportPlan):
+    """A :class:`TransportPlan` whose explicit entries are built on first access.
+
+    Subclasses implement :meth:`_materialized` (build :class:`PlanEntries` once and keep them);
+    slices and samples of a drafted omega are the subclass's own per-token computations, and
+    the verifier, reading ``columns``/``explicit``/residuals, materialises the whole plan
+    (POT's ``lazy_plan`` habit: the plan is a recipe until an entry is asked for). Setting an
+    entry materialises the others first.
+    """
+
+    def _materialized(self) -> PlanEntries:
+        raise NotImplementedError
+
+    @property
+    def columns(self) -> DraftColumns:
+        """The plan's draft columns (materialises the plan)."""
+        return self._materialized().columns
+
+    @columns.setter
+    def columns(self, value: DraftColumns) -> None:
+        self._materialized().columns = value
+
+    @property
+    def explicit(self) -> sp.csc_matrix:
+        """The explicit entries S of Eq. (3) (materialises the plan)."""
+        return self._materialized().explicit
+
+    @explicit.setter
+    def explicit(self, value: sp.csc_matrix) -> None:
+        self._materialized().explicit = value
+
+    @property
+    def row_residual(self) -> FloatArray:
+        """The residual rows of Eq. (3) (materialises the plan)."""
+        return self._materialized().row_residual
+
+    @row_residual.setter
+    def row_residual(self, value: FloatArray) -> None:
+        self._materialized().row_residual = value
+
+    @property
+    def col_residual(self) -> FloatArray:
+        """The residual columns of Eq. (3) (materialises the plan)."""
+        return self._materialized().col_residual
+
+    @col_residual.setter
+    def col_residual(self, value: FloatArray) -> None:
+        self._materialized().col_residual = value

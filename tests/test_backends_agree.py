@@ -95,3 +95,13 @@ def test_networkx_on_a_real_instance_that_broke_float_preflow_push() -> None:
     inst = otlp.Instance(item.p, item.q, 5, top_k=10)
     plan = otlp.solve(inst, "networkx", strict=True)
     assert plan.acceptance == pytest.approx(otlp.optimal_acceptance(inst).alpha_star, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(instances(schemes=("iid",), max_vocab=6, max_n=3))
+def test_partial_resolution_agrees_with_the_exact_methods(inst: otlp.Instance) -> None:
+    """The exact per-token method (i.i.d. drafts) verifies and reaches maxflow_cs's optimum."""
+    plan = otlp.solve(inst, "partial_resolution")
+    assert plan.info["verification"].ok, plan.info["verification"].problems
+    exact = otlp.solve(inst, "maxflow_cs").acceptance
+    assert plan.acceptance == pytest.approx(exact, abs=1e-10)

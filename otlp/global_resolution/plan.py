@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import as_generator
-from otlp.columns import DraftColumns
 from otlp.global_resolution.engine import FloatArray, GlobalResolution
 from otlp.global_resolution.reports import TokenReport
-from otlp.plan import TransportPlan
+from otlp.plan import LazyTransportPlan, PlanEntries
 from otlp.verify import Tolerances
 from solvers.global_resolution.token import draw
 
@@ -25,17 +22,7 @@ def _tolerances(tau: float) -> Tolerances:
     return Tolerances.global_resolution(tau)
 
 
-@dataclass
-class _Entries:
-    """The explicit entries of Eq. (18), once materialised."""
-
-    columns: DraftColumns
-    explicit: sp.csc_matrix
-    row_residual: FloatArray
-    col_residual: FloatArray
-
-
-class GlobalResolutionPlan(TransportPlan):
+class GlobalResolutionPlan(LazyTransportPlan):
     """A lazily evaluated :class:`TransportPlan` backed by a :class:`GlobalResolution` engine.
 
     :meth:`local_slice`, :meth:`slice` and :meth:`sample` solve only the unit a drafted omega
@@ -57,55 +44,18 @@ class GlobalResolutionPlan(TransportPlan):
             "minimizer": engine.minimizer,
         }
         self.token_reports: list[TokenReport] = []
-        self._entries: _Entries | None = None
+        self._entries: PlanEntries | None = None
 
-    def _materialized(self) -> _Entries:
+    def _materialized(self) -> PlanEntries:
         """The explicit entries, solving every unit the first time."""
         if self._entries is None:
-            self._entries = _Entries(*self.engine.materialize())
+            self._entries = PlanEntries(*self.engine.materialize())
             self.wall_time = self.engine.seconds
             self.info["units"] = dict(self.engine.reports)
             self.info["fallback"] = [u for u in self.engine.units() if u in self.engine.exact]
             self.info["deviation_bounds"] = self.engine.deviation_bounds()
             self.info["H"] = self.engine.selection.H
         return self._entries
-
-    # Setting an entry (as for any TransportPlan) materialises the others first.
-    @property
-    def columns(self) -> DraftColumns:
-        """The plan's draft columns (materialises the plan)."""
-        return self._materialized().columns
-
-    @columns.setter
-    def columns(self, value: DraftColumns) -> None:
-        self._materialized().columns = value
-
-    @property
-    def explicit(self) -> sp.csc_matrix:
-        """The explicit entries S of Eq. (18) (materialises the plan)."""
-        return self._materialized().explicit
-
-    @explicit.setter
-    def explicit(self, value: sp.csc_matrix) -> None:
-        self._materialized().explicit = value
-
-    @property
-    def row_residual(self) -> FloatArray:
-        """The residual rows of Eq. (18) (materialises the plan)."""
-        return self._materialized().row_residual
-
-    @row_residual.setter
-    def row_residual(self, value: FloatArray) -> None:
-        self._materialized().row_residual = value
-
-    @property
-    def col_residual(self) -> FloatArray:
-        """The residual columns of Eq. (18) (materialises the plan)."""
-        return self._materialized().col_residual
-
-    @col_residual.setter
-    def col_residual(self, value: FloatArray) -> None:
-        self._materialized().col_residual = value
 
     def local_slice(self, omega: ArrayLike) -> FloatArray:
         return self.token_report(omega)[0]

@@ -20,6 +20,9 @@ is one of its drafts, and a report per row.
   SpecTr's K-SEQ) and ``maxflow_cs`` (the exact OT by the complementary-slackness max-flow,
   [GR] §5.3) draw each row's token from the rule's exact conditional law given its drafts
   (:meth:`otlp.rules.Rule.local_conditionals`, ``TransportPlan.local_slice``), row by row.
+* ``method="partial_resolution"`` (i.i.d. drafts; "Partial Resolution", Thomas and Pal,
+  NeurIPS 2025, otlp's construction on docs/partial-resolution.md) builds each row's clock
+  partition and runs the clock race of its drafts: exact optimal transport, no tolerance.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from solvers.global_resolution.constants import INNER, OUTER, SINGLE_DRAFT
 
 __all__ = ["METHODS", "DraftVerification", "RowReport", "global_resolution_rows", "verify_drafts"]
 
-METHODS = ("global_resolution", "sps", "rrs", "kseq", "maxflow_cs")
+METHODS = ("global_resolution", "sps", "rrs", "kseq", "maxflow_cs", "partial_resolution")
 
 
 def verify_drafts(
@@ -91,7 +94,9 @@ def verify_drafts(
         ``scheme="independent"`` the pair is ordered: ``drafts[b, d]`` is drafter d's token
         and must be possible under q's row d (docs: gr-schemes, "Which drafts a row may hold").
     method:
-        One of ``global_resolution``, ``sps`` (n = 1), ``rrs``, ``kseq``, ``maxflow_cs``.
+        One of ``global_resolution``, ``sps`` (n = 1), ``rrs``, ``kseq``, ``maxflow_cs``,
+        ``partial_resolution`` (exact optimal transport for i.i.d. drafts, no tolerance:
+        :func:`partial_resolution_rows`).
     top_k:
         Restrict the draft to its top-k tokens ([GR] Appendix N); None keeps every token
         with positive draft probability.
@@ -155,6 +160,10 @@ def verify_drafts(
     max_iter = positive_int("max_iter", max_iter, minimum=0)
     time_budget = check_time_budget(time_budget)
     generator = as_generator(rng)
+    if method == "partial_resolution":
+        return partial_resolution_rows(
+            p_arr, q_arr, draft_arr, generator.random((rows, n + 2)), top_k, atol
+        )
     uniforms = generator.random((rows, 2))
     if method != "global_resolution":
         return _exact_rule(p_arr, q_arr, draft_arr, method, top_k, atol, uniforms)
@@ -344,6 +353,39 @@ def _row_instance(
         name, _, rest = str(exc).partition(":")
         raise ValueError(f"{name}[{b}]:{rest}") from None
     return inst, local_drafts(inst, drafts, b)
+
+
+def partial_resolution_rows(
+    p: NDArray,
+    q: NDArray,
+    drafts: NDArray[np.int64],
+    uniforms: NDArray[np.float64],
+    top_k: int | None,
+    atol: float,
+) -> DraftVerification:
+    """Partial resolution's rows (exact OT for i.i.d. drafts, :mod:`otlp.partial_resolution`):
+    per row the clock partition of its (p, q) (one per call when the batch shares one row
+    pair), then the clock race of its drafts with ``uniforms[b, :n]`` and, on rejection, the
+    residual law drawn with ``uniforms[b, n:]``. The token's law given the drafts is the
+    tuple-level refinement of the plan's set conditional (Lemma 4 of
+    docs/partial-resolution.md), so the row is exact with no tolerance."""
+    from otlp.partial_resolution import ClockPartition
+
+    rows, n = drafts.shape
+    tokens = np.empty(rows, dtype=np.int64)
+    shared = p.shape[0] == 1 and q.shape[0] == 1
+    for b in range(rows):
+        if b == 0 or not shared:
+            inst, local = _row_instance(p, q, drafts, b, top_k, atol)
+            partition = ClockPartition.of(inst)
+        else:
+            local = local_drafts(inst, drafts, b)
+        winner = partition.race(local, uniforms[b, :n])
+        if winner >= 0:
+            tokens[b] = inst.tokens[winner]
+        else:
+            tokens[b] = draw_token(inst, partition.residual_law, uniforms[b, n:])
+    return exact_verification(tokens, drafts, "partial_resolution")
 
 
 def _exact_rule(
