@@ -15,7 +15,7 @@ Protocols (:data:`PROTOCOLS`):
 
 Every call gets fresh copies of the arrays, so a sampler that writes into its inputs cannot
 change the referee's instance. An output that breaks the protocol (a token out of range, a
-path that is not a tree path) is an :class:`InvalidOutput`, reported like a deviation.
+path that is not a tree path) is an :class:`InvalidOutput`, reported as an ``error``.
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.referee.cases import Case, PositionCase, TreeCase
-from otlp.referee.symbolic import exact_law, tree_key
+from otlp.referee.symbolic import NotEnumerable, ReplayBudget, exact_law, tree_key
 
 FloatArray = NDArray[np.float64]
 PROTOCOLS = ("position", "tree")
 MAX_EXACT_DRAFTS = 4096  # drafted tuples or trees the exact mode enumerates per case
+MAX_CASE_RUNS = 200_000  # replays of the sampler the exact mode spends on one case
+MAX_CASE_SECONDS = 60.0  # and seconds of wall clock
 BATCH = 1024  # rows per call of a batched position sampler
 Sampler = Callable[..., Any]
 
@@ -122,18 +124,21 @@ def _tree_call(
 
 def exact(sampler: Sampler, case: Case) -> Observation:
     """The sampler's exact law on ``case`` by branching its generator over every drafted
-    tuple or tree (:func:`otlp.referee.symbolic.exact_law`); raises
-    :class:`~otlp.referee.symbolic.NotEnumerable` when it cannot be followed."""
-    from otlp.referee.symbolic import NotEnumerable
-
+    tuple or tree (:func:`otlp.referee.symbolic.exact_law`), within a budget of
+    :data:`MAX_CASE_RUNS` replays and :data:`MAX_CASE_SECONDS` seconds; raises
+    :class:`~otlp.referee.symbolic.NotEnumerable` when it cannot be followed (``case_only``
+    when the case is too large: too many drafted tuples or trees, the budget spent)."""
     if case.draft_count() > MAX_EXACT_DRAFTS:
-        raise NotEnumerable(f"more than {MAX_EXACT_DRAFTS} drafted tuples or trees")
+        raise NotEnumerable(
+            f"more than {MAX_EXACT_DRAFTS} drafted tuples or trees in a case", case_only=True
+        )
+    budget = ReplayBudget(MAX_CASE_RUNS, MAX_CASE_SECONDS)
     law = np.zeros(case.target.shape[0])
     acceptance = 0.0
     if isinstance(case, PositionCase):
         for omega, mass in _checked(case.drafts()):
             drafts = np.array(omega, dtype=np.int64)
-            local = exact_law(partial(_position_call, sampler, case, drafts))
+            local = exact_law(partial(_position_call, sampler, case, drafts), budget=budget)
             for value, prob in local.items():
                 token = _token(value, case.vocab)
                 law[token] += mass * prob
@@ -141,7 +146,8 @@ def exact(sampler: Sampler, case: Case) -> Observation:
         return Observation(law, acceptance, 0)
     for tokens, mass in _checked(case.drafts()):
         p, q = case.context_laws(tokens)
-        local = exact_law(partial(_tree_call, sampler, case, tokens, p, q), key=_tree_output_key)
+        call = partial(_tree_call, sampler, case, tokens, p, q)
+        local = exact_law(call, key=_tree_output_key, budget=budget)
         for output, prob in local.items():
             seq = emitted(case, tokens, output)
             law += mass * prob * case.completion(seq)
