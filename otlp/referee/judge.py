@@ -740,7 +740,7 @@ def replay(
     if not isinstance(data["finding"]["case"], dict):
         raise ValueError(f"replay: {path}: 'finding.case' is not an object")
     case = case_from_json(data["finding"]["case"])
-    settings = {}
+    settings: dict[str, float] = {}
     for key, default in (("epsilon", 0.01), ("false_alarm", 1e-6), ("miss", 1e-3)):
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -771,14 +771,16 @@ def replay(
         note = which if own in (None, scheme) else f"{which} (the sampler declares {own})"
     verdict = referee(
         sampler,
-        protocol=protocol,
-        scheme=scheme,
+        protocol=str(protocol),
+        scheme=str(scheme),
         cases=[case],
         confirm=1,
         shrink_failures=False,
         name=name,
         call_limit=call_limit,
-        **settings,
+        epsilon=settings["epsilon"],
+        false_alarm=settings["false_alarm"],
+        miss=settings["miss"],
     )
     verdict.note = note
     return verdict
