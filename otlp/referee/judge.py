@@ -112,8 +112,8 @@ class Verdict:
     sampler raised, broke its protocol or timed out: ``failure.kind == "error"``);
     ``lossless`` is True only for the first.
 
-    The counts describe what ran: ``cases`` started, ``exact_cases`` judged exactly (the
-    failing one included), ``passed_exact`` of them passing, ``statistical_cases`` screened,
+    The counts describe what ran: ``cases`` run (``exact_cases`` judged exactly, the failing
+    one included, ``passed_exact`` of them passing, plus ``statistical_cases`` screened),
     ``samples`` draws completed; ``confirm_plan`` is the largest planned test that ran."""
 
     sampler: str
@@ -173,12 +173,12 @@ class Verdict:
                 lines.append(f"  reproducer: {self.reproducer}")
         draws = f", {self.samples:,} draws" if self.samples else ""
         lines.append(
-            f"  {self.cases} cases run ({self.exact_cases} exact, {self.statistical_cases} "
-            f"statistical{draws}) in {self.seconds:.1f} s"
+            f"  {_plural(self.cases, 'case')} run ({self.exact_cases} exact, "
+            f"{self.statistical_cases} statistical{draws}) in {self.seconds:.1f} s"
         )
         if self.passed_exact:
             lines.append(
-                f"  worst exact TV on the {self.passed_exact} passing cases: "
+                f"  worst exact TV on the {_plural(self.passed_exact, 'passing case')}: "
                 f"{self.worst_exact_tv:.3g}"
             )
         if self.confirm_plan is not None:
@@ -199,7 +199,8 @@ class Verdict:
             opt = np.mean([g.alpha_star for g in self.gap])
             name = "block efficiency" if self.protocol == "tree" else "acceptance"
             ref = "otlp rrs" if self.protocol == "tree" else "alpha*"
-            lines.append(f"  mean {name} {acc:.4f} vs {ref} {opt:.4f} over {len(self.gap)} cases")
+            over = _plural(len(self.gap), "case")
+            lines.append(f"  mean {name} {acc:.4f} vs {ref} {opt:.4f} over {over}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -227,6 +228,10 @@ class Verdict:
             "seconds": self.seconds,
             "reproducer": self.reproducer,
         }
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _p_text(p_value: float | None) -> str:
@@ -513,6 +518,7 @@ def referee(
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             failure = _search(judge, checked, mode)
+            verdict.cases = verdict.exact_cases + verdict.statistical_cases
             if failure is not None:
                 verdict.original = failure
                 verdict.failure = (
@@ -554,7 +560,6 @@ def _search(judge: _Judge, cases: list[Case], mode: str) -> Finding | None:
     enumerable = mode != "statistical"
     reasons: list[str] = []
     for case in cases:
-        verdict.cases += 1
         if enumerable:
             try:
                 finding = judge.exact(case)
