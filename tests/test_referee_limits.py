@@ -396,3 +396,24 @@ def test_not_enumerable_is_exported_and_documented():
     docs = (Path(__file__).parents[1] / "docs" / "referee.md").read_text()
     assert "NotEnumerable" in docs and "exit status" in docs.lower()
     assert judge_module.STATUSES == ("lossless", "deviation", "error")
+
+
+class ChainOnly:
+    """A tree sampler taking one child per node (a chain engine), lossless."""
+
+    protocol = "tree"
+    max_children = 1
+
+    def __call__(self, tokens, parents, p, q, rng):
+        from tests.test_referee import target_only_tree
+
+        if np.count_nonzero(parents == -1) > 1 or len(set(parents.tolist())) < len(parents):
+            raise ValueError("a chain engine: one child per node")
+        return target_only_tree(tokens, parents, p, q, rng)
+
+
+def test_the_python_api_reads_max_children_like_the_cli():
+    verdict = referee(ChainOnly(), cases=6)
+    assert verdict.status == "lossless", verdict.summary()
+    assert all("chain" in row.label for row in verdict.gap)
+    assert referee(ChainOnly(), cases=6, max_children=3).status == "error"

@@ -167,13 +167,10 @@ def run(args: argparse.Namespace) -> int:
         if args.sampler is None:
             raise ValueError("MODULE:FUNCTION: the sampler to referee is required (or --replay)")
         sampler, declared = load_sampler(args.sampler)
-        single = declared.get("max_children") == "1"
         out = args.out or DEFAULT_OUT / (re.sub(r"[^A-Za-z0-9_.-]+", "_", args.sampler) + ".json")
         output_path("--out", out, folder=False, mkdir=args.mkdir)
         shapes = None if args.shapes is None else [s for s in args.shapes.split(",") if s]
-        if shapes is None and single:
-            shapes = ["chain1", "chain2", "chain3"]
-        max_n = args.max_n if args.max_n is not None else int(declared.get("max_children", 3))
+        children = declared.get("max_children")
         verdict = referee(
             sampler,
             protocol=args.protocol or declared.get("protocol"),
@@ -185,7 +182,8 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             mode=args.mode,
             shapes=shapes,
-            max_n=max_n,
+            max_n=args.max_n,
+            max_children=None if children is None else int(children),
             smollm2=args.smollm2,
             reproducer=out,
             name=args.sampler,

@@ -407,7 +407,8 @@ def referee(
     screen_samples: int = 2000,
     confirm: int = 3,
     shapes: Sequence[str] | None = None,
-    max_n: int = 3,
+    max_n: int | None = None,
+    max_children: int | None = None,
     smollm2: int = 0,
     shrink_failures: bool = True,
     reproducer: str | Path | None = None,
@@ -439,9 +440,13 @@ def referee(
     screen_samples, confirm:
         Draws per case in the statistical screen; cases confirmed with the planned test.
     shapes:
-        Tree shapes (names of :data:`otlp.referee.generate.TREE_SHAPES`); None = all.
+        Tree shapes (names of :data:`otlp.referee.generate.TREE_SHAPES`); None = all, or
+        chains only for a sampler taking one child per node (``max_children == 1``).
     max_n:
-        The most drafts of a position case (>= 1).
+        The most drafts of a position case (>= 1); None = ``max_children``, else 3.
+    max_children:
+        The most drafts or children per node the sampler takes; None = its own
+        ``max_children`` attribute, if any (the command line reads a registry entry's).
     smollm2:
         Also search this many SmolLM2-135M states (position protocol, V = 1001, n = 2;
         statistical mode: too many drafted tuples to enumerate).
@@ -496,7 +501,13 @@ def referee(
     scheme = scheme or str(getattr(sampler, "scheme", "iid"))
     _check(protocol, scheme, epsilon, false_alarm, miss, mode)
     seed = _count("seed", seed, 0)
-    max_n = _count("max_n", max_n, 1)
+    if max_children is None:
+        max_children = getattr(sampler, "max_children", None)
+    if max_children is not None:
+        max_children = _count("max_children", max_children, 1)
+    max_n = _count("max_n", max_n if max_n is not None else (max_children or 3), 1)
+    if shapes is None and max_children == 1:
+        shapes = generate.CHAIN_SHAPES
     smollm2 = _count("smollm2", smollm2, 0)
     screen_samples = _count("screen_samples", screen_samples, 1)
     confirm = _count("confirm", confirm, 1)
