@@ -28,17 +28,29 @@ LOSSY_CASE = PositionCase(np.array([0.5, 0.5]), np.array([0.2, 0.8]), 2, "iid", 
 
 
 # ----- samplers -----------------------------------------------------------------------------
+PATIENCE = 30.0  # a "hung" sampler gives up after this, so a broken limit fails, not hangs
+GAVE_UP: list[str] = []  # once one gave up, the limit is broken: later calls fail at once
+
+
+def _give_up(name: str) -> None:
+    GAVE_UP.append(name)
+    raise RuntimeError(f"{name} was not stopped by the time limit")
+
+
 def sleeps_forever(p, q, drafts, rng):
-    """Never returns, blocked in a wait."""
-    while True:
+    """Never returns (within :data:`PATIENCE`), blocked in a wait."""
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline and not GAVE_UP:
         time.sleep(0.05)
+    _give_up("sleeps_forever")
 
 
 def spins_forever(p, q, drafts, rng):
-    """Never returns, in a Python loop."""
-    x = 0
-    while True:
-        x += 1
+    """Never returns (within :data:`PATIENCE`), in a Python loop."""
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline and not GAVE_UP:
+        pass
+    _give_up("spins_forever")
 
 
 def raises_from_three_tokens(p, q, drafts, rng):
