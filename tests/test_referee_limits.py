@@ -429,3 +429,14 @@ def test_the_python_api_reads_max_children_like_the_cli():
     assert verdict.status == "lossless", verdict.summary()
     assert all("chain" in row.label for row in verdict.gap)
     assert referee(ChainOnly(), cases=6, max_children=3).status == "error"
+
+
+def test_a_trees_minimal_case_prints_every_visited_context():
+    from tests.test_referee import first_child_ratio_test
+
+    verdict = referee(first_child_ratio_test, protocol="tree", cases=6, shapes=("chain2",))
+    case = verdict.failure.case
+    line = next(x for x in verdict.summary().splitlines() if "minimal case" in x)
+    assert len(case.visited()) > 1
+    for prefix in case.visited():
+        assert f"{list(prefix)}: " in line

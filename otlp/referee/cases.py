@@ -179,8 +179,9 @@ class PositionCase:
             "label": self.label,
         }
 
-    def describe(self) -> str:
-        """One line: the sizes and the laws (their 4 likeliest tokens beyond V = 8)."""
+    def describe(self, full: bool = False) -> str:
+        """One line: the sizes and the laws (their 4 likeliest tokens beyond V = 8); ``full``
+        changes nothing for a position (it has one context)."""
         return f"V={self.vocab}, n={self.n}, {self.scheme}, p={_short(self.p)}, q={_short(self.q)}"
 
 
@@ -348,12 +349,39 @@ class TreeCase:
             "label": self.label,
         }
 
-    def describe(self) -> str:
-        return (
-            f"V={self.vocab}, parents={self.parents.tolist()}, {self.scheme}, "
-            f"target at the root={np.round(self.target_tables[0][0], 4).tolist()}, "
-            f"draft at the root={np.round(self.draft_tables[0][0], 4).tolist()}"
-        )
+    def describe(self, full: bool = False) -> str:
+        """One line: the shape, the scheme and the laws at the root; ``full``: at every
+        context the tree can visit (:meth:`visited`), as ``prefix: target | draft``."""
+        head = f"V={self.vocab}, parents={self.parents.tolist()}, {self.scheme}, "
+        if not full:
+            return (
+                head + f"target at the root={np.round(self.target_tables[0][0], 4).tolist()}, "
+                f"draft at the root={np.round(self.draft_tables[0][0], 4).tolist()}"
+            )
+        parts = [
+            f"{list(prefix)}: {_short(np.round(self.law(self.target_tables, prefix), 4))}"
+            f" | {_short(np.round(self.law(self.draft_tables, prefix), 4))}"
+            for prefix in self.visited()
+        ]
+        return head + "target | draft after each prefix: " + "; ".join(parts)
+
+    def visited(self) -> list[tuple[int, ...]]:
+        """The prefixes (contexts) of length 0..D that a drafted tree or its completion can
+        reach: each token of the prefix has positive target or draft mass after the tokens
+        before it. Breadth first, tokens in increasing order."""
+        out: list[tuple[int, ...]] = [()]
+        level: list[tuple[int, ...]] = [()]
+        for _ in range(self.depth):
+            level = [
+                (*prefix, int(token))
+                for prefix in level
+                for token in np.flatnonzero(
+                    (self.law(self.target_tables, prefix) > 0)
+                    | (self.law(self.draft_tables, prefix) > 0)
+                )
+            ]
+            out.extend(level)
+        return out
 
 
 Case = PositionCase | TreeCase

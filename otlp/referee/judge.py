@@ -157,13 +157,14 @@ class Verdict:
             lines.append(head + "LOSSLESS on every searched case")
         elif f.kind == "error":
             lines.append(head + f"ERROR ({f.message})")
-            lines.append(f"  {'case' if f.timeout else 'smallest case'}: {f.case.describe()}")
+            case = f.case.describe(full=True)
+            lines.append(f"  {'case' if f.timeout else 'smallest case'}: {case}")
         else:
             detail = f"exact TV {f.tv:.4g}"
             if f.kind == "statistical":
                 detail = f"estimated TV {f.tv:.4g} at {f.samples:,} draws, {_p_text(f.p_value)}"
             lines.append(head + f"DEVIATION ({detail})")
-            lines.append(f"  minimal case: {f.case.describe()}")
+            lines.append(f"  minimal case: {f.case.describe(full=True)}")
         if f is not None:
             if self.original is not None and self.original.case is not f.case:
                 found = self.original
