@@ -59,6 +59,8 @@ class LimitedSampler:
         self._lock = threading.Lock()  # the watchdog never fires after a call returned
 
     def __getattr__(self, name: str) -> Any:
+        if name == "sampler":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
         return getattr(self.sampler, name)
 
     def __call__(self, *args: Any) -> Any:
@@ -112,9 +114,16 @@ def limited(sampler: Callable[..., Any], seconds: float | None) -> Iterator[Any]
         yield sampler
         return
     wrapped = LimitedSampler(sampler, seconds)
-    main = threading.current_thread() is threading.main_thread()
-    if main and hasattr(signal, "setitimer"):
-        previous = signal.signal(signal.SIGALRM, wrapped._on_alarm)
+    previous: Any = None
+    use_signals = threading.current_thread() is threading.main_thread()
+    if use_signals and hasattr(signal, "setitimer"):
+        try:
+            previous = signal.signal(signal.SIGALRM, wrapped._on_alarm)
+        except ValueError:  # signals unavailable here (an embedded interpreter): the watchdog
+            use_signals = False
+    else:
+        use_signals = False
+    if use_signals:
         armed_before = signal.getitimer(signal.ITIMER_REAL)
         start = time.monotonic()
         wrapped._signals = True
