@@ -21,7 +21,8 @@ Each run of the sampler follows one script of branch choices; a run's probabilit
 product of its choices' probabilities. After a run, the next script is the deepest choice
 with an untried alternative, so the runs enumerate the branch tree once each (a sampler must
 be deterministic given its random draws: the first run and every :data:`REPLAYED`-th are
-run twice and must agree). The probabilities of all runs sum to 1 up
+run twice and must agree, and must leave the global generators of Python, numpy and torch
+untouched). The probabilities of all runs sum to 1 up
 to rounding; :func:`exact_law` checks that.
 """
 
@@ -30,6 +31,8 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -356,6 +359,22 @@ class ReplayBudget:
             )
 
 
+def _global_states() -> dict[str, Any]:
+    """The states of the global generators a sampler may draw from behind the referee's back:
+    Python's ``random``, numpy's legacy ``np.random`` and, where it is imported, torch's CPU
+    generator. A draw from one of them changes its state; the replays alone would miss it
+    whenever the hidden draws happen to repeat their outcome."""
+    legacy = np.random.get_state(legacy=False)  # noqa: NPY002 (reading it, not drawing)
+    states: dict[str, Any] = {
+        "Python's random": random.getstate(),
+        "numpy.random": (legacy["state"]["key"].tobytes(), legacy["state"]["pos"]),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "random"):
+        states["torch"] = torch.random.get_rng_state().numpy().tobytes()
+    return states
+
+
 def exact_law(
     sampler: Callable[[BranchingGenerator], object],
     *,
@@ -379,8 +398,16 @@ def exact_law(
             raise NotEnumerable(f"more than {max_runs:,} branches in one call")
         if budget is not None:
             budget.spend()
+        checked = runs == 1 or runs % REPLAYED == 0  # a sampler with randomness of its own
+        before = _global_states() if checked else {}
         run, out = _replay(sampler, script, key)
-        if runs == 1 or runs % REPLAYED == 0:  # a sampler with randomness of its own
+        if checked:
+            moved = [name for name, state in _global_states().items() if before.get(name) != state]
+            if moved:
+                raise NotEnumerable(
+                    f"the sampler draws from a global generator ({moved[0]}), not from the rng "
+                    "it is handed"
+                )
             again, out_again = _replay(sampler, script, key)
             taken = [c.taken for c in again.choices] != [c.taken for c in run.choices]
             if taken or out_again != out:
