@@ -473,3 +473,53 @@ def test_hidden_global_randomness_is_never_a_false_alarm(sampler):
         verdict = referee(sampler, cases=[case], epsilon=0.2, seed=seed)
         assert verdict.status == "lossless", verdict.summary()
         assert verdict.exact_cases == 0 and "global generator" in verdict.not_enumerable
+
+
+class BatchedTree:
+    """A batched tree sampler (B trees of one shape per call) made of a per-row one; counts
+    its calls."""
+
+    protocol = "tree"
+    batched = True
+
+    def __init__(self, row_sampler):
+        self.row_sampler, self.calls = row_sampler, 0
+
+    def __call__(self, tokens, parents, p, q, rng):
+        self.calls += 1
+        rows = [self.row_sampler(tokens[b], parents, p[b], q[b], rng) for b in range(len(tokens))]
+        nodes = np.full((len(rows), parents.shape[0]), -1, dtype=np.int64)
+        for b, (path, _) in enumerate(rows):
+            nodes[b, : len(path)] = path
+        return nodes, np.array([int(bonus) for _, bonus in rows])
+
+
+def test_a_batched_tree_sampler_is_called_once_per_batch():
+    from otlp.referee.generate import tree_cases
+    from tests.test_referee import first_child_ratio_test, target_only_tree
+
+    cases = tree_cases(2, "iid", seed=2, shapes=("root2", "chain2"))
+    good = BatchedTree(target_only_tree)
+    verdict = referee(good, cases=cases, mode="statistical", epsilon=0.05)
+    assert verdict.status == "lossless" and verdict.samples > 20_000
+    assert good.calls <= verdict.samples / observe.BATCH + 4 * len(cases) * 6
+    assert referee(BatchedTree(target_only_tree), cases=cases).exact_cases == 2
+    bad = referee(
+        BatchedTree(first_child_ratio_test),
+        cases=cases,
+        mode="statistical",
+        epsilon=0.05,
+        shrink_failures=False,
+    )
+    assert bad.status == "deviation" and bad.failure.kind == "statistical"
+    exact = referee(BatchedTree(first_child_ratio_test), cases=cases)
+    assert exact.status == "deviation" and exact.failure.kind == "exact"
+
+
+def test_a_batched_tree_samplers_bad_output_is_an_error():
+    def wrong_shape(tokens, parents, p, q, rng):
+        return np.zeros((1, 1), dtype=np.int64), np.zeros(len(tokens) + 1, dtype=np.int64)
+
+    wrong_shape.protocol, wrong_shape.batched = "tree", True
+    verdict = referee(wrong_shape, cases=2, shapes=("chain1",))
+    assert verdict.status == "error" and "batched tree sampler" in verdict.failure.message

@@ -12,6 +12,11 @@ Protocols (:data:`PROTOCOLS`):
   at the contexts, index 0 the root and i + 1 node i); the accepted nodes must form a
   root-to-node path of the tree. The outcome is the emitted sequence (the accepted tokens,
   then the bonus) completed by the target to length D + 1, taken in law.
+  A tree sampler with a true ``batched`` attribute takes B drafted trees of one shape per
+  call: ``tokens`` (B, N), ``parents`` (N,), ``p`` and ``q`` (B, N + 1, V), and returns
+  ``(nodes, bonus)``: ``nodes`` (B, L) the accepted path of each row, padded at its end with
+  -1 (L >= 0; verify_tree's ``path_nodes``), ``bonus`` (B,) (exact mode: B = 1; the
+  statistical mode calls it once per :data:`BATCH` draws).
 
 Every call gets fresh copies of the arrays, so a sampler that writes into its inputs cannot
 change the referee's instance. An output that breaks the protocol (a token out of range, a
@@ -119,7 +124,36 @@ def _position_draws(
 def _tree_call(
     sampler: Sampler, case: TreeCase, tokens: np.ndarray, p: FloatArray, q: FloatArray, rng: Any
 ) -> object:
+    if getattr(sampler, "batched", False):  # one row of a batch
+        out = sampler(tokens[None].copy(), case.parents.copy(), p[None].copy(), q[None].copy(), rng)
+        return _batch_rows(out, 1)[0]
     return sampler(tokens.copy(), case.parents.copy(), p.copy(), q.copy(), rng)
+
+
+def _batch_rows(output: Any, rows: int) -> list[tuple[list[int], object]]:
+    """A batched tree sampler's ``(nodes (B, L) padded with -1, bonus (B,))`` as one
+    ``(path, bonus)`` per row; :class:`InvalidOutput` if the shapes or the padding are off."""
+    try:
+        nodes, bonus = output
+        nodes = np.asarray(nodes)
+        bonus = np.asarray(bonus, dtype=object).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidOutput(
+            f"a batched tree sampler returned {output!r}, not (nodes, bonus)"
+        ) from None
+    if nodes.ndim != 2 or nodes.shape[0] != rows or bonus.shape[0] != rows:
+        raise InvalidOutput(
+            f"a batched tree sampler returned nodes {nodes.shape} and bonus {bonus.shape}, not "
+            f"({rows}, L) and ({rows},)"
+        )
+    out = []
+    for i in range(rows):
+        row = [operator.index(v) for v in nodes[i]]
+        length = next((k for k, v in enumerate(row) if v < 0), len(row))
+        if any(v >= 0 for v in row[length:]):
+            raise InvalidOutput(f"accepted nodes {row}: the -1 padding must end the row")
+        out.append((row[:length], bonus[i]))
+    return out
 
 
 def exact(sampler: Sampler, case: Case) -> Observation:
@@ -187,16 +221,27 @@ def sample(
     length = 0
     laws: dict[tuple[int, ...], tuple[FloatArray, FloatArray]] = {}
     completions: dict[tuple[int, ...], FloatArray] = {}
-    for _ in range(samples):
-        tokens = case.sample_tree(rng)
-        key = tuple(int(t) for t in tokens)
-        if key not in laws:
-            laws[key] = case.context_laws(tokens)
-        p, q = laws[key]
-        seq = emitted(case, tokens, _tree_call(sampler, case, tokens, p, q, rng))
-        if seq not in completions:
-            binned = np.bincount(bin_of, weights=case.completion(seq), minlength=bins)
-            completions[seq] = np.asarray(binned, dtype=np.float64)
-        total += completions[seq]
-        length += len(seq)
+    batch = BATCH if getattr(sampler, "batched", False) else 1
+    for start in range(0, samples, batch):
+        trees = [case.sample_tree(rng) for _ in range(min(batch, samples - start))]
+        for tokens in trees:
+            key = tuple(int(t) for t in tokens)
+            if key not in laws:
+                laws[key] = case.context_laws(tokens)
+        if batch == 1:
+            p, q = laws[tuple(int(t) for t in trees[0])]
+            outputs = [_tree_call(sampler, case, trees[0], p, q, rng)]
+        else:
+            stacked = [laws[tuple(int(t) for t in tokens)] for tokens in trees]
+            p_batch = np.stack([pq[0] for pq in stacked])
+            q_batch = np.stack([pq[1] for pq in stacked])
+            out = sampler(np.stack(trees), case.parents.copy(), p_batch, q_batch, rng)
+            outputs = list(_batch_rows(out, len(trees)))
+        for tokens, output in zip(trees, outputs, strict=True):
+            seq = emitted(case, tokens, output)
+            if seq not in completions:
+                binned = np.bincount(bin_of, weights=case.completion(seq), minlength=bins)
+                completions[seq] = np.asarray(binned, dtype=np.float64)
+            total += completions[seq]
+            length += len(seq)
     return Observation(total / samples, length / samples, samples)
