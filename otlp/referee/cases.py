@@ -315,6 +315,36 @@ class TreeCase:
                 prefixes[node + 1] = prefixes[context] + (int(tokens[node]),)
         return tokens
 
+    def context_depths(self) -> IntArray:
+        """The prefix length at every context (0 the root, ``depth(i)`` for node i's)."""
+        return np.concatenate([[0], self._depths]).astype(np.int64)
+
+    def sample_trees(self, rng: np.random.Generator, count: int) -> tuple[IntArray, IntArray]:
+        """``count`` drafted trees at once, equal in law to :meth:`sample_tree`: the tokens
+        (count, N) and every context's prefix as a row index of its level's tables (count,
+        N + 1). Siblings are drawn from the draft at their context by inverse CDF (i.i.d.)
+        or by Gumbel-top-k (without replacement)."""
+        kids = self.children()
+        nodes_count = self.parents.shape[0]
+        tokens = np.full((count, nodes_count), -1, dtype=np.int64)
+        rows = np.zeros((count, nodes_count + 1), dtype=np.int64)
+        depths = self.context_depths()
+        for context, nodes in enumerate(kids):
+            if nodes.shape[0] == 0:
+                continue
+            q = self.draft_tables[depths[context]][rows[:, context]]  # (count, V)
+            if self.scheme == "without_replacement":
+                with np.errstate(divide="ignore"):
+                    keys = np.log(q) + rng.gumbel(size=q.shape)
+                draws = np.argsort(-keys, axis=1, kind="stable")[:, : nodes.shape[0]]
+            else:  # the token j with cdf[j - 1] <= u * total < cdf[j]: q[j] > 0 always
+                cdf = np.cumsum(q, axis=1)
+                u = rng.random((count, nodes.shape[0])) * cdf[:, -1:]
+                draws = (cdf[:, None, :] <= u[:, :, None]).sum(axis=2)
+            tokens[:, nodes] = draws
+            rows[:, nodes + 1] = rows[:, [context]] * self.vocab + draws
+        return tokens, rows
+
     @cached_property
     def target(self) -> FloatArray:
         """The target's product law over the V^(D+1) sequences (base-V index)."""
