@@ -43,7 +43,7 @@ PROTOCOLS = ("position", "tree")
 MAX_EXACT_DRAFTS = 4096  # drafted tuples or trees the exact mode enumerates per case
 MAX_CASE_RUNS = 200_000  # replays of the sampler the exact mode spends on one case
 MAX_CASE_SECONDS = 60.0  # and seconds of wall clock
-BATCH = 1024  # rows per call of a batched position sampler
+BATCH = 1024  # rows (positions or trees) per call of a batched sampler
 Sampler = Callable[..., Any]
 
 
