@@ -61,6 +61,7 @@ def row(subject: Subject) -> dict[str, object]:
         "scheme": subject.scheme,
         "expected_lossless": subject.expected_lossless,
         "lossless": verdict.lossless,
+        "status": verdict.status,
         "mode": "exact" if verdict.statistical_cases == 0 else "statistical",
         "cases": verdict.cases,
         "seconds": seconds,
@@ -81,7 +82,9 @@ def markdown(rows: list[dict]) -> str:
         "|---|---|---|---|---:|---|---|---:|",
     ]
     for r in rows:
-        verdict = "lossless" if r["lossless"] else "**deviates**"
+        verdict = {"lossless": "lossless", "deviation": "**deviates**", "error": "**error**"}[
+            r.get("status", "lossless" if r["lossless"] else "deviation")
+        ]
         syn = r["synthetic"]
         real = r["smollm2"]
         syn_text = "—" if syn is None else f"{syn['acceptance']:.3f} / {syn['reference']:.3f}"

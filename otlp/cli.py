@@ -2,7 +2,8 @@
 exposes ``register(subparsers)``; add a module's name to ``COMMANDS`` to add a subcommand.
 
 Exit statuses: 0 success; 1 a check failed (a plan or cell did not verify, a fuzz instance
-failed); 2 bad input (one line naming the flag, never a traceback); 130 interrupted.
+failed, a refereed sampler deviates); 2 bad input (one line naming the flag, never a
+traceback); 3 a refereed sampler failed (``otlp referee``'s error verdict); 130 interrupted.
 """
 
 from __future__ import annotations

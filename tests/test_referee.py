@@ -386,9 +386,10 @@ def test_the_module_examples_run():
 
     import otlp.referee
     import otlp.referee.adapters
+    import otlp.referee.clock
     import otlp.referee.judge
 
-    for module in (otlp.referee, otlp.referee.adapters, otlp.referee.judge):
+    for module in (otlp.referee, otlp.referee.adapters, otlp.referee.clock, otlp.referee.judge):
         assert doctest.testmod(module).failed == 0
 
 

@@ -1,24 +1,47 @@
 """``otlp referee``: is a sampler lossless, where does it fail, how far is it from α*?
 
-Exit status 0: lossless on every searched case at the stated power; 1: a deviation found (the
-minimal case is written to the reproducer file); 2: bad usage.
+Exit status (:data:`EXIT_STATUS`): 0 lossless on every searched case at the stated power;
+1 a deviation found (the minimal case is written to the reproducer file); 2 bad usage (a flag
+out of range, a sampler that cannot be imported, a malformed reproducer: one line naming it);
+3 the sampler failed (it raised, broke its protocol or ran past ``--call-limit``: the
+``error`` verdict, with the smallest case that makes it fail).
+
+Like pytest, the command imports the sampler's module from the working directory: the
+current directory is put first on ``sys.path`` (``python -m otlp.cli`` does that already, the
+``otlp`` script does not).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 from pathlib import Path
 
 from otlp.commands.common import (
     RESULTS_ROOT,
     add_command,
     add_output_arguments,
+    flag_type,
+    int_at_least,
     output_path,
     print_json,
 )
 
 DEFAULT_OUT = RESULTS_ROOT / "referee"
+EXIT_STATUS = {"lossless": 0, "deviation": 1, "error": 3}  # 2: bad usage (otlp.cli)
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds > 0 given as text (for :func:`flag_type`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"expected a finite number of seconds > 0, got {text}")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,8 +58,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--false-alarm. A failing case is shrunk to a minimal one and written to a JSON "
         "reproducer (--replay re-runs it). The sampler's acceptance is shown beside alpha*. "
         "Position protocol: sampler(p, q, drafts, rng) -> token; tree protocol: "
-        "sampler(tokens, parents, p, q, rng) -> (accepted nodes, bonus token). Exit status "
-        "0 lossless, 1 deviation found, 2 bad usage.",
+        "sampler(tokens, parents, p, q, rng) -> (accepted nodes, bonus token). The "
+        "sampler's module is imported from the working directory (as pytest does). Exit "
+        "status 0 lossless, 1 deviation found, 2 bad usage, 3 the sampler failed (raised, "
+        "broke its protocol or ran past --call-limit).",
         example="otlp referee otlp.referee.subjects:SUBJECTS.specinfer --protocol position",
     )
     parser.add_argument(
@@ -65,8 +90,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--miss", type=float, default=1e-3, help="probability of missing TV >= epsilon"
     )
-    parser.add_argument("--cases", type=int, default=60, help="seeded cases to search")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the cases and the draws")
+    parser.add_argument(
+        "--cases",
+        type=flag_type(int_at_least(1), "int"),
+        default=60,
+        help="seeded cases to search",
+    )
+    parser.add_argument(
+        "--seed",
+        type=flag_type(int_at_least(0), "int"),
+        default=0,
+        help="seed of the cases and the draws (>= 0)",
+    )
+    parser.add_argument(
+        "--call-limit",
+        type=flag_type(positive_seconds, "seconds"),
+        default=None,
+        metavar="SECONDS",
+        help="seconds one call of the sampler may take; a call that runs longer is an error "
+        "verdict naming the case (default 10)",
+    )
     parser.add_argument(
         "--mode",
         choices=("auto", "exact", "statistical"),
@@ -82,13 +125,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--max-n",
-        type=int,
+        type=flag_type(int_at_least(1), "int"),
         default=None,
         help="most drafts of a position case (default: the sampler's `max_children`, else 3)",
     )
     parser.add_argument(
         "--smollm2",
-        type=int,
+        type=flag_type(int_at_least(0), "int"),
         default=0,
         metavar="K",
         help="also search K SmolLM2-135M states (position protocol, statistical mode)",
@@ -109,21 +152,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from otlp.referee import load_sampler, referee, replay
+    from otlp.referee.clock import DEFAULT_CALL_LIMIT
 
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:  # the user's module, as pytest finds it
+        sys.path.insert(0, here)
+    call_limit = args.call_limit if args.call_limit is not None else DEFAULT_CALL_LIMIT
     if args.replay is not None:
-        sampler = load_sampler(args.sampler)[0] if args.sampler else None
-        verdict = replay(args.replay, sampler, args.sampler)
+        sampler, declared = load_sampler(args.sampler) if args.sampler else (None, {})
+        verdict = replay(
+            args.replay, sampler, args.sampler, declared=declared, call_limit=call_limit
+        )
     else:
         if args.sampler is None:
             raise ValueError("MODULE:FUNCTION: the sampler to referee is required (or --replay)")
         sampler, declared = load_sampler(args.sampler)
-        single = declared.get("max_children") == "1"
         out = args.out or DEFAULT_OUT / (re.sub(r"[^A-Za-z0-9_.-]+", "_", args.sampler) + ".json")
         output_path("--out", out, folder=False, mkdir=args.mkdir)
         shapes = None if args.shapes is None else [s for s in args.shapes.split(",") if s]
-        if shapes is None and single:
-            shapes = ["chain1", "chain2", "chain3"]
-        max_n = args.max_n if args.max_n is not None else int(declared.get("max_children", 3))
+        children = declared.get("max_children")
         verdict = referee(
             sampler,
             protocol=args.protocol or declared.get("protocol"),
@@ -135,13 +182,15 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             mode=args.mode,
             shapes=shapes,
-            max_n=max_n,
+            max_n=args.max_n,
+            max_children=None if children is None else int(children),
             smollm2=args.smollm2,
             reproducer=out,
             name=args.sampler,
+            call_limit=call_limit,
         )
     if args.json:
         print_json(verdict.as_dict())
     else:
         print(verdict.summary())
-    return 0 if verdict.lossless else 1
+    return EXIT_STATUS[verdict.status]

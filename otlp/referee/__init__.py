@@ -8,11 +8,15 @@ it fail (a minimal reproducer), and how far is its acceptance from the optimum Î
 >>> referee(draw_from_target, cases=5).lossless
 True
 
-:func:`referee` returns a :class:`Verdict`; :func:`assert_lossless` fails a test with the
-reproducer; :func:`replay` re-runs a reproducer file; :mod:`otlp.referee.adapters` wraps
-otlp's own rules in the protocols. The method and its guarantees: docs/referee.md.
+:func:`referee` returns a :class:`Verdict` (status ``lossless``, ``deviation`` or ``error``);
+:func:`assert_lossless` fails a test with the reproducer; :func:`replay` re-runs a reproducer
+file; :mod:`otlp.referee.adapters` wraps otlp's own rules in the protocols. A sampler raises
+:class:`NotEnumerable` to tell the exact mode it cannot be followed (the referee then judges
+it statistically); :class:`SamplerTimeout` is what a call past the time limit is stopped
+with. The method and its guarantees: docs/referee.md.
 """
 
+from otlp.referee.clock import SamplerTimeout
 from otlp.referee.judge import (
     Finding,
     GapRow,
@@ -23,10 +27,13 @@ from otlp.referee.judge import (
     replay,
     write_reproducer,
 )
+from otlp.referee.symbolic import NotEnumerable
 
 __all__ = [
     "Finding",
     "GapRow",
+    "NotEnumerable",
+    "SamplerTimeout",
     "Verdict",
     "assert_lossless",
     "load_sampler",

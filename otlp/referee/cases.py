@@ -10,6 +10,13 @@
   ([GBV] Definition 3.1). Its outcomes are the V^(D+1) sequences and its target law is the
   target's product law; the completion is applied exactly, in law (:meth:`TreeCase.completion`).
 
+Every case is checked when it is built (a case the user passes, a reproducer read back): the
+laws must be distributions (finite, nonnegative, summing to 1 within :data:`SUM_TOL`; they are
+then renormalised in float64), of consistent shapes, with a scheme the protocol drafts and a
+draft able to produce the drafts. A case that is not is refused with a ``ValueError`` naming
+the field, never judged: a target that is not a distribution would make every lossless
+sampler look like it deviates.
+
 Cases are plain data with a JSON form (:meth:`to_json` / :func:`case_from_json`), so a failure
 is saved and replayed exactly. Draft enumeration (every drafted tuple or tree with its
 probability) gives the exact mode its outer sum.
@@ -30,6 +37,40 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 POSITION_SCHEMES = ("iid", "without_replacement", "independent")
 TREE_SCHEMES = ("iid", "without_replacement")
+SUM_TOL = 1e-6  # a law's sum may differ from 1 by this (float32 inputs), then renormalised
+EXACT_SUM = 1e-12  # within this of 1, a law is kept as given (far below the exact TV tolerance)
+
+
+def distribution_rows(name: str, values: Any, ndim: int) -> FloatArray:
+    """``values`` as float64 distributions along the last axis, renormalised where a sum is
+    off by more than :data:`EXACT_SUM`; ValueError
+    naming ``name`` if it is not ``ndim``-dimensional, not finite, negative somewhere, or a
+    row does not sum to 1 within :data:`SUM_TOL`."""
+    try:
+        array = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected an array of probabilities, got {values!r}") from None
+    if array.ndim != ndim or array.shape[-1] == 0 or 0 in array.shape:
+        raise ValueError(f"{name}: expected a nonempty {ndim}-d array, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name}: not a distribution (not finite)")
+    if np.any(array < 0):
+        raise ValueError(f"{name}: not a distribution (a negative mass, {array.min():g})")
+    sums = array.sum(axis=-1, keepdims=True)
+    worst = sums.reshape(-1)[int(np.argmax(np.abs(sums - 1.0)))]
+    if not abs(worst - 1.0) <= SUM_TOL:
+        raise ValueError(f"{name}: not a distribution (sums to {worst:.9g}, not 1)")
+    if abs(worst - 1.0) <= EXACT_SUM:  # rounding only: kept bit for bit (JSON round trips)
+        return array
+    return np.asarray(array / sums, dtype=np.float64)
+
+
+def _scheme(scheme: object, known: tuple[str, ...], protocol: str) -> str:
+    if scheme not in known:
+        raise ValueError(
+            f"scheme: expected one of {', '.join(known)} for a {protocol} case, got {scheme!r}"
+        )
+    return str(scheme)
 
 
 def _floats(values: Any) -> Any:
@@ -78,6 +119,22 @@ class PositionCase:
     scheme: str
     label: str = ""
 
+    def __post_init__(self) -> None:
+        scheme = _scheme(self.scheme, POSITION_SCHEMES, "position")
+        if isinstance(self.n, bool) or not isinstance(self.n, int | np.integer) or self.n < 1:
+            raise ValueError(f"n: expected a positive number of drafts, got {self.n!r}")
+        p = distribution_rows("p", self.p, 1)
+        q = distribution_rows("q", self.q, 2 if scheme == "independent" else 1)
+        if q.shape[-1] != p.shape[0]:
+            raise ValueError(f"q: {q.shape[-1]} tokens where p has {p.shape[0]}")
+        if scheme == "independent" and q.shape[0] != self.n:
+            raise ValueError(f"q: {q.shape[0]} drafters' laws for n = {self.n} drafts")
+        if scheme == "without_replacement" and np.count_nonzero(q) < self.n:
+            raise ValueError(f"q: fewer than n = {self.n} tokens to draft without replacement")
+        object.__setattr__(self, "p", p)
+        object.__setattr__(self, "q", q)
+        object.__setattr__(self, "n", int(self.n))
+
     @property
     def vocab(self) -> int:
         return int(self.p.shape[0])
@@ -122,8 +179,9 @@ class PositionCase:
             "label": self.label,
         }
 
-    def describe(self) -> str:
-        """One line: the sizes and the laws (their 4 likeliest tokens beyond V = 8)."""
+    def describe(self, full: bool = False) -> str:
+        """One line: the sizes and the laws (their 4 likeliest tokens beyond V = 8); ``full``
+        changes nothing for a position (it has one context)."""
         return f"V={self.vocab}, n={self.n}, {self.scheme}, p={_short(self.p)}, q={_short(self.q)}"
 
 
@@ -140,11 +198,36 @@ class TreeCase:
     _depths: IntArray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        depths = np.ones(self.parents.shape[0], dtype=np.int64)
-        for i, parent in enumerate(self.parents):
+        _scheme(self.scheme, TREE_SCHEMES, "tree")
+        parents = np.asarray(self.parents)
+        if (
+            parents.ndim != 1
+            or parents.shape[0] == 0
+            or not np.issubdtype(parents.dtype, np.integer)
+        ):
+            raise ValueError(f"parents: expected a nonempty 1-d integer array, got {self.parents}")
+        if np.any(parents < -1) or np.any(parents >= np.arange(parents.shape[0])):
+            raise ValueError(f"parents: expected -1 <= parents[i] < i, got {parents.tolist()}")
+        depths = np.ones(parents.shape[0], dtype=np.int64)
+        for i, parent in enumerate(parents):
             if parent >= 0:
                 depths[i] = depths[parent] + 1
+        object.__setattr__(self, "parents", parents.astype(np.int64))
         object.__setattr__(self, "_depths", depths)
+        for name in ("target_tables", "draft_tables"):
+            tables = getattr(self, name)
+            if len(tables) < self.length:
+                raise ValueError(f"{name}: {len(tables)} levels for a tree of depth {self.depth}")
+            checked = tuple(distribution_rows(name, t, 2) for t in tables)
+            vocab = checked[0].shape[1]
+            for d, table in enumerate(checked):
+                if table.shape != (vocab**d, vocab):
+                    raise ValueError(
+                        f"{name}: level {d} has shape {table.shape}, expected {(vocab**d, vocab)}"
+                    )
+            object.__setattr__(self, name, checked)
+        if self.scheme == "without_replacement" and not self.distinct_feasible():
+            raise ValueError("draft_tables: too few tokens to draft siblings without replacement")
 
     @property
     def vocab(self) -> int:
@@ -232,6 +315,36 @@ class TreeCase:
                 prefixes[node + 1] = prefixes[context] + (int(tokens[node]),)
         return tokens
 
+    def context_depths(self) -> IntArray:
+        """The prefix length at every context (0 the root, ``depth(i)`` for node i's)."""
+        return np.concatenate([[0], self._depths]).astype(np.int64)
+
+    def sample_trees(self, rng: np.random.Generator, count: int) -> tuple[IntArray, IntArray]:
+        """``count`` drafted trees at once, equal in law to :meth:`sample_tree`: the tokens
+        (count, N) and every context's prefix as a row index of its level's tables (count,
+        N + 1). Siblings are drawn from the draft at their context by inverse CDF (i.i.d.)
+        or by Gumbel-top-k (without replacement)."""
+        kids = self.children()
+        nodes_count = self.parents.shape[0]
+        tokens = np.full((count, nodes_count), -1, dtype=np.int64)
+        rows = np.zeros((count, nodes_count + 1), dtype=np.int64)
+        depths = self.context_depths()
+        for context, nodes in enumerate(kids):
+            if nodes.shape[0] == 0:
+                continue
+            q = self.draft_tables[depths[context]][rows[:, context]]  # (count, V)
+            if self.scheme == "without_replacement":
+                with np.errstate(divide="ignore"):
+                    keys = np.log(q) + rng.gumbel(size=q.shape)
+                draws = np.argsort(-keys, axis=1, kind="stable")[:, : nodes.shape[0]]
+            else:  # the token j with cdf[j - 1] <= u * total < cdf[j]: q[j] > 0 always
+                cdf = np.cumsum(q, axis=1)
+                u = rng.random((count, nodes.shape[0])) * cdf[:, -1:]
+                draws = (cdf[:, None, :] <= u[:, :, None]).sum(axis=2)
+            tokens[:, nodes] = draws
+            rows[:, nodes + 1] = rows[:, [context]] * self.vocab + draws
+        return tokens, rows
+
     @cached_property
     def target(self) -> FloatArray:
         """The target's product law over the V^(D+1) sequences (base-V index)."""
@@ -266,12 +379,39 @@ class TreeCase:
             "label": self.label,
         }
 
-    def describe(self) -> str:
-        return (
-            f"V={self.vocab}, parents={self.parents.tolist()}, {self.scheme}, "
-            f"target at the root={np.round(self.target_tables[0][0], 4).tolist()}, "
-            f"draft at the root={np.round(self.draft_tables[0][0], 4).tolist()}"
-        )
+    def describe(self, full: bool = False) -> str:
+        """One line: the shape, the scheme and the laws at the root; ``full``: at every
+        context the tree can visit (:meth:`visited`), as ``prefix: target | draft``."""
+        head = f"V={self.vocab}, parents={self.parents.tolist()}, {self.scheme}, "
+        if not full:
+            return (
+                head + f"target at the root={np.round(self.target_tables[0][0], 4).tolist()}, "
+                f"draft at the root={np.round(self.draft_tables[0][0], 4).tolist()}"
+            )
+        parts = [
+            f"{list(prefix)}: {_short(np.round(self.law(self.target_tables, prefix), 4))}"
+            f" | {_short(np.round(self.law(self.draft_tables, prefix), 4))}"
+            for prefix in self.visited()
+        ]
+        return head + "target | draft after each prefix: " + "; ".join(parts)
+
+    def visited(self) -> list[tuple[int, ...]]:
+        """The prefixes (contexts) of length 0..D that a drafted tree or its completion can
+        reach: each token of the prefix has positive target or draft mass after the tokens
+        before it. Breadth first, tokens in increasing order."""
+        out: list[tuple[int, ...]] = [()]
+        level: list[tuple[int, ...]] = [()]
+        for _ in range(self.depth):
+            level = [
+                (*prefix, int(token))
+                for prefix in level
+                for token in np.flatnonzero(
+                    (self.law(self.target_tables, prefix) > 0)
+                    | (self.law(self.draft_tables, prefix) > 0)
+                )
+            ]
+            out.extend(level)
+        return out
 
 
 Case = PositionCase | TreeCase

@@ -96,8 +96,9 @@ def tree_cases(
         shape = shapes[int(rng.integers(len(shapes)))]
         parents = np.array(TREE_SHAPES[shape], dtype=np.int64)
         vocab = int(rng.integers(2, 4))
-        case = _tree_case(name, rng, vocab, parents, scheme, f"{name} V={vocab} {shape}")
-        if scheme == "without_replacement" and not case.distinct_feasible():
+        try:  # without replacement, a draft with too few tokens is refused: drawn again
+            case = _tree_case(name, rng, vocab, parents, scheme, f"{name} V={vocab} {shape}")
+        except ValueError:
             continue
         out.append(case)
     return out

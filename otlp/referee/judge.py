@@ -21,7 +21,13 @@
    trees) beside α* of the scheme (:func:`otlp.optimal_acceptance`, attained by otlp's exact
    OT rule ``maxflow_cs``) on every case it was measured on.
 
-A sampler that raises or breaks its protocol on a valid case fails too (kind ``error``).
+Errors are not deviations. A sampler that raises, breaks its protocol (a token out of range,
+a path that is not a tree path) or runs past the per-call time limit ``call_limit``
+(:mod:`otlp.referee.clock`) on a valid case gets the verdict ``error`` (``Verdict.status``):
+the smallest case that still makes it raise (a timeout is not shrunk: each try would cost the
+limit) and the traceback's last line. Bad input — an argument out of range, a case whose laws
+are not distributions, a malformed reproducer — is refused with a ``ValueError`` (or
+``TypeError`` for a sampler that is not callable) naming the argument, before anything runs.
 """
 
 from __future__ import annotations
@@ -29,17 +35,27 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import numbers
 import time
+import traceback
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from otlp.referee import generate, observe, shrink, stats
-from otlp.referee.cases import POSITION_SCHEMES, TREE_SCHEMES, Case, PositionCase, case_from_json
+from otlp.referee import clock, generate, observe, shrink, stats
+from otlp.referee.cases import (
+    POSITION_SCHEMES,
+    TREE_SCHEMES,
+    Case,
+    PositionCase,
+    TreeCase,
+    case_from_json,
+)
+from otlp.referee.clock import DEFAULT_CALL_LIMIT, SamplerTimeout
 from otlp.referee.symbolic import NotEnumerable
 
 MODES = ("auto", "exact", "statistical")
@@ -47,13 +63,15 @@ EXACT_TOLERANCE = 1e-9
 DEFAULT_CASES = 60
 LOOKS = 5  # interim looks of a confirmation (N/16 .. N), Bonferroni over them
 STATISTICAL_SHRINK_TRIES = 12  # planned tests spent on shrinking a statistical failure
+STATUSES = ("lossless", "deviation", "error")
 
 
 @dataclass(frozen=True)
 class Finding:
     """One case's result. ``kind``: ``exact`` (``tv`` is the exact distance), ``statistical``
     (``tv`` is the binned estimate at ``samples`` draws, ``p_value`` its null tail bound) or
-    ``error`` (``message`` says what the sampler did)."""
+    ``error`` (``message`` says what the sampler did: the traceback's last line and where it
+    was raised; ``timeout`` when it ran past the per-call time limit)."""
 
     case: Case
     kind: str
@@ -62,6 +80,7 @@ class Finding:
     samples: int = 0
     p_value: float | None = None
     message: str = ""
+    timeout: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +91,7 @@ class Finding:
             "samples": self.samples,
             "p_value": self.p_value,
             "message": self.message,
+            "timeout": self.timeout,
         }
 
 
@@ -87,7 +107,14 @@ class GapRow:
 
 @dataclass
 class Verdict:
-    """What the referee found. ``lossless`` is False when ``failure`` is set."""
+    """What the referee found. ``status`` is ``lossless`` (no failure), ``deviation`` (the
+    output law is not the target's: ``failure`` is exact or statistical) or ``error`` (the
+    sampler raised, broke its protocol or timed out: ``failure.kind == "error"``);
+    ``lossless`` is True only for the first.
+
+    The counts describe what ran: ``cases`` run (``exact_cases`` judged exactly, the failing
+    one included, ``passed_exact`` of them passing, plus ``statistical_cases`` screened),
+    ``samples`` draws completed; ``confirm_plan`` is the largest planned test that ran."""
 
     sampler: str
     protocol: str
@@ -97,6 +124,7 @@ class Verdict:
     miss: float
     cases: int = 0
     exact_cases: int = 0
+    passed_exact: int = 0
     statistical_cases: int = 0
     samples: int = 0
     worst_exact_tv: float = 0.0
@@ -104,6 +132,7 @@ class Verdict:
     original: Finding | None = None
     confirm_plan: stats.Plan | None = None
     not_enumerable: str = ""
+    note: str = ""
     gap: list[GapRow] = field(default_factory=list)
     seconds: float = 0.0
     reproducer: str | None = None
@@ -112,46 +141,67 @@ class Verdict:
     def lossless(self) -> bool:
         return self.failure is None
 
+    @property
+    def status(self) -> str:
+        """``lossless``, ``deviation`` or ``error`` (:data:`STATUSES`)."""
+        if self.failure is None:
+            return "lossless"
+        return "error" if self.failure.kind == "error" else "deviation"
+
     def summary(self) -> str:
         """A few lines for people: the verdict, the evidence, the gap."""
         head = f"referee {self.sampler} ({self.protocol}, {self.scheme}): "
         lines = []
-        if self.failure is None:
+        f = self.failure
+        if f is None:
             lines.append(head + "LOSSLESS on every searched case")
+        elif f.kind == "error":
+            lines.append(head + f"ERROR ({f.message})")
+            case = f.case.describe(full=True)
+            lines.append(f"  {'case' if f.timeout else 'smallest case'}: {case}")
         else:
-            f = self.failure
-            what = {"exact": "exact TV", "statistical": "estimated TV", "error": "error"}[f.kind]
-            detail = f"{f.message}" if f.kind == "error" else f"{what} {f.tv:.4g}"
+            detail = f"exact TV {f.tv:.4g}"
             if f.kind == "statistical":
-                detail += f" at {f.samples:,} draws, p <= {f.p_value:.2g}"
+                detail = f"estimated TV {f.tv:.4g} at {f.samples:,} draws, {_p_text(f.p_value)}"
             lines.append(head + f"DEVIATION ({detail})")
-            lines.append(f"  minimal case: {f.case.describe()}")
+            lines.append(f"  minimal case: {f.case.describe(full=True)}")
+        if f is not None:
             if self.original is not None and self.original.case is not f.case:
                 found = self.original
                 tv = "" if found.kind == "error" else f" (TV {found.tv:.4g} there)"
                 lines.append(f"  found on: {found.case.label}{tv}")
             if self.reproducer:
                 lines.append(f"  reproducer: {self.reproducer}")
+        draws = f", {self.samples:,} draws" if self.samples else ""
         lines.append(
-            f"  {self.cases} cases ({self.exact_cases} exact, {self.statistical_cases} "
-            f"statistical, {self.samples:,} draws) in {self.seconds:.1f} s"
+            f"  {_plural(self.cases, 'case')} run ({self.exact_cases} exact, "
+            f"{self.statistical_cases} statistical{draws}) in {self.seconds:.1f} s"
         )
-        if self.exact_cases:
-            lines.append(f"  worst exact TV on passing cases: {self.worst_exact_tv:.3g}")
-        if self.statistical_cases and self.confirm_plan is not None:
+        if self.passed_exact:
+            lines.append(
+                f"  worst exact TV on the {_plural(self.passed_exact, 'passing case')}: "
+                f"{self.worst_exact_tv:.3g}"
+            )
+        if self.confirm_plan is not None:
             plan = self.confirm_plan
             lines.append(
                 f"  statistical power: TV >= {plan.epsilon:g} detected with probability >= "
                 f"{1 - plan.miss:g} on a confirmed case; false alarm <= {self.false_alarm:g}"
             )
         if self.not_enumerable:
-            lines.append(f"  not enumerable: {self.not_enumerable}")
+            lines.append(
+                f"  judged statistically where the exact mode could not follow: "
+                f"{self.not_enumerable}"
+            )
+        if self.note:
+            lines.append(f"  note: {self.note}")
         if self.gap:
             acc = np.mean([g.acceptance for g in self.gap])
             opt = np.mean([g.alpha_star for g in self.gap])
             name = "block efficiency" if self.protocol == "tree" else "acceptance"
             ref = "otlp rrs" if self.protocol == "tree" else "alpha*"
-            lines.append(f"  mean {name} {acc:.4f} vs {ref} {opt:.4f} over {len(self.gap)} cases")
+            over = _plural(len(self.gap), "case")
+            lines.append(f"  mean {name} {acc:.4f} vs {ref} {opt:.4f} over {over}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -159,23 +209,57 @@ class Verdict:
             "sampler": self.sampler,
             "protocol": self.protocol,
             "scheme": self.scheme,
+            "status": self.status,
             "lossless": self.lossless,
             "epsilon": self.epsilon,
             "false_alarm": self.false_alarm,
             "miss": self.miss,
             "cases": self.cases,
             "exact_cases": self.exact_cases,
+            "passed_exact": self.passed_exact,
             "statistical_cases": self.statistical_cases,
             "samples": self.samples,
-            "worst_exact_tv": self.worst_exact_tv,
+            "worst_exact_tv": self.worst_exact_tv if self.passed_exact else None,
             "failure": None if self.failure is None else self.failure.as_dict(),
             "found_on": None if self.original is None else self.original.as_dict(),
             "confirm_samples": None if self.confirm_plan is None else self.confirm_plan.samples,
             "not_enumerable": self.not_enumerable,
+            "note": self.note,
             "gap": [g.__dict__ for g in self.gap],
             "seconds": self.seconds,
             "reproducer": self.reproducer,
         }
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _p_text(p_value: float | None) -> str:
+    """A p-value bound as people read it: never "p <= 0" (the bound underflows below the
+    smallest float)."""
+    if p_value is None:
+        return "p unknown"
+    if p_value < 1e-300:
+        return "p < 1e-300"
+    return f"p <= {p_value:.2g}"
+
+
+def _real(name: str, value: object) -> float:
+    """``value`` as a float; ValueError naming ``name`` for a string, a bool, None..."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: object, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``; ValueError naming ``name`` otherwise (2.5, "3",
+    True and -1 included)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value}")
+    return int(value)
 
 
 def _check(
@@ -190,14 +274,33 @@ def _check(
         raise ValueError(
             f"scheme: expected one of {', '.join(schemes)} for {protocol}, got {scheme!r}"
         )
-    if not 0.0005 <= epsilon <= 0.5:
+    if not 0.0005 <= _real("epsilon", epsilon) <= 0.5:
         raise ValueError(f"epsilon: expected a TV distance in [0.0005, 0.5], got {epsilon}")
-    if not 0 < false_alarm < 0.5:
+    if not 0 < _real("false_alarm", false_alarm) < 0.5:
         raise ValueError(f"false_alarm: expected a probability in (0, 0.5), got {false_alarm}")
-    if not 0 < miss < 0.5:
+    if not 0 < _real("miss", miss) < 0.5:
         raise ValueError(f"miss: expected a probability in (0, 0.5), got {miss}")
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+
+
+def _checked_cases(cases: object, protocol: str) -> list[Case] | int:
+    """``cases`` as a count (an int >= 1) or a nonempty list of cases of ``protocol``;
+    ValueError naming ``cases`` otherwise."""
+    if isinstance(cases, numbers.Integral) and not isinstance(cases, bool):
+        return _count("cases", cases, 1)
+    if isinstance(cases, str | bytes) or not isinstance(cases, Sequence):
+        raise ValueError(f"cases: expected a number of cases or a list of cases, got {cases!r}")
+    if len(cases) == 0:
+        raise ValueError("cases: expected at least one case")
+    kind = PositionCase if protocol == "position" else TreeCase
+    for i, case in enumerate(cases):
+        if not isinstance(case, kind):
+            raise ValueError(
+                f"cases: item {i} is {type(case).__name__}, not a {kind.__name__} "
+                f"(protocol {protocol})"
+            )
+    return list(cases)
 
 
 class _Judge:
@@ -216,21 +319,24 @@ class _Judge:
         self.findings: list[Finding] = []
 
     def exact(self, case: Case) -> Finding:
+        """The exact finding on ``case`` (raises :class:`NotEnumerable` where the exact mode
+        cannot follow the sampler)."""
         try:
             obs = observe.exact(self.sampler, case)
-        except (NotEnumerable, observe.InvalidOutput):
+        except NotEnumerable:
             raise
-        except Exception as exc:  # the sampler crashed on a valid input
+        except (Exception, SamplerTimeout) as exc:  # the sampler failed on a valid input
             return _error(case, exc)
         tv = stats.tv_statistic(obs.law, case.target)
         return Finding(case, "exact", tv, obs.acceptance)
 
     def draw(self, case: Case, samples: int) -> Finding:
+        """A screen: ``samples`` draws on ``case``, the statistic and its p-value bound."""
         bin_of, binned = stats.binning(case.target)
         bins = binned.shape[0]
         try:
             obs = observe.sample(self.sampler, case, samples, self.rng, bin_of)
-        except Exception as exc:  # any crash of the sampler is a finding
+        except (Exception, SamplerTimeout) as exc:  # any failure of the sampler is a finding
             return _error(case, exc)
         self.verdict.samples += samples
         tv = stats.tv_statistic(obs.law, binned)
@@ -245,14 +351,12 @@ class _Judge:
         bins = binned.shape[0]
         level = false_alarm / LOOKS
         plan = stats.plan(self.verdict.epsilon, level, self.verdict.miss, bins)
-        if self.verdict.confirm_plan is None or plan.samples > self.verdict.confirm_plan.samples:
-            self.verdict.confirm_plan = plan
         total, accepted, done = np.zeros(bins), 0.0, 0
         for look in range(LOOKS - 1, -1, -1):
             upto = math.ceil(plan.samples / 2**look)
             try:
                 obs = observe.sample(self.sampler, case, upto - done, self.rng, bin_of)
-            except Exception as exc:  # any crash of the sampler is a finding
+            except (Exception, SamplerTimeout) as exc:  # any failure of the sampler
                 return _error(case, exc)
             self.verdict.samples += upto - done
             total += obs.law * (upto - done)
@@ -262,11 +366,24 @@ class _Judge:
             p_value = min(1.0, LOOKS * stats.false_alarm_bound(tv, done, bins))
             if p_value <= false_alarm:
                 break
+        if self.verdict.confirm_plan is None or plan.samples > self.verdict.confirm_plan.samples:
+            self.verdict.confirm_plan = plan  # a planned test that ran to its decision
         return Finding(case, "statistical", tv, accepted / done, done, p_value)
 
 
 def _error(case: Case, exc: BaseException) -> Finding:
-    return Finding(case, "error", math.nan, None, message=f"{type(exc).__name__}: {exc}")
+    """The ``error`` finding of a sampler that failed on ``case``: the traceback's last line
+    and where it was raised, a protocol break, or a timeout naming the case."""
+    if isinstance(exc, SamplerTimeout):
+        where = case.label or case.describe()
+        message = f"SamplerTimeout: {exc} on the case {where}"
+        return Finding(case, "error", math.nan, None, message=message, timeout=True)
+    if isinstance(exc, observe.InvalidOutput):
+        return Finding(case, "error", math.nan, None, message=f"broke the protocol: {exc}")
+    frames = traceback.extract_tb(exc.__traceback__)
+    last = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})"
+    message = f"raised {type(exc).__name__}: {exc}{last if frames else ''}"
+    return Finding(case, "error", math.nan, None, message=message)
 
 
 def _failed(finding: Finding, false_alarm: float) -> bool:
@@ -291,11 +408,13 @@ def referee(
     screen_samples: int = 2000,
     confirm: int = 3,
     shapes: Sequence[str] | None = None,
-    max_n: int = 3,
+    max_n: int | None = None,
+    max_children: int | None = None,
     smollm2: int = 0,
     shrink_failures: bool = True,
     reproducer: str | Path | None = None,
     name: str | None = None,
+    call_limit: float | None = DEFAULT_CALL_LIMIT,
 ) -> Verdict:
     """Referee ``sampler``: is its output law the target's on every searched case?
 
@@ -312,16 +431,23 @@ def referee(
         case with probability >= 1 - ``miss``; a lossless sampler is flagged with probability
         <= ``false_alarm`` per verdict (:mod:`otlp.referee.stats`).
     cases:
-        The number of seeded cases from the searched classes, or the cases themselves.
+        The number of seeded cases from the searched classes (an int >= 1), or a list of
+        :class:`~otlp.referee.cases.PositionCase` / :class:`~otlp.referee.cases.TreeCase`.
+    seed:
+        Seed (>= 0) of the generated cases and of the referee's draws.
     mode:
         ``auto`` (exact where the sampler can be enumerated, else statistical), ``exact``
         (ValueError if it cannot be) or ``statistical``.
     screen_samples, confirm:
         Draws per case in the statistical screen; cases confirmed with the planned test.
     shapes:
-        Tree shapes (names of :data:`otlp.referee.generate.TREE_SHAPES`); None = all.
+        Tree shapes (names of :data:`otlp.referee.generate.TREE_SHAPES`); None = all, or
+        chains only for a sampler taking one child per node (``max_children == 1``).
     max_n:
-        The most drafts of a position case.
+        The most drafts of a position case (>= 1); None = ``max_children``, else 3.
+    max_children:
+        The most drafts or children per node the sampler takes; None = its own
+        ``max_children`` attribute, if any (the command line reads a registry entry's).
     smollm2:
         Also search this many SmolLM2-135M states (position protocol, V = 1001, n = 2;
         statistical mode: too many drafted tuples to enumerate).
@@ -332,18 +458,25 @@ def referee(
     name:
         How the sampler is named in the verdict and the reproducer (``module:function`` lets
         :func:`replay` find it again).
+    call_limit:
+        Seconds one call of the sampler may take (:mod:`otlp.referee.clock`); a call that
+        runs longer is an ``error`` verdict naming the case. None: no limit.
 
     Returns
     -------
     Verdict
-        ``lossless``, the minimal ``failure`` (and the ``original`` one), the cases judged
-        exactly and statistically, the draws, the acceptance ``gap`` rows; ``summary()``.
+        ``status`` (``lossless``, ``deviation``, ``error``), the minimal ``failure`` (and the
+        ``original`` one), the cases judged exactly and statistically, the draws, the
+        acceptance ``gap`` rows; ``summary()``.
 
     Raises
     ------
+    TypeError
+        ``sampler`` is not callable.
     ValueError
         Naming the argument: an unknown protocol, scheme, mode or tree shape, a TV or
-        probability out of range, no cases, ``mode="exact"`` for a sampler that cannot be
+        probability out of range, no cases or a count that is not an integer, a case of the
+        other protocol, a negative seed, ``mode="exact"`` for a sampler that cannot be
         enumerated.
 
     Examples
@@ -358,37 +491,52 @@ def referee(
     ...     r = np.maximum(p - q, 0.0)
     ...     return int(rng.choice(p.shape[0], p=r / r.sum())) if r.sum() > 0 else int(x)
     >>> verdict = referee(no_update, cases=5)
-    >>> verdict.lossless, verdict.failure.kind, round(verdict.failure.tv, 3)
-    (False, 'exact', 0.15)
+    >>> verdict.status, verdict.failure.kind, round(verdict.failure.tv, 3)
+    ('deviation', 'exact', 0.15)
     >>> verdict.failure.case.describe()
     'V=2, n=2, iid, p=[0.5, 0.5], q=[0.2, 0.8]'
     """
+    if not callable(sampler):
+        raise TypeError(f"sampler: expected a callable of the protocol, got {sampler!r}")
     protocol = protocol or str(getattr(sampler, "protocol", "position"))
     scheme = scheme or str(getattr(sampler, "scheme", "iid"))
     _check(protocol, scheme, epsilon, false_alarm, miss, mode)
+    seed = _count("seed", seed, 0)
+    if max_children is None:
+        max_children = getattr(sampler, "max_children", None)
+    if max_children is not None:
+        max_children = _count("max_children", max_children, 1)
+    max_n = _count("max_n", max_n if max_n is not None else (max_children or 3), 1)
+    if shapes is None and max_children == 1:
+        shapes = generate.CHAIN_SHAPES
+    smollm2 = _count("smollm2", smollm2, 0)
+    screen_samples = _count("screen_samples", screen_samples, 1)
+    confirm = _count("confirm", confirm, 1)
+    if call_limit is not None and not _real("call_limit", call_limit) > 0:
+        raise ValueError(f"call_limit: expected seconds > 0 or None, got {call_limit}")
+    checked = _checked_cases(cases, protocol)
     start = time.perf_counter()
     label = name or _name_of(sampler)
-    verdict = Verdict(label, protocol, scheme, epsilon, false_alarm, miss)
-    if screen_samples < 1 or confirm < 1:
-        raise ValueError(
-            f"screen_samples, confirm: expected at least 1, got {screen_samples}, {confirm}"
-        )
-    if isinstance(cases, int):
-        cases = _generated(protocol, scheme, cases, seed, shapes, max_n)
-    elif len(cases) == 0:
-        raise ValueError("cases: expected at least one case")
+    verdict = Verdict(label, protocol, scheme, float(epsilon), float(false_alarm), float(miss))
+    if isinstance(checked, int):
+        checked = _generated(protocol, scheme, checked, seed, shapes, max_n)
     if smollm2:
         if protocol != "position":
             raise ValueError("smollm2: SmolLM2 states are searched with the position protocol")
-        cases = [*cases, *generate.smollm2_cases(smollm2, scheme, n=min(2, max_n), seed=seed)]
-    judge = _Judge(sampler, verdict, np.random.default_rng([seed, 2026]), screen_samples, confirm)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        failure = _search(judge, list(cases), mode)
-        if failure is not None:
-            verdict.original = failure
-            verdict.failure = _shrunk(judge, failure) if shrink_failures else failure
-        _gap(judge)
+        checked = [*checked, *generate.smollm2_cases(smollm2, scheme, n=min(2, max_n), seed=seed)]
+    with clock.limited(sampler, call_limit) as limited:
+        rng = np.random.default_rng([seed, 2026])
+        judge = _Judge(limited, verdict, rng, screen_samples, confirm)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            failure = _search(judge, checked, mode)
+            verdict.cases = verdict.exact_cases + verdict.statistical_cases
+            if failure is not None:
+                verdict.original = failure
+                verdict.failure = (
+                    _shrunk(judge, failure) if shrink_failures and not failure.timeout else failure
+                )
+            _gap(judge)
     verdict.seconds = time.perf_counter() - start
     if verdict.failure is not None and reproducer is not None:
         verdict.reproducer = str(write_reproducer(verdict, reproducer))
@@ -406,8 +554,6 @@ def _name_of(sampler: object) -> str:
 def _generated(
     protocol: str, scheme: str, count: int, seed: int, shapes: Sequence[str] | None, max_n: int
 ) -> list[Case]:
-    if count < 1:
-        raise ValueError(f"cases: expected at least 1, got {count}")
     if protocol == "position":
         return list(generate.position_cases(count, scheme, seed, max_n=max_n))
     names = tuple(shapes) if shapes else tuple(generate.TREE_SHAPES)
@@ -418,37 +564,39 @@ def _generated(
 
 
 def _search(judge: _Judge, cases: list[Case], mode: str) -> Finding | None:
-    """The first exact failure, else the first confirmed statistical one, else None."""
+    """The first exact failure or error, else the first confirmed statistical one, else
+    None. A case the exact mode cannot follow goes to the statistical mode (every later case
+    too, unless only that case was too large), and the reason is kept in the verdict."""
     verdict = judge.verdict
     leftover: list[Case] = []
     enumerable = mode != "statistical"
+    reasons: list[str] = []
     for case in cases:
-        verdict.cases += 1
         if enumerable:
             try:
                 finding = judge.exact(case)
             except NotEnumerable as exc:
                 if mode == "exact":
                     raise ValueError(f"mode: the sampler is not enumerable ({exc})") from None
-                verdict.not_enumerable = str(exc)
-                if "drafted tuples or trees" not in str(exc):
-                    enumerable = False  # the sampler itself: statistical from now on
+                if str(exc) not in reasons:
+                    reasons.append(str(exc))
+                enumerable = exc.case_only  # the sampler itself: statistical from now on
                 leftover.append(case)
                 continue
-            except observe.InvalidOutput as exc:
-                return Finding(case, "error", math.nan, None, message=str(exc))
             judge.findings.append(finding)
             verdict.exact_cases += 1
             if _failed(finding, verdict.false_alarm):
                 return finding
+            verdict.passed_exact += 1
             verdict.worst_exact_tv = max(verdict.worst_exact_tv, finding.tv)
         else:
             leftover.append(case)
+    verdict.not_enumerable = "; ".join(reasons)
     if not leftover:
         return None
-    verdict.statistical_cases = len(leftover)
     screens = []
     for case in leftover:
+        verdict.statistical_cases += 1
         finding = judge.draw(case, judge.screen)
         if finding.kind == "error":
             return finding
@@ -466,8 +614,8 @@ def _search(judge: _Judge, cases: list[Case], mode: str) -> Finding | None:
 def _shrunk(judge: _Judge, failure: Finding) -> Finding:
     """The failure on a minimal case: candidates are judged exactly where the sampler can be
     enumerated on them, else by the planned test at ``false_alarm`` (at most
-    :data:`STATISTICAL_SHRINK_TRIES` of those); an error stays an error, a deviation a
-    deviation."""
+    :data:`STATISTICAL_SHRINK_TRIES` of those); an error stays an error (a timeout on a
+    candidate is not one: the candidate is skipped), a deviation a deviation."""
     false_alarm = judge.verdict.false_alarm
     planned = 0
     results: dict[int, Finding] = {}
@@ -476,20 +624,21 @@ def _shrunk(judge: _Judge, failure: Finding) -> Finding:
         nonlocal planned
         try:
             finding = judge.exact(case)
-        except observe.InvalidOutput as exc:
-            finding = Finding(case, "error", math.nan, None, message=str(exc))
         except NotEnumerable:
             planned += 1
             if planned > STATISTICAL_SHRINK_TRIES:
                 return False
             finding = judge.confirmed(case, false_alarm)
-        if (finding.kind == "error") != (failure.kind == "error"):
+        if finding.timeout or (finding.kind == "error") != (failure.kind == "error"):
             return False
         results[id(case)] = finding
         return _failed(finding, false_alarm)
 
     minimal = shrink.shrink(failure.case, fails)
-    return results.get(id(minimal), failure)
+    found = results.get(id(minimal))
+    if found is None:
+        return failure
+    return replace(found, case=shrink.relabelled(found.case, failure.case))
 
 
 def _gap(judge: _Judge) -> None:
@@ -578,32 +727,80 @@ def load_sampler(spec: str) -> tuple[observe.Sampler, dict[str, str]]:
 
 
 def replay(
-    path: str | Path, sampler: observe.Sampler | None = None, name: str | None = None
+    path: str | Path,
+    sampler: observe.Sampler | None = None,
+    name: str | None = None,
+    *,
+    declared: dict[str, str] | None = None,
+    call_limit: float | None = DEFAULT_CALL_LIMIT,
 ) -> Verdict:
     """Re-run a reproducer file's case (with its sampler, or ``sampler`` called ``name``);
-    no shrinking."""
+    no shrinking.
+
+    The reproducer fixes the protocol and the scheme (its case was drafted under them). A
+    ``sampler`` declaring another protocol is refused; one declaring another scheme is run
+    under the reproducer's, and the verdict's ``note`` says so (what it declares: its
+    ``protocol`` / ``scheme`` attributes, or ``declared`` as :func:`load_sampler` gives it).
+    A malformed file (not JSON, a missing field, a string where a number belongs, a case whose
+    laws are not distributions) is refused with a ValueError naming the field.
+    """
     try:
         data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"replay: {path} is not JSON ({exc})") from None
     if not isinstance(data, dict) or "otlp_referee_reproducer" not in data:
         raise ValueError(f"replay: {path} is not an otlp referee reproducer")
+    missing = [k for k in ("sampler", "protocol", "scheme", "finding") if k not in data]
+    if missing or not isinstance(data["finding"], dict) or "case" not in data["finding"]:
+        field_ = missing[0] if missing else "finding.case"
+        raise ValueError(f"replay: {path} has no {field_!r} (a malformed reproducer)")
+    if not isinstance(data["finding"]["case"], dict):
+        raise ValueError(f"replay: {path}: 'finding.case' is not an object")
     case = case_from_json(data["finding"]["case"])
+    settings: dict[str, float] = {}
+    for key, default in (("epsilon", 0.01), ("false_alarm", 1e-6), ("miss", 1e-3)):
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"replay: {path}: {key!r} is {value!r}, not a number")
+        settings[key] = float(value)
+    protocol, scheme = data["protocol"], data["scheme"]
+    if case.scheme != scheme or ("position" if isinstance(case, PositionCase) else "tree") != (
+        protocol
+    ):
+        raise ValueError(
+            f"replay: {path}: its case is a {type(case).__name__} drafted {case.scheme}, "
+            f"but the file says {protocol}, {scheme}"
+        )
+    note = ""
     if sampler is None:
-        sampler, _ = load_sampler(data["sampler"])
-        name = data["sampler"]
-    return referee(
+        sampler, _ = load_sampler(str(data["sampler"]))
+        name = str(data["sampler"])
+    else:
+        declared = declared or {}
+        declared_protocol = declared.get("protocol", getattr(sampler, "protocol", None))
+        if declared_protocol is not None and declared_protocol != protocol:
+            raise ValueError(
+                f"sampler: {name or _name_of(sampler)} declares the {declared_protocol} "
+                f"protocol; the reproducer's case is a {protocol} case"
+            )
+        own = declared.get("scheme", getattr(sampler, "scheme", None))
+        which = f"replayed under the reproducer's scheme {scheme}"
+        note = which if own in (None, scheme) else f"{which} (the sampler declares {own})"
+    verdict = referee(
         sampler,
-        protocol=data["protocol"],
-        scheme=data["scheme"],
-        epsilon=data["epsilon"],
-        false_alarm=data["false_alarm"],
-        miss=data["miss"],
+        protocol=str(protocol),
+        scheme=str(scheme),
         cases=[case],
         confirm=1,
         shrink_failures=False,
         name=name,
+        call_limit=call_limit,
+        epsilon=settings["epsilon"],
+        false_alarm=settings["false_alarm"],
+        miss=settings["miss"],
     )
+    verdict.note = note
+    return verdict
 
 
 def assert_lossless(sampler: observe.Sampler, **options: Any) -> Verdict:

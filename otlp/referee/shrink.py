@@ -11,6 +11,7 @@ mass or a positive one into zero.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import numpy as np
 
@@ -35,6 +36,19 @@ def shrink(case: Case, fails: Callable[[Case], bool], max_tries: int = 400) -> C
         else:
             return case
     return case
+
+
+def relabelled(minimal: Case, original: Case) -> Case:
+    """``minimal`` labelled by what it is now (its sizes) and what it was shrunk from: the
+    label a shrunk case carries into the verdict and the reproducer."""
+    if minimal is original:
+        return minimal
+    if isinstance(minimal, PositionCase):
+        size = f"V={minimal.vocab} n={minimal.n}"
+    else:
+        size = f"V={minimal.vocab} parents={minimal.parents.tolist()}"
+    origin = original.label or "the failing case"
+    return replace(minimal, label=f"{size}, shrunk from {origin}")
 
 
 def candidates(case: Case) -> Iterator[Case]:
@@ -151,7 +165,7 @@ def _drop_token(case: TreeCase, token: int) -> TreeCase | None:
             return None
         target.append(nt)
         draft.append(nq)
-    smaller = TreeCase(tuple(target), tuple(draft), case.parents, case.scheme, case.label)
-    if case.scheme == "without_replacement" and not smaller.distinct_feasible():
+    try:  # without replacement, a draft left with too few tokens is refused
+        return TreeCase(tuple(target), tuple(draft), case.parents, case.scheme, case.label)
+    except ValueError:
         return None
-    return smaller

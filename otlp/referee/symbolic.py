@@ -10,7 +10,9 @@ sampler with its exact probability, by depth-first replay:
   numbers (``+ - * /``, negation) keeps it affine.
 * ``choice(a, p=...)``, ``choice(a)`` and ``integers(low, high)`` branch once per outcome with
   its probability (numpy's own rule: ``p`` is normalised by its sum); ``permutation`` and
-  ``shuffle`` are not followed.
+  ``shuffle`` are not followed. A draw with more than :data:`MAX_OUTCOMES` outcomes of
+  positive probability (``integers(2**31)`` to seed another generator, say) is not followed:
+  it raises before anything of its size is allocated.
 * Anything else — converting a symbolic uniform to a float, numpy ufuncs on it (``np.log``,
   ``np.minimum``), the other distributions — raises :class:`NotEnumerable`, and the referee
   falls back to its statistical mode.
@@ -19,7 +21,8 @@ Each run of the sampler follows one script of branch choices; a run's probabilit
 product of its choices' probabilities. After a run, the next script is the deepest choice
 with an untried alternative, so the runs enumerate the branch tree once each (a sampler must
 be deterministic given its random draws: the first run and every :data:`REPLAYED`-th are
-run twice and must agree). The probabilities of all runs sum to 1 up
+run twice and must agree, and must leave the global generators of Python, numpy and torch
+untouched). The probabilities of all runs sum to 1 up
 to rounding; :func:`exact_law` checks that.
 """
 
@@ -28,6 +31,9 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import random
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,13 +42,27 @@ import numpy as np
 
 MAX_RUNS = 20_000  # runs per enumeration before it is declared not enumerable
 MAX_CHOICES = 10_000  # branch points in one run
+MAX_OUTCOMES = 4096  # outcomes of positive probability of one draw
 SUM_TOL = math.sqrt(np.finfo(np.float64).eps)  # numpy's tolerance on choice's p
 MASS_TOL = 1e-9  # the runs' total probability must be 1 to this
 REPLAYED = 16  # the first run and every 16th are replayed to catch randomness of its own
 
 
 class NotEnumerable(Exception):
-    """The sampler did something the branching generator cannot follow exactly."""
+    """The exact mode cannot follow a sampler; the referee judges it statistically instead.
+
+    Raised by the branching generator (a float conversion, a numpy function on a symbolic
+    draw, a distribution it does not branch, a draw with more than :data:`MAX_OUTCOMES`
+    outcomes, more than :data:`MAX_RUNS` branches) or by a sampler itself (an adapter that
+    knows its rule is not exact raises it on purpose). ``case_only`` is True when only the
+    case is too large to enumerate (too many drafted tuples, a replay budget spent): the
+    referee still tries the exact mode on the next case; otherwise the sampler is judged
+    statistically from then on.
+    """
+
+    def __init__(self, reason: str, *, case_only: bool = False) -> None:
+        super().__init__(reason)
+        self.case_only = case_only
 
 
 @dataclass
@@ -198,6 +218,15 @@ def _size_count(size: object) -> int | None:
     return int(np.empty(size, dtype=np.bool_).size)  # type: ignore[call-overload]
 
 
+def _bounded(outcomes: int) -> None:
+    """Refuse (before allocating anything of its size) a draw with too many outcomes."""
+    if outcomes > MAX_OUTCOMES:
+        raise NotEnumerable(
+            f"a draw with {outcomes:,} outcomes (more than {MAX_OUTCOMES:,}, e.g. a seed "
+            "for another generator)"
+        )
+
+
 class BranchingGenerator:
     """A stand-in for ``numpy.random.Generator`` whose draws branch the sampler's run."""
 
@@ -237,6 +266,7 @@ class BranchingGenerator:
             hi += 1
         if hi <= lo:
             raise ValueError("high <= low")
+        _bounded(hi - lo)
         count = _size_count(size)
         draws = [lo + self._run.branch([1.0 / (hi - lo)] * (hi - lo)) for _ in range(count or 1)]
         return np.int64(draws[0]) if count is None else np.array(draws, dtype=np.int64)
@@ -250,10 +280,13 @@ class BranchingGenerator:
         axis: int = 0,
         shuffle: bool = True,
     ) -> Any:
+        if isinstance(a, numbers.Integral) and p is None:
+            _bounded(int(a))
         population = np.arange(int(a)) if isinstance(a, numbers.Integral) else np.asarray(a)
         if population.ndim != 1 or population.shape[0] == 0 or axis != 0:
             raise NotEnumerable("Generator.choice on an empty or multidimensional population")
         weights = self._weights(population.shape[0], p)
+        _bounded(int(np.count_nonzero(weights)))
         count = _size_count(size)
         picks = []
         for _ in range(count or 1):
@@ -302,18 +335,59 @@ def _replay(
     return run, out
 
 
+class ReplayBudget:
+    """What one case's enumeration may spend, over all its drafted tuples or trees: ``runs``
+    replays of the sampler and ``seconds`` of wall clock. Spent, it raises
+    :class:`NotEnumerable` with ``case_only`` (the case is too large to follow, not the
+    sampler), so the exact mode gives up within bounded time."""
+
+    def __init__(self, runs: int, seconds: float) -> None:
+        self.runs, self.seconds = runs, seconds
+        self.left = runs
+        self.deadline = time.monotonic() + seconds
+
+    def spend(self) -> None:
+        """One replay; NotEnumerable once the runs or the time are spent."""
+        self.left -= 1
+        if self.left < 0:
+            raise NotEnumerable(
+                f"replay budget of {self.runs:,} runs for one case exceeded", case_only=True
+            )
+        if time.monotonic() > self.deadline:
+            raise NotEnumerable(
+                f"replay budget of {self.seconds:g} s for one case exceeded", case_only=True
+            )
+
+
+def _global_states() -> dict[str, Any]:
+    """The states of the global generators a sampler may draw from behind the referee's back:
+    Python's ``random``, numpy's legacy ``np.random`` and, where it is imported, torch's CPU
+    generator. A draw from one of them changes its state; the replays alone would miss it
+    whenever the hidden draws happen to repeat their outcome."""
+    legacy = np.random.get_state(legacy=False)  # noqa: NPY002 (reading it, not drawing)
+    states: dict[str, Any] = {
+        "Python's random": random.getstate(),
+        "numpy.random": (legacy["state"]["key"].tobytes(), legacy["state"]["pos"]),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "random"):
+        states["torch"] = torch.random.get_rng_state().numpy().tobytes()
+    return states
+
+
 def exact_law(
     sampler: Callable[[BranchingGenerator], object],
     *,
     key: Callable[[Any], Any] = operator.index,
     max_runs: int = MAX_RUNS,
+    budget: ReplayBudget | None = None,
 ) -> dict[Any, float]:
     """The exact law of ``key(sampler(rng))`` over the branching generator's runs.
 
     ``sampler`` gets a fresh :class:`BranchingGenerator` per run. Raises
     :class:`NotEnumerable` when the sampler does what the generator cannot follow, needs more
-    than ``max_runs`` runs, or its runs' probabilities do not sum to 1 (a sampler that is not
-    deterministic given its draws).
+    than ``max_runs`` runs, spends the case's ``budget``, or its runs' probabilities do not
+    sum to 1 (a sampler that is not deterministic given its draws).
     """
     law: dict[Any, float] = {}
     script: list[int] | None = []
@@ -321,9 +395,19 @@ def exact_law(
     while script is not None:
         runs += 1
         if runs > max_runs:
-            raise NotEnumerable(f"more than {max_runs} branches")
+            raise NotEnumerable(f"more than {max_runs:,} branches in one call")
+        if budget is not None:
+            budget.spend()
+        checked = runs == 1 or runs % REPLAYED == 0  # a sampler with randomness of its own
+        before = _global_states() if checked else {}
         run, out = _replay(sampler, script, key)
-        if runs == 1 or runs % REPLAYED == 0:  # a sampler with randomness of its own
+        if checked:
+            moved = [name for name, state in _global_states().items() if before.get(name) != state]
+            if moved:
+                raise NotEnumerable(
+                    f"the sampler draws from a global generator ({moved[0]}), not from the rng "
+                    "it is handed"
+                )
             again, out_again = _replay(sampler, script, key)
             taken = [c.taken for c in again.choices] != [c.taken for c in run.choices]
             if taken or out_again != out:
