@@ -32,10 +32,9 @@ import numpy as np
 
 from otlp.referee.symbolic import NotEnumerable
 
-_EXACT_POSITION = ("sps", "rrs", "kseq", "rrs_without_replacement", "maxflow_cs")
 # Exact methods whose conditional is a solved plan's slice (one plan per case).
 _PLAN_SLICES = ("maxflow_cs", "partial_resolution")
-_EXACT_POSITION += ("partial_resolution",)
+_EXACT_POSITION = ("sps", "rrs", "kseq", "rrs_without_replacement", *_PLAN_SLICES)
 
 
 @dataclass(frozen=True)
