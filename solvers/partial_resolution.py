@@ -172,6 +172,21 @@ def clock_pieces(
     n: int,
     cut: float,
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
+    """The sets ``I_x`` of every token by gap filling: :func:`clock_pieces_until` run to the
+    end of every segment."""
+    return clock_pieces_until(q, accepted, order, segment_ends, segment_ends, n, cut)
+
+
+@nb.njit(cache=True)
+def clock_pieces_until(
+    q: FloatArray,
+    accepted: FloatArray,
+    order: IntArray,
+    segment_ends: IntArray,
+    stops: IntArray,
+    n: int,
+    cut: float,
+) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
     """The sets ``I_x`` by gap filling: ``(starts, ends, first, last)``.
 
     Tokens are taken in ``order``; ``segment_ends`` cuts ``order`` into segments (the tight
@@ -181,6 +196,11 @@ def clock_pieces(
     ``accepted[x]`` (the weight is non-increasing in c: bisection); the segment's last token
     takes what is left. Token x's pieces are ``starts[first[x]:last[x]]`` to
     ``ends[first[x]:last[x]]``, in increasing position.
+
+    Segment j is filled only up to ``order[stops[j] - 1]`` (``stops[j]`` between its start
+    and ``segment_ends[j]``): a token's set depends only on the tokens before it in its own
+    segment (Lemma 3 fills in order, segments own disjoint stretches), so a decoder row fills
+    only as far as its drafted tokens; the tokens after a stop get no pieces.
     """
     k = q.shape[0]
     cap = 4 * k + 4
@@ -206,7 +226,7 @@ def clock_pieces(
         free_s[0] = line
         free_e[0] = line + length
         line += length
-        for t in range(begin, end):
+        for t in range(begin, min(max(stops[seg], begin), end)):
             x = order[t]
             # prefix lengths and weights of the free intervals
             cum_len[0] = 0.0

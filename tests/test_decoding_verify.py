@@ -115,6 +115,7 @@ CASES = [
     ("spechub", "spechub", ["paths2x2", "tree2x2", "chain3"]),
     ("maxflow_cs", "iid", ["paths2x2", "paths3x1"]),
     ("maxflow_cs", "without_replacement", ["tree2x2"]),
+    ("partial_resolution", "iid", ["chain3", "paths2x2", "paths3x1", "tree2x2", "tree3x1"]),
     ("block", "iid", ["chain3"]),
     ("gbv", "iid", ["paths2x2", "paths3x1"]),
 ]
@@ -252,6 +253,8 @@ def repeated_row_pvalue(row, parents, p, q, law, rows=3000, **options):
         ("rrs_without_replacement", "without_replacement", "tree3x1"),
         ("gbv", "iid", "paths2x2"),
         ("block", "iid", "chain3"),
+        ("partial_resolution", "iid", "paths3x1"),
+        ("partial_resolution", "iid", "tree3x1"),
     ],
 )
 def test_sampler_matches_exact_law(method, scheme, shape):

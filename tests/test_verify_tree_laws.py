@@ -71,6 +71,8 @@ CASES = [
     ("global_resolution", "without_replacement", "wor3"),
     ("maxflow_cs", "iid", "pair"),
     ("maxflow_cs", "without_replacement", "wor3"),
+    ("partial_resolution", "iid", "pair"),
+    ("partial_resolution", "iid", "wor3"),
 ]
 ROWS = 4000
 TAU = 1e-4
@@ -224,6 +226,8 @@ TREE_CASES = [
     ("rrs_without_replacement", "without_replacement", path_tree(2, 2)),
     ("maxflow_cs", "iid", path_tree(2, 2)),
     ("maxflow_cs", "without_replacement", k_ary_tree((2, 2))),
+    ("partial_resolution", "iid", path_tree(2, 2)),
+    ("partial_resolution", "iid", path_tree(3, 1)),
 ]
 
 

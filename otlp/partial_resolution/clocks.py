@@ -20,8 +20,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.instance import Instance, require_instance
 from otlp.reprs import dataclass_repr
-from otlp.subset import prefix_psi
-from solvers.global_resolution.polymatroid import outer_targets
 from solvers.partial_resolution import (
     accepted_mass,
     clock_pieces,
@@ -29,6 +27,7 @@ from solvers.partial_resolution import (
     cover_coefficient,
     token_totals,
 )
+from solvers.partial_resolution_row import accepted_targets_kernel
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -45,27 +44,15 @@ def accepted_targets(inst: Instance) -> tuple[FloatArray, IntArray, IntArray, fl
     """``(A, order, segment_ends, 1 - alpha*)`` for an i.i.d. instance.
 
     A is the token side of an optimal flow: p on H*, the [GR] Theorem 6.2 outer targets
-    elsewhere. ``order`` lists the draft vocabulary block by block of the tight chain
-    (increasing q/p), then H* by increasing q/p; ``segment_ends`` closes each block and H*.
+    elsewhere. ``order`` lists the draft vocabulary block by block of the tight chain, then
+    H*, each by decreasing q/p (increasing accepted density: any order is exact by Lemma 3;
+    this one keeps every token at <= 2-3 pieces and the free list short, where increasing q/p
+    leaves holes that the segment's last token collects, ~500 pieces at V = 32,000, and costs
+    10-15x more); ``segment_ends`` closes each block and H*. One compiled implementation
+    (:func:`solvers.partial_resolution_row.accepted_targets_kernel`) serves this object API
+    and the fused decoder row, so both build the same partition.
     """
-    ratio, values = prefix_psi(inst)  # [GR] §5.1: H* is the best prefix of the q/p order
-    best = int(np.argmin(values))  # the shortest minimiser, as otlp.optimal_acceptance
-    inside_mask = np.zeros(inst.k, dtype=bool)
-    inside_mask[ratio[:best]] = True
-    outer = outer_targets(inst.p_local, inst.q_local, inside_mask, ratio, inst.n)
-    accepted = np.where(inside_mask, inst.p_local, 0.0)
-    accepted[outer.order] = outer.targets
-    # Within each segment: decreasing q/p (increasing accepted density). Any order is exact
-    # (Lemma 3); this one keeps every token at <= 2-3 pieces and the free list short, where
-    # increasing q/p leaves holes that the segment's last token collects (~500 pieces at
-    # V = 32,000) and costs 10-15x more.
-    blocks = [outer.order[a:b][::-1] for a, b in zip(outer.starts, outer.ends, strict=True)]
-    inside = ratio[:best]
-    order = np.concatenate([*blocks, inside]).astype(np.int64)
-    ends = [int(e) for e in outer.ends]
-    if inside.size:
-        ends.append(order.shape[0])
-    return accepted, order, np.asarray(ends, dtype=np.int64), -float(values[best])
+    return accepted_targets_kernel(inst.p_local, inst.q_local, inst.n)
 
 
 @dataclass(frozen=True)

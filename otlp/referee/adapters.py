@@ -5,17 +5,21 @@
 True
 
 * :func:`position` wraps :func:`otlp.verify_drafts` (methods ``sps``, ``rrs``, ``kseq``,
-  ``maxflow_cs``, ``global_resolution`` for i.i.d. drafts; ``rrs_without_replacement``,
-  ``maxflow_cs``, ``global_resolution`` without replacement; ``maxflow_cs``,
-  ``global_resolution`` for independent drafters).
+  ``maxflow_cs``, ``partial_resolution``, ``global_resolution`` for i.i.d. drafts;
+  ``rrs_without_replacement``, ``maxflow_cs``, ``global_resolution`` without replacement;
+  ``maxflow_cs``, ``global_resolution`` for independent drafters).
 * :func:`tree` wraps :func:`otlp.decoding.verify_tree` (every method of
   :data:`otlp.decoding.METHODS` with a scheme it verifies).
 
 With a real ``numpy.random.Generator`` each call runs otlp's decoder path. Under the referee's
 exact mode the exact rules draw instead from the law that path samples from — the rule's exact
 conditional given the drafts (:meth:`otlp.rules.Rule.conditional`, or the exact plan's slice
-for ``maxflow_cs``), or :func:`otlp.decoding.outcome_law` for trees — with one branching
-``choice``; global resolution (within 15 τ of p, not exact) is refereed statistically.
+for ``maxflow_cs`` and ``partial_resolution``), or :func:`otlp.decoding.outcome_law` for
+trees — with one branching ``choice``; global resolution (within 15 τ of p, not exact) is
+refereed statistically. ``partial_resolution``'s decoder row samples a tuple-level refinement
+of its set conditional (the clock race): the exact mode draws from the set conditional, which
+is the race's law given the drafts wherever the drafted set has one multiset (n <= 2, or all
+drafts distinct or all equal) and its average over the set's tuples otherwise.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ import numpy as np
 
 from otlp.referee.symbolic import NotEnumerable
 
-_EXACT_POSITION = ("sps", "rrs", "kseq", "rrs_without_replacement", "maxflow_cs")
+# Exact methods whose conditional is a solved plan's slice (one plan per case).
+_PLAN_SLICES = ("maxflow_cs", "partial_resolution")
+_EXACT_POSITION = ("sps", "rrs", "kseq", "rrs_without_replacement", *_PLAN_SLICES)
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,7 @@ class PositionAdapter:
             draft = list(q) if self.scheme == "independent" else q
             inst = otlp.Instance(p, draft, drafts.shape[0], self.scheme, renormalize=True)
             plan = (
-                otlp.solve(inst, "maxflow_cs", check=False) if self.method == "maxflow_cs" else None
+                otlp.solve(inst, self.method, check=False) if self.method in _PLAN_SLICES else None
             )
             self.solved.clear()
             self.solved[key] = (inst, plan)

@@ -21,8 +21,10 @@ is one of its drafts, and a report per row.
   [GR] §5.3) draw each row's token from the rule's exact conditional law given its drafts
   (:meth:`otlp.rules.Rule.local_conditionals`, ``TransportPlan.local_slice``), row by row.
 * ``method="partial_resolution"`` (i.i.d. drafts; "Partial Resolution", Thomas and Pal,
-  NeurIPS 2025, otlp's construction on docs/partial-resolution.md) builds each row's clock
-  partition and runs the clock race of its drafts: exact optimal transport, no tolerance.
+  NeurIPS 2025, otlp's construction on docs/partial-resolution.md) runs one compiled pass
+  per row (:func:`solvers.partial_resolution_row.batch`): the top k, H* and the accepted
+  masses, the clock partition of the drafted tokens only, and the clock race of its drafts:
+  exact optimal transport, no tolerance.
 """
 
 from __future__ import annotations
@@ -363,28 +365,18 @@ def partial_resolution_rows(
     top_k: int | None,
     atol: float,
 ) -> DraftVerification:
-    """Partial resolution's rows (exact OT for i.i.d. drafts, :mod:`otlp.partial_resolution`):
-    per row the clock partition of its (p, q) (one per call when the batch shares one row
-    pair), then the clock race of its drafts with ``uniforms[b, :n]`` and, on rejection, the
-    residual law drawn with ``uniforms[b, n:]``. The token's law given the drafts is the
-    tuple-level refinement of the plan's set conditional (Lemma 4 of
-    docs/partial-resolution.md), so the row is exact with no tolerance."""
-    from otlp.partial_resolution import ClockPartition
+    """Partial resolution's rows (exact OT for i.i.d. drafts, :mod:`otlp.partial_resolution`)
+    in one compiled pass per row (:func:`solvers.partial_resolution_row.batch`): checks and
+    top k, H* and the accepted masses, gap filling only as far as the row's drafted tokens,
+    then the clock race of its drafts with ``uniforms[b, :n]`` and, on rejection, the
+    residual law drawn with ``uniforms[b, n:]`` (a batch sharing one (p, q) pair builds one
+    partition). The token's law given the drafts is the tuple-level refinement of the plan's
+    set conditional (Lemma 4 of docs/partial-resolution.md), so the row is exact with no
+    tolerance."""
+    from solvers.partial_resolution_row import batch
 
-    rows, n = drafts.shape
-    tokens = np.empty(rows, dtype=np.int64)
-    shared = p.shape[0] == 1 and q.shape[0] == 1
-    for b in range(rows):
-        if b == 0 or not shared:
-            inst, local = _row_instance(p, q, drafts, b, top_k, atol)
-            partition = ClockPartition.of(inst)
-        else:
-            local = local_drafts(inst, drafts, b)
-        winner = partition.race(local, uniforms[b, :n])
-        if winner >= 0:
-            tokens[b] = inst.tokens[winner]
-        else:
-            tokens[b] = draw_token(inst, partition.residual_law, uniforms[b, n:])
+    tokens, table = batch(p, q, drafts, top_k or 0, atol, uniforms)
+    _raise_for_bad_rows(table, p, q, drafts)
     return exact_verification(tokens, drafts, "partial_resolution")
 
 

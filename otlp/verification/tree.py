@@ -23,6 +23,11 @@ Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEME
   drafts without replacement), on the rows as given where a top-k draft (or i.i.d. drafts)
   lets the kernel restrict q itself.
 * ``maxflow_cs`` — the exact optimal transport by complementary slackness ([GR] §5.3).
+* ``partial_resolution`` — exact optimal transport for i.i.d. siblings ("Partial Resolution",
+  Thomas and Pal, NeurIPS 2025; otlp's clock construction, docs/partial-resolution.md): the
+  fused decoder row of ``otlp.verify_drafts``
+  (:func:`otlp.verification.single_step.partial_resolution_rows`) samples the token, the
+  object API's set conditional (``otlp.solve(inst, "partial_resolution")``) is its law.
 
 Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
 (block verification of one chain, [GBV] §2.1) and ``gbv`` (greedy multi-path block
@@ -89,6 +94,7 @@ NODE_METHODS = (
     "spechub",
     "global_resolution",
     "maxflow_cs",
+    "partial_resolution",
 )
 PATH_METHODS = ("block", "gbv")
 METHODS = NODE_METHODS + PATH_METHODS
@@ -100,6 +106,7 @@ SCHEMES_OF = {
     "spechub": ("spechub",),
     "global_resolution": ("iid", "without_replacement"),
     "maxflow_cs": ("iid", "without_replacement"),
+    "partial_resolution": ("iid",),
     "block": SCHEMES,  # one child per node: every scheme drafts it from q
     "gbv": ("iid",),
 }
@@ -844,6 +851,8 @@ class _Step:
             return int(hub_token(p, q, 1.0, 1.0, omega, u))
         if self.method == "global_resolution":
             return _global_resolution_token(p, q, omega, self.scheme, self.tau, u[:2])
+        if self.method == "partial_resolution":
+            return _partial_resolution_token(p, q, omega, u)
         return draw(self.law(p, q, omega), float(u[0]))
 
 
@@ -940,6 +949,34 @@ def _global_resolution_token(
         top_k=None,
         tau=tau,
         max_iter=MAX_ITER,
+        atol=1e-9,
+    )
+    return int(result.tokens[0])
+
+
+def _partial_resolution_token(p: FloatArray, q: FloatArray, omega: IntArray, u: FloatArray) -> int:
+    """Partial resolution's token at a node, drawn from the drafted set's conditional (what
+    :func:`node_law` returns, so :func:`outcome_law` is the sampler's exact law).
+
+    Where the set's tuples are all orders of one multiset (every draft distinct, all equal,
+    or n <= 2), the fused decoder row of :func:`otlp.verify_drafts` draws it on the node's
+    checked, renormalised (top-k restricted) laws: the clock race is symmetric in the draws,
+    so its law given the tuple is the average over the set's tuples, the set conditional
+    (Lemmas 4-5 of docs/partial-resolution.md); ``u[:n]`` are the clocks, ``u[n:n + 2]`` the
+    residual draw. Otherwise (a set such as {x, y} from (x, x, y), whose race law differs
+    from (x, y, y)'s) the token comes from the object API's set conditional."""
+    from otlp.verification.single_step import partial_resolution_rows
+
+    n = omega.shape[0]
+    distinct = np.unique(omega).shape[0]
+    if distinct not in (1, n) and n > 2:
+        return draw(_plan_law(p, q, omega, "partial_resolution", "iid", DEFAULT_TAU), float(u[0]))
+    result = partial_resolution_rows(
+        p[None, :],
+        q[None, :],
+        np.ascontiguousarray(omega[None, :], dtype=np.int64),
+        np.ascontiguousarray(u[None, : n + 2], dtype=np.float64),
+        top_k=None,
         atol=1e-9,
     )
     return int(result.tokens[0])
