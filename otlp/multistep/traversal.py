@@ -63,7 +63,6 @@ def tests(
     tokens: IntArray,
     target: Laws,
     draft: Laws,
-    *,
     without_replacement: bool = False,
 ) -> Iterator[Test]:
     """The traversal's tests in order ([Weng et al. 2025] Algorithm 2, leaves to root).
@@ -121,13 +120,12 @@ def stop_law(
     tokens: IntArray,
     target: Laws,
     draft: Laws,
-    *,
     without_replacement: bool = False,
 ) -> list[tuple[Test, float]]:
     """Every test with the probability that the traversal stops there (accepts it)."""
     out = []
     survive = 1.0
-    for test in tests(kids, tokens, target, draft, without_replacement=without_replacement):
+    for test in tests(kids, tokens, target, draft, without_replacement):
         out.append((test, survive * test.accept))
         survive *= 1.0 - test.accept
         if survive <= 0.0:
