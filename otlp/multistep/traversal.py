@@ -148,5 +148,7 @@ def chain(target: FloatArray, draft: FloatArray, tokens: IntArray) -> StopLaw:
             continue  # a path the draft cannot produce carries no mass
         for test, mass in stop_law(kids, tokens[k], target[k].__getitem__, draft[k].__getitem__):
             stop[k, test.node + 1] = mass
-            correction[k, test.node + 1] = target[k, test.node + 1] if test.owed is None else test.owed
+            correction[k, test.node + 1] = (
+                target[k, test.node + 1] if test.owed is None else test.owed
+            )
     return StopLaw(stop, correction)
