@@ -5,7 +5,9 @@
 * ``"token"`` — token-wise speculative sampling on one path ([GBV] Eq. 3);
 * ``"block"`` — block verification on one path ([GBV] Eqs. 4–7);
 * ``"gbv"`` — greedy multi-path block verification with K paths ([GBV] §5, Algorithm 1);
-* ``"spectr"`` — tree traversal of K paths with a single-step verifier ([GR] App. R).
+* ``"spectr"`` — tree traversal of K paths with a single-step verifier ([GR] App. R);
+* ``"traversal"`` — Traversal Verification on one path (Weng et al., arXiv 2505.12398,
+  :mod:`otlp.multistep.traversal`); trees: :func:`otlp.decoding.outcome_law`.
 
 ``target`` and ``draft`` map a prefix (tuple of token ids, after ``context``) to a next-token
 probability vector; ``gamma`` is the draft block length L and ``paths`` the number K of
@@ -22,7 +24,7 @@ from numpy.typing import NDArray
 
 from otlp.args import positive_int
 from otlp.limits import check_size, power
-from otlp.multistep import single_path
+from otlp.multistep import single_path, traversal
 from otlp.multistep.gbv import skewed_conditionals
 from otlp.multistep.law import OutputLaw, single_path_law
 from otlp.multistep.models import Model, prefix_digits
@@ -31,8 +33,8 @@ from otlp.multistep.table import PrefixTable, check_table, tabulate
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
 
 FloatArray = NDArray[np.float64]
-METHODS = ("token", "block", "gbv", "spectr")
-SINGLE_PATH = ("token", "block")
+METHODS = ("token", "block", "gbv", "spectr", "traversal")
+SINGLE_PATH = ("token", "block", "traversal")
 
 
 def output_law(
@@ -58,7 +60,9 @@ def output_law(
         return traversal_law(tgt, dft, gamma, paths, get_verifier(rule, **rule_options))
     if method == "gbv":
         dft = skewed_table(tgt, dft, gamma, paths, ranking)
-    kernel = single_path.tokenwise if method == "token" else single_path.block
+    kernel = {"token": single_path.tokenwise, "traversal": traversal.chain}.get(
+        method, single_path.block
+    )
     tokens = _all_paths(tgt.vocab_size, gamma)
     stops = kernel(tgt.along_paths(tokens, gamma + 1), dft.along_paths(tokens, gamma), tokens)
     return single_path_law(stops, dft.joint(gamma), tgt.vocab_size)

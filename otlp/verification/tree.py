@@ -34,6 +34,13 @@ Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tre
 verification of K i.i.d. paths, [GBV] §5): exact laws by :mod:`otlp.multistep.single_path`
 and :mod:`otlp.multistep.gbv`, sampled by :func:`solvers.node_rules.path_token`.
 
+Sequence methods (:data:`SEQUENCE_METHODS`) on any tree: ``traversal_verification``
+(Weng et al., "Traversal Verification for Speculative Tree Decoding", NeurIPS 2025,
+arXiv 2505.12398; :mod:`otlp.multistep.traversal`): the nodes are tested from the leaves to the
+root (depth-first post-order) with sequence-level acceptance probabilities, a rejected
+subtree's parent moving to the residual law; children drafted i.i.d. or without replacement.
+On one chain it is block verification. Run in numpy on the checked float64 rows it visits.
+
 The rules without top-k run compiled on the rows as given (:mod:`solvers.node_rules`): sps,
 rrs, rrs without replacement, K-SEQ and SpecHub node by node, block chain by chain, every row
 of the batch in one call where the input is readable as given; GBV path by path.
@@ -51,7 +58,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import canonical_name, positive_int
-from otlp.multistep import single_path
+from otlp.multistep import single_path, traversal
 from otlp.multistep.gbv import check_ranking, local_key, select_path, skewed_conditionals
 from otlp.rules.base import residual
 from otlp.rules.kseq import kseq_parameters
@@ -97,7 +104,8 @@ NODE_METHODS = (
     "partial_resolution",
 )
 PATH_METHODS = ("block", "gbv")
-METHODS = NODE_METHODS + PATH_METHODS
+SEQUENCE_METHODS = ("traversal_verification",)  # whole sequences, tested leaves to root
+METHODS = NODE_METHODS + PATH_METHODS + SEQUENCE_METHODS
 SCHEMES_OF = {
     "sps": SCHEMES,
     "rrs": ("iid",),
@@ -109,6 +117,7 @@ SCHEMES_OF = {
     "partial_resolution": ("iid",),
     "block": SCHEMES,  # one child per node: every scheme drafts it from q
     "gbv": ("iid",),
+    "traversal_verification": ("iid", "without_replacement"),
 }
 MAX_ITER = 50  # global resolution's Newton iterations per unit
 DEFAULT_TAU = 1e-3  # global resolution's error threshold where the caller gives none
@@ -596,6 +605,8 @@ class _Task:
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
+        if self.step.method in SEQUENCE_METHODS:
+            return self._traversal_sample(b, u)
         if self.step.method in PATH_METHODS and self.step.top_k is None:
             return self._path_sample(b, u)
         if self.step.method in PATH_METHODS:
@@ -637,6 +648,12 @@ class _Task:
     def law(self, b: int) -> dict[tuple[int, ...], float]:
         """Exact law of row b's emitted tokens (see :func:`outcome_law`)."""
         out: dict[tuple[int, ...], float] = {}
+        if self.step.method in SEQUENCE_METHODS:
+            for test, mass in traversal.stop_law(*self._traversal_args(b)):
+                nodes = self._path_to(test.node)
+                owed = self.target.row(b, test.node + 1) if test.owed is None else test.owed
+                _spread(out, tuple(int(t) for t in self.tokens[b, nodes]), mass, owed)
+            return out
         if self.step.method in PATH_METHODS:
             nodes, stops, root = self._path_stops(b)
             if stops is None:
@@ -757,6 +774,37 @@ class _Task:
         if token < 0:
             token = self._draw_target(b, int(contexts[steps]), float(u[1]))
         return nodes[:accepted], int(token)
+
+    def _traversal_args(self, b: int) -> tuple[Any, ...]:
+        """Row b's present children per context, tokens and (checked, top-k restricted) laws
+        for :mod:`otlp.multistep.traversal`, and whether its siblings are drafted without
+        replacement."""
+        row = self.tokens[b]
+        kids = [k[row[k] >= 0] for k in self.kids]
+
+        def draft(context: int) -> FloatArray:
+            return _checked_draft(b, context, self.draft, self.step, row[kids[context]])
+
+        def target(context: int) -> FloatArray:
+            return self.target.row(b, context)
+
+        wor = self.step.scheme == "without_replacement"
+        return kids, row, target, draft, wor
+
+    def _traversal_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
+        """Traversal Verification of row b: test k accepts where ``u[k]`` is below its
+        probability (the root's last test always accepts); the bonus token from ``u[-1]``
+        (the uniforms per row outnumber the nodes: :attr:`uniform_count`)."""
+        kids, row, target, draft, wor = self._traversal_args(b)
+        for k, test in enumerate(traversal.tests(kids, row, target, draft, wor)):
+            if test.node < 0 or u[k] < test.accept:
+                break
+        if test.owed is None:
+            return self._path_to(test.node), self._draw_target(b, test.node + 1, float(u[-1]))
+        return self._path_to(test.node), draw(test.owed, float(u[-1]))
+
+    def _path_to(self, node: int) -> IntArray:
+        return trees.ancestors(self.parents, node) if node >= 0 else _NO_NODES
 
     def _draw_target(self, b: int, context: int, u: float) -> int:
         row = self.target.native(b, context)

@@ -312,3 +312,67 @@ def _thm_r1(case: Case) -> Outcome:
     )
     error = float(np.abs(out - target_distribution(target, gamma + 1)).sum())
     return Outcome((15 * gamma * tau - error) / tau, {"error_over_tau": error / tau})
+
+
+@check(
+    "tv.chain.equals_block_verification",
+    "TV",
+    "Thms (lossless; optimal on chains)",
+    "Traversal Verification (arXiv 2505.12398) on one draft chain is target-matching and its "
+    "expected accepted length equals block verification's ([GBV] Thm 3.4's optimum)",
+    cost=0.25,
+    suite=False,
+)
+def _traversal_chain(case: Case) -> Outcome:
+    target, draft, gamma = _models(case, max_gamma=4)
+    law = output_law(target, draft, gamma, "traversal")
+    tgt = tabulate(target, gamma + 1)
+    matching = float(
+        np.abs(law.output_distribution(tgt) - target_distribution(tgt, gamma + 1)).sum()
+    )
+    block = expected_accepted(target, draft, gamma, "block")
+    return Outcome(
+        min(1e-11 - matching, 1e-12 - abs(law.expected_accepted - block)),
+        {"traversal": law.expected_accepted, "block": block, "l1": matching},
+    )
+
+
+@check(
+    "tv.tree.lossless",
+    "TV",
+    "Thm (lossless on trees)",
+    "Traversal Verification of a draft tree (chains, K paths, k-ary; i.i.d. or "
+    "without-replacement siblings) is target-matching on the first depth + 1 tokens",
+    cost=0.1,
+    suite=False,
+)
+def _traversal_tree(case: Case) -> Outcome:
+    from otlp.verification.shapes import chain, k_ary_tree, path_tree
+    from otlp.verification.shapes import depth as tree_depth
+    from otlp.verification.tree_exact import call_law
+
+    rng = case.rng
+    shapes = {
+        "chain2": chain(2),
+        "paths2x2": path_tree(2, 2),
+        "kary2x2": k_ary_tree((2, 2)),
+        "kary3x1": k_ary_tree((3, 1)),
+        "kary2x1x1": k_ary_tree((2, 1, 1)),
+    }
+    name = str(rng.choice(list(shapes)))
+    scheme = str(rng.choice(["iid", "without_replacement"]))
+    parents = shapes[name]
+    depth = int(tree_depth(parents).max())
+    kind = str(rng.choice(list(MODEL_KINDS)))
+    sparsity, distance = float(rng.choice([0.0, 0.3, 0.6])), float(rng.choice([0.0, 0.3, 0.9]))
+    if scheme == "without_replacement":  # k distinct children need k tokens of the draft
+        sparsity = 0.0
+    seed = int(rng.integers(10**6))
+    case.record(shape=name, scheme=scheme, kind=kind, sparsity=sparsity, distance=distance,
+                model_seed=seed)  # fmt: skip
+    target, draft = model_pair(
+        kind, 3, seed=seed, distance=distance, sparsity=sparsity, depth=depth + 1
+    )
+    law = call_law(target, draft, parents, "traversal_verification", scheme=scheme)
+    gap = float(np.abs(law.extended(target) - target_distribution(target, depth + 1)).sum())
+    return at_most(gap, 0.0, 1e-11, expected_accepted=law.expected_accepted)
