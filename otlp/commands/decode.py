@@ -42,7 +42,13 @@ from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.base import TreeModel, check_temperature
 from otlp.decoding.models.local import check_model_path
-from otlp.decoding.models.pair import SMOLLM2, ModelPair, load_model_pair, resolve_model
+from otlp.decoding.models.pair import (
+    GEMMA3,
+    SMOLLM2,
+    ModelPair,
+    load_model_pair,
+    resolve_model,
+)
 from otlp.decoding.models.precision import PRECISIONS, Fidelity
 from otlp.decoding.models.selfdraft import check_draft, check_draft_name
 from otlp.decoding.models.smollm2 import N_LAYERS
@@ -51,7 +57,7 @@ from otlp.plotting.style import add_format_argument
 from otlp.verification.drafting import SCHEMES, check_scheme
 from otlp.verification.tree import METHODS
 
-MODELS = (SMOLLM2, "toy")
+MODELS = (SMOLLM2, GEMMA3, "toy")
 FAR_FROM_FLOAT32_TV = 0.05  # a fast path this far from float32 is warned about
 
 
@@ -98,15 +104,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=flag_type(_model_argument, "model"),
         default=SMOLLM2,
         metavar="NAME|PATH",
-        help="target model: smollm2, toy, or the path of a transformers folder (config.json, "
-        "weights, tokenizer) or GGUF file",
+        help="target model: smollm2, gemma3 (Gemma 3 270M, V = 262,144; fetch it first: python "
+        "-m instances.realmodel.fetch_gemma3), toy, or the path of a transformers folder "
+        "(config.json, weights, tokenizer) or GGUF file",
     )
     parser.add_argument(
         "--draft-model",
         type=flag_type(_draft_model_argument, "model"),
         default=None,
         metavar="PATH",
-        help="a draft model (folder, GGUF file or smollm2) sharing --model's tokenizer, instead "
+        help="a draft model (folder, GGUF file, smollm2 or gemma3) sharing --model's tokenizer, "
+        "instead "
         "of --draft",
     )
     parser.add_argument(
@@ -215,8 +223,8 @@ def _model_argument(text: str) -> str:
 
 
 def _draft_model_argument(text: str) -> str:
-    """``smollm2`` or a path that looks like a model."""
-    return text if text == SMOLLM2 else str(check_model_path(text))
+    """``smollm2``, ``gemma3`` or a path that looks like a model."""
+    return text if text in (SMOLLM2, GEMMA3) else str(check_model_path(text))
 
 
 def _method(text: str) -> str:
