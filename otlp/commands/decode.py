@@ -195,6 +195,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None, help="folder for --config outputs")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument(
+        "--emit-ids",
+        action="store_true",
+        help="with --json: the prompts' token ids and every method's emitted token ids (first "
+        "round, all --max-new-tokens of them, stop tokens included) under prompt_ids and ids",
+    )
+    parser.add_argument(
         "--threads",
         type=positive,
         default=1,
@@ -306,6 +312,8 @@ def select_models(args: argparse.Namespace, grid: Grid | None) -> Selection:
 def run(args: argparse.Namespace) -> int:
     if args.out is not None and args.config is None:
         raise ValueError("--out: only with --config")
+    if args.emit_ids and (not args.json or args.config is not None):
+        raise ValueError("--emit-ids: only with --json, without --config")
     grid = read_grid(args.config) if args.config is not None else None
     if args.out is not None:
         output_path("--out", args.out, folder=True, mkdir=args.mkdir)
@@ -354,6 +362,17 @@ def run(args: argparse.Namespace) -> int:
                 "texts": {m: [texts(t) for t in tokens] for m, tokens in shown.items()},
                 "precision": selection.precision,
                 "fidelity": {role: f.as_dict() for role, f in fidelity.items()},
+                **(
+                    {
+                        "prompt_ids": [list(map(int, p)) for p in prompts],
+                        "ids": {
+                            m: [list(map(int, t)) for t in result.tokens]
+                            for m, result in outputs.items()
+                        },
+                    }
+                    if args.emit_ids
+                    else {}
+                ),
             }
         )
         return 0
