@@ -145,6 +145,46 @@ def test_float32_cache_round_trip_and_key(tiny: Any, tmp_path: Path, monkeypatch
     assert back.lm_head.weight.data_ptr() == back.model.embed_tokens.weight.data_ptr()
 
 
+def _gguf(path: Path, architecture: str, *, tokens_first: bool = False) -> Path:
+    gguf = pytest.importorskip("gguf")
+    writer = gguf.GGUFWriter(str(path), architecture)
+    if tokens_first:  # arrays of strings before the field asked for: skipped, not parsed
+        writer.add_token_list([f"t{i}" for i in range(5000)])
+        writer.add_token_scores([0.0] * 5000)
+    writer.add_block_count(7)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_gguf_header_is_read_without_parsing_the_vocabulary(tmp_path: Path) -> None:
+    from otlp.decoding.models import local
+
+    for arch in ("llama", "gemma3"):
+        source = local.inspect_model(_gguf(tmp_path / f"{arch}.gguf", arch, tokens_first=True))
+        assert (source.architecture, source.layers, source.format) == (arch, 7, "gguf")
+    fields = local.read_gguf_fields(tmp_path / "llama.gguf", ["general.architecture"])
+    assert fields == {"general.architecture": "llama"}
+    with pytest.raises(KeyError, match=r"llama\.context_length"):
+        local.read_gguf_fields(tmp_path / "llama.gguf", ["llama.context_length"])
+
+
+def test_gguf_refusals_name_the_flag_once_and_the_real_reason(tmp_path: Path) -> None:
+    from otlp.decoding.models import local
+
+    with pytest.raises(ValueError) as refused:
+        local.inspect_model(_gguf(tmp_path / "f.gguf", "falcon"), "--model")
+    message = str(refused.value)
+    assert message.startswith("--model: f.gguf is a 'falcon' model; the tree adapter runs")
+    assert message.count("--model") == 1 and "readable" not in message and "gemma3" in message
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes((tmp_path / "f.gguf").read_bytes()[:30])
+    with pytest.raises(ValueError, match=r"^--model: cut.gguf is not a readable GGUF model \("):
+        local.inspect_model(cut, "--model")
+
+
 # ----- the real Gemma 3 270M (its GGUF from the chunk packages; ~1-3 min the first time) ------
 @pytest.fixture(scope="module")
 def gemma_gguf() -> Path:
@@ -167,7 +207,7 @@ def dequantised(path: Path) -> dict[str, torch.Tensor]:
     for tensor in reader.tensors:
         array = dequantize(tensor.data, tensor.tensor_type)
         shape = [int(n) for n in reversed(tensor.shape)]
-        out[tensor.name] = torch.from_numpy(np.ascontiguousarray(array, np.float32)).reshape(shape)
+        out[tensor.name] = torch.from_numpy(np.array(array, np.float32)).reshape(shape)
     return out
 
 
@@ -251,9 +291,10 @@ def test_gemma3_270m_matches_a_forward_written_from_the_report(gemma_gguf: Path)
     session = adapter.session([ids[:4]])
     laws = session.forward(np.array([ids[4:]]), np.arange(-1, len(ids) - 5), np.array([0]))[0]
     expected = want[3:].softmax(-1).numpy()
-    assert np.abs(laws - expected).max() < 1e-4
-    assert np.abs(laws - expected).sum(-1).max() < 1e-3  # total variation × 2, per position
+    # measured here: max |Δp| 1.4e-6, max L1 3.1e-6 (logits within 2.1e-5): float32 rounding
+    assert np.abs(laws - expected).max() < 1e-5
+    assert np.abs(laws - expected).sum(-1).max() < 1e-4  # total variation × 2, per position
     assert int(np.argmax(laws[-1])) == int(torch.argmax(want[-1]))
 
     wrong = reference_logits(w, ids, local_base=1_000_000.0).double()[3:].softmax(-1).numpy()
-    assert np.abs(wrong - expected).sum(-1).max() > 1e-2  # the check sees a wrong RoPE base
+    assert np.abs(wrong - expected).sum(-1).max() > 0.1  # measured 0.48: a wrong base is seen
