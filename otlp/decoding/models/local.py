@@ -285,12 +285,12 @@ def _quiet_gguf_reader() -> Iterator[None]:
         yield
         return
     bar = getattr(reader, "tqdm", None)
-    reader.tqdm = lambda iterable, *args, **kwargs: iterable  # type: ignore[attr-defined]
+    reader.tqdm = lambda iterable, *args, **kwargs: iterable
     try:
         yield
     finally:
         if bar is not None:
-            reader.tqdm = bar  # type: ignore[attr-defined]
+            reader.tqdm = bar
 
 
 def _save_cache(loaded: Any, folder: Path, *, tokenizer: bool) -> None:
