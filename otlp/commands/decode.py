@@ -42,13 +42,7 @@ from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.base import TreeModel, check_temperature
 from otlp.decoding.models.local import check_model_path
-from otlp.decoding.models.pair import (
-    GEMMA3,
-    SMOLLM2,
-    ModelPair,
-    load_model_pair,
-    resolve_model,
-)
+from otlp.decoding.models.pair import GEMMA3, SMOLLM2, ModelPair, load_model_pair, resolve_model
 from otlp.decoding.models.precision import PRECISIONS, Fidelity
 from otlp.decoding.models.selfdraft import check_draft, check_draft_name
 from otlp.decoding.models.smollm2 import N_LAYERS
@@ -114,8 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="PATH",
         help="a draft model (folder, GGUF file, smollm2 or gemma3) sharing --model's tokenizer, "
-        "instead "
-        "of --draft",
+        "instead of --draft",
     )
     parser.add_argument(
         "--draft",
@@ -224,7 +217,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _model_argument(text: str) -> str:
-    """``smollm2``, ``toy`` or a path that looks like a model (no weights read)."""
+    """``smollm2``, ``gemma3``, ``toy`` or a path that looks like a model (no weights read)."""
     return text if text in MODELS else str(check_model_path(text))
 
 
