@@ -179,6 +179,11 @@ def test_gguf_refusals_name_the_flag_once_and_the_real_reason(tmp_path: Path) ->
     message = str(refused.value)
     assert message.startswith("--model: f.gguf is a 'falcon' model; the tree adapter runs")
     assert message.count("--model") == 1 and "readable" not in message and "gemma3" in message
+    folder = tmp_path / "vlm"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "gemma3", "num_hidden_layers": 2}')
+    with pytest.raises(ValueError, match=r"^--model: vlm is a 'gemma3' model \(this is Gemma 3's"):
+        local.inspect_model(folder, "--model")
     cut = tmp_path / "cut.gguf"
     cut.write_bytes((tmp_path / "f.gguf").read_bytes()[:30])
     with pytest.raises(ValueError, match=r"^--model: cut.gguf is not a readable GGUF model \("):

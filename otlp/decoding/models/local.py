@@ -103,8 +103,13 @@ def _check_architecture(
     architecture: str, where: Path, flag: str, accepted: tuple[str, ...] = ARCHITECTURES
 ) -> str:
     if architecture not in accepted:
+        hint = (
+            " (this is Gemma 3's vision-language model: save its text model, gemma3_text)"
+            if architecture == "gemma3"
+            else ""
+        )
         raise ValueError(
-            f"{flag}: {where.name} is a {architecture!r} model; the tree adapter runs "
+            f"{flag}: {where.name} is a {architecture!r} model{hint}; the tree adapter runs "
             f"Llama-style decoders and Gemma 3: {', '.join(accepted)}"
         )
     return architecture
