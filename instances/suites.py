@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from instances.generators import dirichlet_pair, spechub_toy_pair, zipf_llm_pair
-from instances.realmodel.load import load_smollm2
+from instances.realmodel.load import load_gemma3, load_smollm2
 from otlp.reprs import dataclass_repr
 
 FloatArray = NDArray[np.float64]
@@ -214,3 +214,22 @@ def smollm2_suite() -> Suite:
         for row in load_smollm2()
     )
     return Suite("smollm2", suite_names()["smollm2"], items)
+
+
+@register_suite(
+    "gemma3",
+    "Gemma 3 270M next-token distributions at V = 262,144: 12 prompts x 6 positions x 2 "
+    "temperatures x 3 self-speculative drafts (layer skips, early exit); top-1000 slices (data "
+    "card: instances/data/gemma3.md)",
+)
+def gemma3_suite() -> Suite:
+    items = tuple(
+        SuiteItem(
+            f"gemma3-{row['meta']['draft']}-T{row['meta']['temperature']}-{row['meta']['index']}",
+            row["p"],
+            row["q"],
+            row["meta"],
+        )
+        for row in load_gemma3()
+    )
+    return Suite("gemma3", suite_names()["gemma3"], items)

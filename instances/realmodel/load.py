@@ -1,4 +1,4 @@
-"""Load the shipped SmolLM2-135M instance suite (numpy only)."""
+"""Load the shipped real-model instance suites, SmolLM2-135M and Gemma 3 270M (numpy only)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 DEFAULT_PATH = Path(__file__).parent.parent / "data" / "smollm2.npz"
+GEMMA3_PATH = Path(__file__).parent.parent / "data" / "gemma3.npz"
 
 _META_KEYS = (
     "draft",
@@ -59,3 +60,9 @@ def load_smollm2(path: str | Path | None = None) -> list[dict[str, Any]]:
         meta["vocab_size"] = vocab
         out.append({"p": p[i], "q": q[i], "meta": meta})
     return out
+
+
+def load_gemma3(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """Instances of the Gemma 3 270M suite (V = 262,144; data card ``instances/data/gemma3.md``),
+    in the layout of :func:`load_smollm2`."""
+    return load_smollm2(GEMMA3_PATH if path is None else path)

@@ -42,7 +42,7 @@ from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.base import TreeModel, check_temperature
 from otlp.decoding.models.local import check_model_path
-from otlp.decoding.models.pair import SMOLLM2, ModelPair, load_model_pair, resolve_model
+from otlp.decoding.models.pair import GEMMA3, SMOLLM2, ModelPair, load_model_pair, resolve_model
 from otlp.decoding.models.precision import PRECISIONS, Fidelity
 from otlp.decoding.models.selfdraft import check_draft, check_draft_name
 from otlp.decoding.models.smollm2 import N_LAYERS
@@ -53,7 +53,7 @@ from otlp.plotting.style import add_format_argument
 from otlp.verification.drafting import SCHEMES, check_scheme
 from otlp.verification.tree import METHODS
 
-MODELS = (SMOLLM2, "toy")
+MODELS = (SMOLLM2, GEMMA3, "toy")
 TOY_VOCAB = 8  # --model toy's defaults
 TOY_DISTANCE = 0.5
 FAR_FROM_FLOAT32_TV = 0.05  # a fast path this far from float32 is warned about
@@ -102,16 +102,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=flag_type(_model_argument, "model"),
         default=SMOLLM2,
         metavar="NAME|PATH",
-        help="target model: smollm2, toy, or the path of a transformers folder (config.json, "
-        "weights, tokenizer) or GGUF file",
+        help="target model: smollm2, gemma3 (Gemma 3 270M, V = 262,144; fetch it first: python "
+        "-m instances.realmodel.fetch_gemma3), toy, or the path of a transformers folder "
+        "(config.json, weights, tokenizer) or GGUF file",
     )
     parser.add_argument(
         "--draft-model",
         type=flag_type(_draft_model_argument, "model"),
         default=None,
         metavar="PATH",
-        help="a draft model (folder, GGUF file or smollm2) sharing --model's tokenizer, instead "
-        "of --draft",
+        help="a draft model (folder, GGUF file, smollm2 or gemma3) sharing --model's tokenizer, "
+        "instead of --draft",
     )
     parser.add_argument(
         "--draft",
@@ -191,6 +192,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None, help="folder for --config outputs")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument(
+        "--emit-ids",
+        action="store_true",
+        help="with --json: the prompts' token ids and every method's emitted token ids (first "
+        "round, all --max-new-tokens of them, stop tokens included) under prompt_ids and ids",
+    )
+    parser.add_argument(
         "--threads",
         type=positive,
         default=1,
@@ -216,13 +223,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _model_argument(text: str) -> str:
-    """``smollm2``, ``toy`` or a path that looks like a model (no weights read)."""
+    """``smollm2``, ``gemma3``, ``toy`` or a path that looks like a model (no weights read)."""
     return text if text in MODELS else str(check_model_path(text))
 
 
 def _draft_model_argument(text: str) -> str:
-    """``smollm2`` or a path that looks like a model."""
-    return text if text == SMOLLM2 else str(check_model_path(text))
+    """``smollm2``, ``gemma3`` or a path that looks like a model."""
+    return text if text in (SMOLLM2, GEMMA3) else str(check_model_path(text))
 
 
 def _method(text: str) -> str:
@@ -319,6 +326,8 @@ def _check_toy_flags(args: argparse.Namespace, model: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out is not None and args.config is None:
         raise ValueError("--out: only with --config")
+    if args.emit_ids and (not args.json or args.config is not None):
+        raise ValueError("--emit-ids: only with --json, without --config")
     grid = read_grid(args.config) if args.config is not None else None
     _check_toy_flags(args, grid.model if grid is not None else args.model)
     if args.out is not None:
@@ -368,6 +377,17 @@ def run(args: argparse.Namespace) -> int:
                 "texts": {m: [texts(t) for t in tokens] for m, tokens in shown.items()},
                 "precision": selection.precision,
                 "fidelity": {role: f.as_dict() for role, f in fidelity.items()},
+                **(
+                    {
+                        "prompt_ids": [list(map(int, p)) for p in prompts],
+                        "ids": {
+                            m: [list(map(int, t)) for t in result.tokens]
+                            for m, result in outputs.items()
+                        },
+                    }
+                    if args.emit_ids
+                    else {}
+                ),
             }
         )
         return 0

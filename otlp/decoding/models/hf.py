@@ -15,6 +15,17 @@ layer itself, so that
   early after six layers ([GR] §7 and LayerSkip's self-speculation), ``layers`` without some
   indices skips them (Draft & Verify); each keeps its own cache.
 
+Gemma 3 ([Gemma 3] §2; ``Gemma3ForCausalLM``, text only) runs through the same loop: its
+embedding module scales by sqrt(hidden) itself, its decoder layers carry the query/key norms and
+the pre/post feed-forward norms, and what the loop adds is read from the model: a rotary
+embedding per layer type (local layers at base 10^4, global ones at 10^6: the rotary module
+takes the layer type when it has ``layer_types``), a sliding window on the local layers (an
+attention module's ``sliding_window``, or the config's for Mistral: a query at position i sees
+keys at positions j > i - window, as ``transformers.masking_utils.sliding_window_overlay``) and
+the final logit soft-cap ``cap · tanh(logits / cap)`` when the config has one. The window is
+applied on positions, not on cache slots: a tree node at depth d sits at ``len(context) + d -
+1`` whatever its slot.
+
 Rows of a batch are forwarded one after the other (each has its own cache and length; on a
 CPU batching them would save little). ``lm_head`` runs only on the positions whose laws are
 asked for. Laws are computed in float64 from the float32 logits.
@@ -93,6 +104,19 @@ class HFTreeLM:
         self.model = model
         self.layer_ids = tuple(chosen)
         self.layers = [every[i] for i in chosen]
+        config = model.config
+        typed_rope = hasattr(decoder.rotary_emb, "layer_types")
+        # Per chosen layer: its rotary kind (None: one rotary embedding for all) and window.
+        self.rope_kinds = [
+            getattr(layer.self_attn, "layer_type", None) if typed_rope else None
+            for layer in self.layers
+        ]
+        self.windows = [
+            getattr(layer.self_attn, "sliding_window", getattr(config, "sliding_window", None))
+            for layer in self.layers
+        ]
+        cap = getattr(config, "final_logit_softcapping", None)
+        self.softcap = None if cap is None else float(cap)
         self.vocab_size = int(model.config.vocab_size)
         self.temperature = check_temperature(temperature)
         self.name = name if name is not None else f"{len(chosen)}/{len(every)} layers"
@@ -100,25 +124,54 @@ class HFTreeLM:
     def session(self, prompts: Sequence[Sequence[int]]) -> HFSession:
         return HFSession(self, prompts)
 
-    def logits(self, ids: Any, positions: Any, mask: Any, cache: KVCache, want: Any) -> Any:
-        """Logits ``(len(want), V)`` of one sequence chunk ``ids`` after ``cache``."""
+    def logits(
+        self,
+        ids: Any,
+        positions: Any,
+        mask: Any,
+        cache: KVCache,
+        want: Any,
+        key_positions: Any = None,
+    ) -> Any:
+        """Logits ``(len(want), V)`` of one sequence chunk ``ids`` after ``cache``.
+
+        ``mask`` ``(len(ids), cached + len(ids))`` says which keys each query sees;
+        ``key_positions`` are the positions of those keys (default: the cache holds positions
+        ``0, 1, ...`` in order, then the chunk's ``positions``), used for sliding windows."""
         import torch
 
         decoder = self.model.model
         with torch.inference_mode():
             hidden = decoder.embed_tokens(ids[None])
             pos = positions[None]
-            rope = decoder.rotary_emb(hidden, position_ids=pos)
-            for layer in self.layers:
+            ropes = {
+                kind: (
+                    decoder.rotary_emb(hidden, pos)
+                    if kind is None
+                    else decoder.rotary_emb(hidden, pos, kind)
+                )
+                for kind in set(self.rope_kinds)
+            }
+            masks: dict[Any, Any] = {None: mask[None, None]}
+            for window in set(self.windows) - {None}:
+                if key_positions is None:
+                    before = mask.shape[1] - len(ids)
+                    key_positions = torch.cat([torch.arange(before), positions])
+                near = positions[:, None] - key_positions[None, :] < window
+                masks[window] = (mask & near)[None, None]
+            for layer, kind, window in zip(self.layers, self.rope_kinds, self.windows, strict=True):
                 hidden = layer(
                     hidden,
-                    attention_mask=mask[None, None],
+                    attention_mask=masks[window],
                     position_ids=pos,
                     past_key_values=cache,
                     use_cache=True,
-                    position_embeddings=rope,
+                    position_embeddings=ropes[kind],
                 )
-            return self.model.lm_head(decoder.norm(hidden[0, want]))
+            logits = self.model.lm_head(decoder.norm(hidden[0, want]))
+            if self.softcap is not None:
+                logits = torch.tanh(logits / self.softcap) * self.softcap
+            return logits
 
     def laws(self, logits: Any) -> FloatArray:
         """Next-token laws (float64 numpy) from logits at this model's temperature."""
@@ -202,9 +255,21 @@ class HFSession:
                 [*range(row.cached, base), *(base + self.depths[first + j] - 1 for j in range(m))],
                 dtype=torch.long,
             )
+            earlier = sorted(row.slots, key=row.slots.__getitem__)  # nodes cached this step
+            key_positions = torch.cat(
+                [
+                    torch.arange(row.cached),
+                    torch.as_tensor(
+                        [base + self.depths[n] - 1 for n in earlier if n < first], dtype=torch.long
+                    ),
+                    positions,
+                ]
+            )
             want = list(range(len(pending) - 1 if pending else 0, n_q))
             laws = (
-                self.model.laws(self.model.logits(ids, positions, mask, row.cache, want))
+                self.model.laws(
+                    self.model.logits(ids, positions, mask, row.cache, want, key_positions)
+                )
                 if n_q
                 else np.empty((0, self.model.vocab_size))
             )

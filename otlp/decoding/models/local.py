@@ -6,6 +6,10 @@ float32; it needs the ``gguf`` package). The tree adapter :class:`~otlp.decoding
 HFTreeLM` runs Llama-style decoders, so only their architectures are accepted
 (:data:`ARCHITECTURES`, each tested on a tiny random model).
 
+A GGUF file is de-quantised once: the float32 weights, config and tokenizer are kept in a
+cache folder keyed by the file's SHA-256 (:func:`gguf_cache`: ``$OTLP_CACHE_DIR`` or
+``~/.cache/otlp``, under ``gguf/``), and later processes load that folder instead.
+
 Checks come in the order of their cost, each a ``ValueError`` naming the caller's flag:
 :func:`check_model_path` (the path exists and looks like a model: milliseconds, no
 dependency), :func:`inspect_model` (architecture and layer count from ``config.json`` or the
@@ -15,15 +19,25 @@ cached per path and process.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
 import os
+import shutil
+import struct
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # ``model_type`` (config.json) / ``general.architecture`` (GGUF) of the decoders HFTreeLM runs.
-ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
+# Gemma 3 is ``gemma3_text`` in a folder (``gemma3`` there is the vision-language model) and
+# ``gemma3`` in a GGUF file (its text decoder only: transformers reads it as ``gemma3_text``).
+ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
+GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
+CACHE_ENV = "OTLP_CACHE_DIR"
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 GGUF_MAGIC = b"GGUF"
@@ -38,10 +52,14 @@ class ModelSource:
     format: str
     architecture: str
     layers: int
+    label: str = ""
 
     @property
     def name(self) -> str:
-        """The folder's or file's name without suffix (a label for tables)."""
+        """``label`` when given (an embedded model's name, e.g. ``gemma3``), else the folder's or
+        file's name without suffix (a label for tables)."""
+        if self.label:
+            return self.label
         return self.path.stem if self.format == "gguf" else self.path.name
 
 
@@ -81,11 +99,18 @@ def inspect_model(path: str | Path, flag: str = "model") -> ModelSource:
     return ModelSource(where, "folder" if where.is_dir() else "gguf", architecture, layers)
 
 
-def _check_architecture(architecture: str, where: Path, flag: str) -> str:
-    if architecture not in ARCHITECTURES:
+def _check_architecture(
+    architecture: str, where: Path, flag: str, accepted: tuple[str, ...] = ARCHITECTURES
+) -> str:
+    if architecture not in accepted:
+        hint = (
+            " (this is Gemma 3's vision-language model: save its text model, gemma3_text)"
+            if architecture == "gemma3"
+            else ""
+        )
         raise ValueError(
-            f"{flag}: {where.name} is a {architecture!r} model; the tree adapter runs "
-            f"Llama-style decoders: {', '.join(ARCHITECTURES)}"
+            f"{flag}: {where.name} is a {architecture!r} model{hint}; the tree adapter runs "
+            f"Llama-style decoders and Gemma 3: {', '.join(accepted)}"
         )
     return architecture
 
@@ -106,24 +131,76 @@ def _folder_header(folder: Path, flag: str) -> tuple[str, int]:
 
 def _gguf_header(file: Path, flag: str) -> tuple[str, int]:
     try:
-        from gguf import GGUFReader
-    except ImportError:
-        raise ValueError(f"{flag}: a GGUF file needs the gguf package (llm extra)") from None
-    try:
-        reader = GGUFReader(file)
-        architecture = _check_architecture(
-            str(_gguf_field(reader, "general.architecture")), file, flag
-        )
-        layers = _gguf_field(reader, f"{architecture}.block_count")
-    except (KeyError, ValueError, OSError) as exc:
+        fields = read_gguf_fields(file, ("general.architecture",))
+        architecture = str(fields["general.architecture"])
+    except (KeyError, ValueError, OSError, UnicodeDecodeError, struct.error) as exc:
         raise ValueError(f"{flag}: {file.name} is not a readable GGUF model ({exc})") from None
+    _check_architecture(architecture, file, flag, GGUF_ARCHITECTURES)  # the reason, once
+    key = f"{architecture}.block_count"
+    try:
+        layers = read_gguf_fields(file, (key,))[key]
+    except (KeyError, ValueError, OSError, UnicodeDecodeError, struct.error) as exc:
+        raise ValueError(f"{flag}: {file.name} has no {key} ({exc})") from None
     return architecture, int(layers)
 
 
-def _gguf_field(reader: Any, key: str) -> Any:
-    field = reader.fields[key]
-    value = field.parts[field.data[0]]
-    return bytes(value).decode() if field.types[0].name == "STRING" else value[0]
+# GGUF value types (ggml's gguf.h, GGUF v2/v3): scalar struct formats, 8 = string, 9 = array.
+_GGUF_SCALARS = {
+    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q",
+    12: "<d",
+}  # fmt: skip
+
+
+def read_gguf_fields(file: Path, keys: Sequence[str]) -> dict[str, Any]:
+    """The scalar or string metadata ``keys`` of a GGUF file (v2/v3), read from its header
+    until all are found; a ``KeyError`` names a key the header lacks. Arrays are skipped
+    without being built, so this takes milliseconds where ``gguf.GGUFReader`` parses every
+    field (18 s for Gemma 3's 262,144-token vocabulary on this machine)."""
+    wanted, found = set(keys), {}
+    with file.open("rb") as handle:
+
+        def read(fmt: str) -> Any:
+            size = struct.calcsize(fmt)
+            data = handle.read(size)
+            if len(data) != size:
+                raise ValueError("the header ends early")
+            return struct.unpack(fmt, data)[0]
+
+        def string() -> str:
+            return handle.read(read("<Q")).decode()
+
+        def skip(kind: int) -> None:
+            if kind == 8:
+                handle.seek(read("<Q"), os.SEEK_CUR)
+            elif kind == 9:
+                item, count = read("<I"), read("<Q")
+                if item in _GGUF_SCALARS:
+                    handle.seek(count * struct.calcsize(_GGUF_SCALARS[item]), os.SEEK_CUR)
+                else:
+                    for _ in range(count):
+                        skip(item)
+            elif kind in _GGUF_SCALARS:
+                handle.seek(struct.calcsize(_GGUF_SCALARS[kind]), os.SEEK_CUR)
+            else:
+                raise ValueError(f"unknown GGUF value type {kind}")
+
+        if handle.read(4) != GGUF_MAGIC:
+            raise ValueError("no GGUF magic")
+        if read("<I") not in (2, 3):
+            raise ValueError("not GGUF version 2 or 3")
+        read("<Q")  # tensor count
+        for _ in range(read("<Q")):
+            key, kind = string(), read("<I")
+            if key in wanted and (kind == 8 or kind in _GGUF_SCALARS):
+                found[key] = string() if kind == 8 else read(_GGUF_SCALARS[kind])
+                if len(found) == len(wanted):
+                    break
+            else:
+                skip(kind)
+    missing = wanted - set(found)
+    if missing:
+        raise KeyError(", ".join(sorted(missing)))
+    return found
 
 
 def load_tokenizer(source: ModelSource, flag: str = "model") -> Any:
@@ -142,6 +219,31 @@ def load_model(source: ModelSource, flag: str = "model") -> Any:
         raise ValueError(f"{flag}: {exc}") from None
 
 
+def cache_root() -> Path:
+    """Where de-quantised GGUF weights are kept: ``$OTLP_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/otlp``, else ``~/.cache/otlp``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "otlp"
+
+
+@functools.cache
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def gguf_cache(path: Path) -> Path:
+    """The cache folder of the GGUF file ``path``: keyed by its SHA-256 (a changed file gets a
+    new folder), with ``tokenizer/`` and ``model/`` (config.json, model.safetensors) inside
+    once each has been de-quantised."""
+    return cache_root() / "gguf" / f"{path.stem}-{_file_sha256(path)[:16]}"
+
+
 @functools.cache
 def _load(source: ModelSource, *, tokenizer: bool) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local path never needs the hub
@@ -153,17 +255,69 @@ def _load(source: ModelSource, *, tokenizer: bool) -> Any:
         raise ValueError(f"{exc}; install the llm extra") from None
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    folder, extra = (
-        (source.path.parent, {"gguf_file": source.path.name})
-        if source.format == "gguf"
-        else (source.path, {})
-    )
     what = "tokenizer" if tokenizer else "weights"
+    folder, extra = source.path, {}
+    cached: Path | None = None
+    if source.format == "gguf":
+        cached = gguf_cache(source.path) / ("tokenizer" if tokenizer else "model")
+        if cached.is_dir():
+            folder, cached = cached, None
+        else:
+            folder, extra = source.path.parent, {"gguf_file": source.path.name}
     try:
-        if tokenizer:
-            return AutoTokenizer.from_pretrained(str(folder), **extra)
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, **extra)
+        with _quiet_gguf_reader():
+            if tokenizer:
+                loaded = AutoTokenizer.from_pretrained(str(folder), **extra)
+            else:
+                loaded = AutoModelForCausalLM.from_pretrained(
+                    str(folder), dtype=torch.float32, **extra
+                ).eval()
     except Exception as exc:  # whatever the file's reader raises: one line naming the flag
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"cannot load the {what} of {source.path}: {first}") from None
-    return model.eval()
+    if cached is not None:
+        _save_cache(loaded, cached, tokenizer=tokenizer)
+    return loaded
+
+
+@contextlib.contextmanager
+def _quiet_gguf_reader() -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar (not silenced by
+    ``disable_progress_bar``): replace it by the bare iteration while loading."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as reader
+    except ImportError:
+        yield
+        return
+    bar = getattr(reader, "tqdm", None)
+    reader.tqdm = lambda iterable, *args, **kwargs: iterable
+    try:
+        yield
+    finally:
+        if bar is not None:
+            reader.tqdm = bar
+
+
+def _save_cache(loaded: Any, folder: Path, *, tokenizer: bool) -> None:
+    """Write ``loaded`` (a tokenizer, or a float32 model read from a GGUF file) to ``folder``
+    atomically (a partial folder renamed; another process may win the race): the tokenizer with
+    ``save_pretrained``, the model as ``config.json`` (without the GGUF quantisation entry) and
+    ``model.safetensors`` (tied tensors stored once). A cache that cannot be written is skipped
+    with a line on stderr: it only saves time."""
+    partial = folder.with_name(f"{folder.name}.part{os.getpid()}")
+    try:
+        partial.mkdir(parents=True, exist_ok=True)
+        if tokenizer:
+            loaded.save_pretrained(partial)
+        else:
+            from safetensors.torch import save_model
+
+            config = loaded.config.to_dict()
+            config.pop("quantization_config", None)  # float32 now, not a GGUF file
+            (partial / "config.json").write_text(json.dumps(config, indent=2))
+            save_model(loaded, str(partial / "model.safetensors"), metadata={"format": "pt"})
+        partial.replace(folder)
+    except Exception as exc:  # the cache is optional
+        shutil.rmtree(partial, ignore_errors=True)
+        if not folder.is_dir():
+            print(f"otlp: could not cache {folder}: {exc}", file=sys.stderr)

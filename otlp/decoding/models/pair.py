@@ -1,6 +1,6 @@
 """A target and its draft for the decode loop: SmolLM2 or a user's own models, with one tokenizer.
 
-:func:`load_model_pair` takes the target (``"smollm2"`` or the path of a model,
+:func:`load_model_pair` takes the target (``"smollm2"``, ``"gemma3"`` or the path of a model,
 :mod:`~otlp.decoding.models.local`) and optionally a draft model (a second path); without one,
 drafts are self-speculative (:mod:`~otlp.decoding.models.selfdraft`: the target's own layers,
 or prompt lookup). Target and draft must share a tokenizer: the same vocabulary size and the
@@ -16,10 +16,11 @@ moves the next-token laws. Decoding stays lossless with respect to the models ac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from otlp.decoding.models import local, selfdraft
+from otlp.decoding.models import gemma3, local, selfdraft
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.models.hf import HFTreeLM
 from otlp.decoding.models.lookup import PromptLookup, lookup_spec
@@ -33,6 +34,7 @@ from otlp.decoding.models.precision import (
 from otlp.decoding.models.prefix import PrefixLM
 
 SMOLLM2 = "smollm2"
+GEMMA3 = gemma3.NAME
 
 
 class ModelPair:
@@ -148,11 +150,17 @@ class ModelPair:
 def resolve_model(model: str | Path, flag: str = "model") -> local.ModelSource | None:
     """None for the embedded SmolLM2 (``"smollm2"`` or the GGUF file that
     :mod:`instances.realmodel.fetch` fetched, which loads from its float32 cache), else the
-    checked :class:`~otlp.decoding.models.local.ModelSource` of a path."""
+    checked :class:`~otlp.decoding.models.local.ModelSource` of a path, or of the fetched Gemma
+    3 GGUF for ``"gemma3"`` (:mod:`~otlp.decoding.models.gemma3`; labelled ``gemma3`` also when
+    given by its path)."""
     if str(model) == SMOLLM2:
         return None
+    if str(model) == GEMMA3:
+        return gemma3.source(flag)
     source = local.inspect_model(model, flag)
-    return None if _is_smollm2_file(source.path) else source
+    if _is_smollm2_file(source.path):
+        return None
+    return replace(source, label=GEMMA3) if gemma3.is_fetched_file(source.path) else source
 
 
 def _is_smollm2_file(path: Path) -> bool:

