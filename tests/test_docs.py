@@ -167,6 +167,7 @@ MEASUREMENT_PAGES = [
     ROOT / "docs" / "mutation-testing.md",
     ROOT / "docs" / "referee.md",
     ROOT / "docs" / "decoding-api.md",
+    ROOT / "docs" / "partial-resolution.md",
 ]
 
 
