@@ -21,7 +21,14 @@ from otlp.instance import SCHEMES, Instance
 from otlp.methods import describe_methods, method_names
 from otlp.plan import TransportPlan
 from otlp.subset import SubsetSelection, optimal_acceptance, psi
-from otlp.verification import DraftVerification, verify_drafts
+from otlp.verification import (
+    DraftVerification,
+    TreeVerification,
+    outcome_law,
+    verify_chain,
+    verify_drafts,
+    verify_tree,
+)
 from otlp.verify import Tolerances, VerificationReport, verify
 
 if TYPE_CHECKING:
@@ -37,6 +44,7 @@ __all__ = [
     "SubsetSelection",
     "Tolerances",
     "TransportPlan",
+    "TreeVerification",
     "VerificationError",
     "VerificationReport",
     "VerificationWarning",
@@ -47,6 +55,7 @@ __all__ = [
     "method_names",
     "multistep",
     "optimal_acceptance",
+    "outcome_law",
     "partial_resolution",
     "psi",
     "rules",
@@ -55,7 +64,9 @@ __all__ = [
     "validate",
     "verification",
     "verify",
+    "verify_chain",
     "verify_drafts",
+    "verify_tree",
 ]
 __version__ = "0.1.0"
 

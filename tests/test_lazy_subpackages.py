@@ -101,3 +101,13 @@ def test_mypy_knows_the_subpackages_and_still_flags_misspellings(tmp_path: Path)
     assert len(errors) == 2, run.stdout
     assert "use_otlp.py:4:" in errors[0] and "Incompatible types" in errors[0]
     assert "use_otlp.py:5:" in errors[1] and '"sketchs"' in errors[1]
+
+
+def test_the_decoders_calls_are_at_the_top_level() -> None:
+    """One front door: the three decoder calls and the tree verifier's exact law are
+    ``otlp.NAME``, the same objects as in :mod:`otlp.verification`."""
+    from otlp import verification
+
+    for name in ("verify_drafts", "verify_tree", "verify_chain", "outcome_law", "TreeVerification"):
+        assert getattr(otlp, name) is getattr(verification, name)
+        assert name in otlp.__all__
