@@ -21,7 +21,7 @@ from otlp.instance import SCHEMES, Instance
 from otlp.methods import describe_methods, method_names
 from otlp.plan import TransportPlan
 from otlp.subset import SubsetSelection, optimal_acceptance, psi
-from otlp.verification import DraftVerification, verify_drafts
+from otlp.verification import DraftVerification, verify_drafts, warm_up
 from otlp.verify import Tolerances, VerificationReport, verify
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ __all__ = [
     "verification",
     "verify",
     "verify_drafts",
+    "warm_up",
 ]
 __version__ = "0.1.0"
 

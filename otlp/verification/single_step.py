@@ -11,9 +11,11 @@ is one of its drafts, and a report per row.
   and selects the top k, H*, the polymatroid targets, the one unit omega needs (Newton) and
   the slice of Eq. (18). A row whose unit misses its 5 tau budget is solved exactly by the
   object API (max-flow fallback, :mod:`otlp.global_resolution`) and its report says so.
-  ``time_budget`` is the whole call's: its clock starts at the call's entry, and a row whose
-  next stage cannot fit what is left gets its token from ``rrs`` (issue 24; see
-  :mod:`solvers.global_resolution.budget`).
+  ``time_budget`` is the whole call's: its clock starts at the call's entry, numba's compiling
+  or cache loading of a first call included, and a row whose next stage cannot fit what is
+  left, or that starts past the deadline, gets its token from ``rrs`` (issue 24; see
+  :mod:`solvers.global_resolution.budget`). Call :func:`otlp.warm_up` once at start-up so that
+  no budgeted call compiles.
   ``parallel=True`` spreads the rows over numba's threads (``prange``; set their number with
   ``numba.set_num_threads`` or ``NUMBA_NUM_THREADS``).
 * The exact i.i.d. lossless rules ``sps`` (n = 1), ``rrs``, ``kseq`` ([SpecHub] Algorithm 1;
@@ -107,7 +109,8 @@ def verify_drafts(
         schemes and their methods are in :mod:`otlp.verification.single_step_schemes`.
     time_budget:
         Global resolution only: seconds this call may take (default ``DEFAULT_TIME_BUDGET``,
-        5 s; None for no limit), counted from its entry and shared by its rows. No stage
+        5 s; None for no limit), counted from its entry (compiling included: see
+        :func:`otlp.warm_up`) and shared by its rows. No stage
         starts that is predicted to end past it (H* and the outer targets, each Newton
         iteration, the exact max-flow fallback; see :mod:`solvers.global_resolution.budget`)
         and the rows' lossless-rule passes are kept in reserve, so the call ends within it
@@ -204,7 +207,7 @@ def global_resolution_rows(
     if deadline is None:
         deadline = Deadline.after(time_budget)
     kernel = batch_parallel if parallel else batch
-    _compile(kernel, p_arr.dtype, q_arr.dtype)  # before the deadline is handed to it
+    _compile(kernel, p_arr.dtype, q_arr.dtype)  # on a tiny row: its seconds count
     # one draft: the closed form, no Newton step to pin BLAS for
     with blas_pinned((top_k or p_arr.shape[1]) if draft_arr.shape[1] > 1 else 0):
         tokens, table = kernel(
@@ -234,8 +237,9 @@ _COMPILED: set[tuple[object, ...]] = set()  # (kernel, p dtype, q dtype) run onc
 
 def _compile(kernel: Any, p_dtype: np.dtype, q_dtype: np.dtype) -> None:
     """Run the batch ``kernel`` once on a two-token row of these dtypes, so that numba
-    compiles it (or loads it from its cache) before a call hands it a deadline: the seconds
-    that takes are then excluded from the call's budget (:class:`Deadline`)."""
+    compiles it (or loads it from its cache) on a row that cannot fail: those seconds count
+    against the call's budget (:mod:`solvers.global_resolution.budget`; :func:`warm_up` does
+    this ahead)."""
     if (kernel, p_dtype, q_dtype) not in _COMPILED:
         half = np.full((1, 2), 0.5)
         drafts = np.zeros((1, 1), dtype=np.int64)
@@ -290,7 +294,7 @@ def _row_reports(
             )
         reports.append(
             RowReport(
-                system=_SYSTEM_NAMES[int(system)],
+                system=_SYSTEM_NAMES.get(int(system)),  # -1: out of time before any unit
                 block=int(block) if system == OUTER else None,
                 variables=int(variables),
                 iterations=int(iterations),
