@@ -51,6 +51,7 @@ from otlp.verification.single_step_rows import (
     exact_verification,
     fallback_token,
     local_drafts,
+    method_tau,
     rule_rows,
 )
 from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
@@ -69,7 +70,7 @@ def verify_drafts(
     *,
     method: str = "global_resolution",
     top_k: int | None = None,
-    tau: float = 1e-3,
+    tau: float | None = None,
     rng: object = None,
     parallel: bool = False,
     max_iter: int = 50,
@@ -98,7 +99,8 @@ def verify_drafts(
         Restrict the draft to its top-k tokens ([GR] Appendix N); None keeps every token
         with positive draft probability.
     tau:
-        Global resolution's error threshold: each row's law is within 15 tau of p (L1).
+        Global resolution's error threshold (None: 1e-3): each row's law is within 15 tau of
+        p (L1). The other methods are exact: passing them a ``tau`` is a ``ValueError``.
     rng:
         An int seed, None or a ``numpy.random.Generator``.
     parallel:
@@ -137,7 +139,6 @@ def verify_drafts(
             time_budget=time_budget,
         )
     from otlp.global_resolution import (  # registers the method
-        check_tau,
         check_time_budget,
         check_unit_size,
     )
@@ -145,6 +146,7 @@ def verify_drafts(
     method = canonical_name(method, "method")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+    tau = method_tau(method, tau)
     p_arr, q_rows, draft_arr, atol = batch_arrays(p, q, drafts, atol)
     q_arr = q_rows[:, 0]
     rows, n = draft_arr.shape
@@ -161,7 +163,6 @@ def verify_drafts(
     uniforms = generator.random((rows, 2))
     if method != "global_resolution":
         return _exact_rule(p_arr, q_arr, draft_arr, method, top_k, atol, uniforms)
-    tau = check_tau(tau)
     try:
         check_unit_size(vocab if top_k is None else top_k, n)
     except ProblemTooLarge as exc:  # a valid row still gets a token: the i.i.d. rule's
