@@ -28,6 +28,7 @@ from otlp.verification import (
     verify_chain,
     verify_drafts,
     verify_tree,
+    warm_up,
 )
 from otlp.verify import Tolerances, VerificationReport, verify
 
@@ -67,6 +68,7 @@ __all__ = [
     "verify_chain",
     "verify_drafts",
     "verify_tree",
+    "warm_up",
 ]
 __version__ = "0.1.0"
 

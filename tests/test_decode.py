@@ -146,6 +146,9 @@ def test_batch_rows_match_the_single_token_path_and_parallel_run() -> None:
             for b in range(6)
         ]
     )
+    # Budgets count numba's compiling (issue 39): a first parallel call that compiles its
+    # threaded batch past the default 5 s budget serves its rows by rrs. Compile ahead.
+    otlp.warm_up(parallel=True)
     serial = otlp.verify_drafts(p, q, drafts, top_k=30, rng=5)
     parallel = otlp.verify_drafts(p, q, drafts, top_k=30, rng=5, parallel=True)
     np.testing.assert_array_equal(serial.tokens, parallel.tokens)
@@ -192,7 +195,7 @@ Q3 = np.array([0.2, 0.3, 0.5])
         ({"q": np.array([0.5, 0.6, 0.2])}, r"q\[0\]: does not sum to 1"),
         ({"method": "rrs_without_replacement"}, "method: expected one of"),
         ({"method": "sps"}, "method: 'sps' verifies one draft"),
-        ({"tau": None}, "tau: expected a real number"),
+        ({"tau": "small"}, "tau: expected a real number"),  # None: the default, 1e-3
         ({"tau": 1e-300}, "tau: must be at least"),
         ({"top_k": 0}, "top_k: must be at least 1"),
         ({"rng": "x"}, "rng: expected an int seed"),
@@ -330,6 +333,33 @@ def test_decoder_arguments_are_refused_with_their_whole_message():
         otlp.verify_drafts(p, p, drafts, method="nosuch")
     with pytest.raises(ValueError, match=r"^top_k: must be at most 3, got 4$"):
         otlp.verify_drafts(p, p, drafts, top_k=4)
+
+
+@pytest.mark.parametrize(
+    ("method", "scheme", "drafts"),
+    [
+        ("sps", "iid", [[0]]),
+        ("rrs", "iid", [[0, 1]]),
+        ("kseq", "iid", [[0, 1]]),
+        ("maxflow_cs", "iid", [[0, 1]]),
+        ("spechub", "iid", [[0, 1]]),
+        ("rrs_without_replacement", "without_replacement", [[0, 1]]),
+        ("maxflow_cs", "greedy", [[0, 1]]),
+    ],
+)
+def test_tau_is_refused_for_a_method_without_an_error_threshold(method, scheme, drafts):
+    """Issue 39 leftover: as verify_tree, verify_drafts refuses a tau given to an exact method
+    (the caller thinks it changes something), naming tau and the method, for every scheme;
+    leaving it out is fine, and global resolution still takes one."""
+    p = np.array([0.5, 0.3, 0.2])
+    q = np.array([0.4, 0.35, 0.25])
+    match = rf"^tau: method '{method}' is exact and takes no error threshold"
+    with pytest.raises(ValueError, match=match):
+        otlp.verify_drafts(p, q, drafts, method=method, scheme=scheme, tau=2.0, rng=0)
+    with pytest.raises(ValueError, match=match):  # spelled as the caller likes
+        otlp.verify_drafts(p, q, drafts, method=method.upper(), scheme=scheme, tau=1e-3, rng=0)
+    otlp.verify_drafts(p, q, drafts, method=method, scheme=scheme, rng=0)
+    otlp.verify_drafts(p, q, drafts, scheme=scheme, tau=1e-3, rng=0)
 
 
 @pytest.mark.parametrize("method", ["rrs", "kseq", "maxflow_cs", "global_resolution"])

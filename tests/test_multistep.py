@@ -313,6 +313,21 @@ def test_cli_rejects_bad_lengths(capsys) -> None:
     assert "--lengths" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("spelling", ["Inverse_Ratio", " inverse_ratio ", "INVERSE-RATIO"])
+def test_cli_ranking_takes_the_spellings_check_ranking_reads(spelling: str, capsys) -> None:
+    """Issue 39 leftover: ``--ranking`` reads a name as ``check_ranking`` does (case,
+    surrounding spaces, ``-`` or ``_``) and gives the canonical ranking's rows; an unknown
+    name is still exit 2 naming the flag."""
+    base = ["multistep", "--vocab", "2", "--lengths", "2", "--paths", "2", "--methods", "gbv"]
+    base += ["--no-lp", "--json"]
+    assert main([*base, "--ranking", "inverse-ratio"]) == 0
+    canonical = json.loads(capsys.readouterr().out)["rows"]
+    assert main([*base, "--ranking", spelling]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == canonical
+    assert main([*base, "--ranking", "inverse ratio"]) == 2
+    assert "--ranking" in capsys.readouterr().err
+
+
 def test_cli_monte_carlo_only_for_models_too_large_to_enumerate(capsys) -> None:
     args = ["multistep", "--vocab", "30", "--lengths", "3", "--paths", "1,2", "--no-exact"]
     assert main([*args, "--no-lp", "--simulate", "20", "--decode", "--json"]) == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from otlp.args import canonical_name
 from otlp.commands.common import (
     CommaList,
     add_command,
@@ -79,7 +80,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="multi-step methods",
     )
-    parser.add_argument("--ranking", choices=RANKINGS, default="ratio", help="GBV local key")
+    parser.add_argument(
+        "--ranking",
+        type=_ranking_spelling,
+        choices=RANKINGS,
+        default="ratio",
+        help="GBV local key (any spelling otlp.multistep.gbv.check_ranking reads: Inverse_Ratio)",
+    )
     parser.add_argument(
         "--rules",
         action=CommaList,
@@ -176,6 +183,12 @@ def json_row(row: EfficiencyRow) -> dict[str, object]:
     data = row.as_dict()
     data["block_length"] = data.pop("gamma")
     return data
+
+
+def _ranking_spelling(value: str) -> str:
+    """``--ranking`` read as :func:`otlp.multistep.gbv.check_ranking` reads ``ranking`` (case,
+    surrounding spaces, ``-`` or ``_``); an unknown name is left to argparse's ``choices``."""
+    return canonical_name(value, "ranking").replace("_", "-")
 
 
 def _verifiers(names: list[str], tau: float | None) -> dict[str, SingleStepVerifier]:

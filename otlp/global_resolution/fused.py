@@ -206,7 +206,10 @@ def row_slice(
         bad, probs = greedy_slice(vocab.p_local, vocab.rows[0], vocab.p_outside, n, local)
         if bad:
             return RowResult(BAD_DRAFT, -1, detail=-1), None, None
-        return RowResult(OK, -1, message="closed form (exact)"), probs, vocab.tokens
+        message = "closed form (exact)"
+        if deadline.limited and deadline.left() < 0:  # no stage to skip, no rule to take
+            message += "; finished past the time budget (the plan costs one pass, as a rule's)"
+        return RowResult(OK, -1, message=message), probs, vocab.tokens
     try:
         require(deadline, setup_seconds(scheme, k, n), "H* and the outer targets")
     except OutOfTime as exc:

@@ -6,7 +6,8 @@ loop (:mod:`otlp.decoding`) sits above it and nothing here imports the loop.
 * :mod:`.single_step` — :func:`verify_drafts`: B rows of full-vocabulary (p, q) and the n
   drafted ids of each row to one verified token per row ([GR] §6 fused rows, exact rules);
   :mod:`.single_step_schemes` — the same call for drafts without replacement, independent
-  or greedy; :mod:`.single_step_rows` — what both share (inputs, result type, the draw).
+  or greedy; :mod:`.single_step_rows` — what both share (inputs, result type, the draw);
+  :mod:`.warming` — :func:`warm_up`, compiling ahead what a budgeted call runs.
 * :mod:`.tree` — :func:`verify_tree` / :func:`verify_chain`: the accepted path and the bonus
   token per row of a batch of draft trees (node-by-node rules with SpecTr traversal, block
   verification, GBV); :mod:`.laws` reads only the contexts a verification visits.
@@ -45,6 +46,7 @@ from otlp.verification.tree import (
     verify_chain,
     verify_tree,
 )
+from otlp.verification.warming import warm_up
 
 __all__ = [
     "METHODS",
@@ -70,4 +72,5 @@ __all__ = [
     "verify_chain",
     "verify_drafts",
     "verify_tree",
+    "warm_up",
 ]

@@ -11,9 +11,11 @@ is one of its drafts, and a report per row.
   and selects the top k, H*, the polymatroid targets, the one unit omega needs (Newton) and
   the slice of Eq. (18). A row whose unit misses its 5 tau budget is solved exactly by the
   object API (max-flow fallback, :mod:`otlp.global_resolution`) and its report says so.
-  ``time_budget`` is the whole call's: its clock starts at the call's entry, and a row whose
-  next stage cannot fit what is left gets its token from ``rrs`` (issue 24; see
-  :mod:`solvers.global_resolution.budget`).
+  ``time_budget`` is the whole call's: its clock starts at the call's entry, numba's compiling
+  or cache loading of a first call included, and a row whose next stage cannot fit what is
+  left, or that starts past the deadline, gets its token from ``rrs`` (issue 24; see
+  :mod:`solvers.global_resolution.budget`). Call :func:`otlp.warm_up` once at start-up so that
+  no budgeted call compiles.
   ``parallel=True`` spreads the rows over numba's threads (``prange``; set their number with
   ``numba.set_num_threads`` or ``NUMBA_NUM_THREADS``).
 * The exact i.i.d. lossless rules ``sps`` (n = 1), ``rrs``, ``kseq`` ([SpecHub] Algorithm 1;
@@ -54,6 +56,7 @@ from otlp.verification.single_step_rows import (
     exact_verification,
     fallback_token,
     local_drafts,
+    method_tau,
     rule_rows,
 )
 from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
@@ -72,7 +75,7 @@ def verify_drafts(
     *,
     method: str = "global_resolution",
     top_k: int | None = None,
-    tau: float = 1e-3,
+    tau: float | None = None,
     rng: object = None,
     parallel: bool = False,
     max_iter: int = 50,
@@ -103,7 +106,8 @@ def verify_drafts(
         Restrict the draft to its top-k tokens ([GR] Appendix N); None keeps every token
         with positive draft probability.
     tau:
-        Global resolution's error threshold: each row's law is within 15 tau of p (L1).
+        Global resolution's error threshold (None: 1e-3): each row's law is within 15 tau of
+        p (L1). The other methods are exact: passing them a ``tau`` is a ``ValueError``.
     rng:
         An int seed, None or a ``numpy.random.Generator``.
     parallel:
@@ -114,7 +118,8 @@ def verify_drafts(
         schemes and their methods are in :mod:`otlp.verification.single_step_schemes`.
     time_budget:
         Global resolution only: seconds this call may take (default ``DEFAULT_TIME_BUDGET``,
-        5 s; None for no limit), counted from its entry and shared by its rows. No stage
+        5 s; None for no limit), counted from its entry (compiling included: see
+        :func:`otlp.warm_up`) and shared by its rows. No stage
         starts that is predicted to end past it (H* and the outer targets, each Newton
         iteration, the exact max-flow fallback; see :mod:`solvers.global_resolution.budget`)
         and the rows' lossless-rule passes are kept in reserve, so the call ends within it
@@ -141,7 +146,6 @@ def verify_drafts(
             time_budget=time_budget,
         )
     from otlp.global_resolution import (  # registers the method
-        check_tau,
         check_time_budget,
         check_unit_size,
     )
@@ -149,6 +153,7 @@ def verify_drafts(
     method = canonical_name(method, "method")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+    tau = method_tau(method, tau)
     p_arr, q_rows, draft_arr, atol = batch_arrays(p, q, drafts, atol)
     q_arr = q_rows[:, 0]
     rows, n = draft_arr.shape
@@ -169,7 +174,6 @@ def verify_drafts(
     uniforms = generator.random((rows, 2))
     if method != "global_resolution":
         return _exact_rule(p_arr, q_arr, draft_arr, method, top_k, atol, uniforms)
-    tau = check_tau(tau)
     try:
         check_unit_size(vocab if top_k is None else top_k, n)
     except ProblemTooLarge as exc:  # a valid row still gets a token: the i.i.d. rule's
@@ -215,7 +219,7 @@ def global_resolution_rows(
     if deadline is None:
         deadline = Deadline.after(time_budget)
     kernel = batch_parallel if parallel else batch
-    _compile(kernel, p_arr.dtype, q_arr.dtype)  # before the deadline is handed to it
+    _compile(kernel, p_arr.dtype, q_arr.dtype)  # on a tiny row: its seconds count
     # one draft: the closed form, no Newton step to pin BLAS for
     with blas_pinned((top_k or p_arr.shape[1]) if draft_arr.shape[1] > 1 else 0):
         tokens, table = kernel(
@@ -245,8 +249,9 @@ _COMPILED: set[tuple[object, ...]] = set()  # (kernel, p dtype, q dtype) run onc
 
 def _compile(kernel: Any, p_dtype: np.dtype, q_dtype: np.dtype) -> None:
     """Run the batch ``kernel`` once on a two-token row of these dtypes, so that numba
-    compiles it (or loads it from its cache) before a call hands it a deadline: the seconds
-    that takes are then excluded from the call's budget (:class:`Deadline`)."""
+    compiles it (or loads it from its cache) on a row that cannot fail: those seconds count
+    against the call's budget (:mod:`solvers.global_resolution.budget`; :func:`warm_up` does
+    this ahead)."""
     if (kernel, p_dtype, q_dtype) not in _COMPILED:
         half = np.full((1, 2), 0.5)
         drafts = np.zeros((1, 1), dtype=np.int64)
@@ -301,7 +306,7 @@ def _row_reports(
             )
         reports.append(
             RowReport(
-                system=_SYSTEM_NAMES[int(system)],
+                system=_SYSTEM_NAMES.get(int(system)),  # -1: out of time before any unit
                 block=int(block) if system == OUTER else None,
                 variables=int(variables),
                 iterations=int(iterations),

@@ -84,6 +84,25 @@ def batch_arrays(
     return p_arr, q_arr, draft_arr, max(tolerances)
 
 
+DEFAULT_TAU = 1e-3  # global resolution's error threshold where the caller gives none
+
+
+def method_tau(method: str, tau: float | None) -> float:
+    """Global resolution's checked ``tau`` (None: :data:`DEFAULT_TAU`); a ``ValueError`` naming
+    ``tau`` and the method where another method (``method``, canonical), which is exact and has
+    no error threshold, is given one (as :func:`otlp.verify_tree` refuses it)."""
+    if method != "global_resolution":
+        if tau is not None:
+            raise ValueError(
+                f"tau: method {method!r} is exact and takes no error threshold (tau is "
+                f"global_resolution's), got tau={tau!r}"
+            )
+        return DEFAULT_TAU
+    from otlp.global_resolution import check_tau
+
+    return check_tau(DEFAULT_TAU if tau is None else tau)
+
+
 def call_deadline(time_budget: float | None, start: float, reserve: float) -> Deadline:
     """A ``verify_drafts`` call's deadline for its stages: ``time_budget`` seconds from the
     call's ``start``, less ``reserve`` seconds kept for its rows' rule tokens

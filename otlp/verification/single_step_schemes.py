@@ -37,7 +37,6 @@ from otlp.args import (
 from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import (
     DEFAULT_TIME_BUDGET,
-    check_tau,
     check_time_budget,
     check_unit_size,
 )
@@ -53,6 +52,7 @@ from otlp.verification.single_step_rows import (
     exact_verification,
     fallback_token,
     local_drafts,
+    method_tau,
     rule_rows,
 )
 from solvers.global_resolution.budget import Deadline
@@ -96,7 +96,7 @@ def verify_scheme_drafts(
     scheme: str,
     method: str,
     top_k: int | None,
-    tau: float,
+    tau: float | None,
     rng: object,
     parallel: bool,
     max_iter: int,
@@ -111,6 +111,7 @@ def verify_scheme_drafts(
         raise ValueError(
             f"method: scheme {scheme!r} takes {', '.join(SCHEME_METHODS[scheme])}, got {method!r}"
         )
+    tau = method_tau(method, tau)
     draft_rows = 2 if scheme == "independent" else 1
     p_arr, q_arr, draft_arr, atol = batch_arrays(p, q, drafts, atol, draft_rows=draft_rows)
     rows, n = draft_arr.shape
@@ -142,7 +143,6 @@ def verify_scheme_drafts(
     uniforms = as_generator(rng).random((rows, 2))
     if method != "global_resolution":
         return _exact_rows(p_arr, q_arr, draft_arr, scheme, method, top_k, atol, uniforms)
-    tau = check_tau(tau)
     try:
         if scheme != "greedy":  # the greedy plan is closed form: no Newton evaluation
             check_unit_size(vocab if top_k is None else top_k, n)

@@ -403,17 +403,11 @@ def outcome_law(
 
 def _tau_for(method: str, tau: float | None) -> float:
     """Global resolution's checked ``tau`` (None: :data:`DEFAULT_TAU`); a ``ValueError`` naming
-    ``tau`` and the method where another method, which has no error threshold, is given one."""
-    if method != "global_resolution":
-        if tau is not None:
-            raise ValueError(
-                f"tau: method {method!r} is exact and takes no error threshold (tau is "
-                f"global_resolution's), got tau={tau!r}"
-            )
-        return DEFAULT_TAU
-    from otlp.global_resolution import check_tau
+    ``tau`` and the method where another method, which has no error threshold, is given one
+    (:func:`~otlp.verification.single_step_rows.method_tau`, as ``verify_drafts``)."""
+    from otlp.verification.single_step_rows import method_tau
 
-    return check_tau(DEFAULT_TAU if tau is None else tau)
+    return method_tau(method, tau)
 
 
 def _scheme_for(method: str, scheme: str | None) -> str:

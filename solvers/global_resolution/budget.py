@@ -8,10 +8,13 @@ seconds; each stage compares its estimated cost with what is left (:meth:`Deadli
 before it starts and, where it cannot fit, the call goes straight to the scheme's lossless
 rule (one pass over the row).
 
-Compiling a kernel is no part of a call's work (numba compiles each kernel once per process
-and signature, or loads it from its cache: 35 ms for four kernels of the independent row):
-the seconds spent so since a deadline was set move it later (:class:`_CompileClock`), so a
-first call is not served by the fallback rule only because its kernels compiled.
+Compiling a kernel, or loading it from numba's cache on its first use in a process, is part
+of the call that needs it: the clock starts at the call's entry and nothing is taken off it, so
+a first call whose kernels compile past its budget reports its rows out of time (served by
+the lossless rule) instead of overrunning silently. A decoder compiles ahead with
+:func:`otlp.warm_up` (every kernel a budgeted call runs, at start-up), after which no call
+compiles. :func:`compile_seconds` (numba's compiler lock, :class:`_CompileClock`) tells how
+long a process has spent compiling.
 
 The estimates are sizes times rates measured on the project's 2-core machine with BLAS on one
 thread, made pessimistic by a factor of about two for a loaded machine; an estimate that is
@@ -83,11 +86,10 @@ def compile_seconds() -> float:
 
 @dataclass(frozen=True)
 class Deadline:
-    """The ``time.perf_counter()`` value a call must end by (``math.inf``: no limit), moved
-    later by the seconds numba spends compiling after ``compiled`` (its total then)."""
+    """The ``time.perf_counter()`` value a call must end by (``math.inf``: no limit);
+    compiling counts (see the module notes)."""
 
     at: float = math.inf
-    compiled: float = 0.0
 
     @classmethod
     def after(cls, seconds: float | None, start: float | None = None) -> Deadline:
@@ -95,16 +97,16 @@ class Deadline:
         if seconds is None:
             return cls()
         begin = time.perf_counter() if start is None else start
-        return cls(begin + seconds, compile_seconds())
+        return cls(begin + seconds)
 
     @property
     def limited(self) -> bool:
         return self.at < math.inf
 
     def now(self) -> float:
-        """The deadline as a ``time.perf_counter()`` value, compilation so far excluded
-        (what a compiled kernel reads its clock against)."""
-        return self.at + (compile_seconds() - self.compiled) if self.limited else math.inf
+        """The deadline as a ``time.perf_counter()`` value (what a compiled kernel reads its
+        clock against)."""
+        return self.at
 
     def left(self) -> float:
         """Seconds left (negative once passed; inf without a limit)."""

@@ -332,10 +332,10 @@ def newton(
     With a ``time_budget`` (seconds, counted from this call) the kernel stops at it (see
     :func:`newton_kernel`).
     """
-    if not newton_kernel.overloads:  # compile before the clock starts (numba: on first call)
+    start = time.perf_counter()  # compiling below (numba: on first call) counts
+    if not newton_kernel.overloads:
         half = np.full(2, 0.5)
         newton_kernel(half, half, 0.0, 1.0, 2, 1e-3, np.zeros(2), 1, math.inf, FIRST_CHUNK)
-    start = time.perf_counter()
     alpha = system.initial_alpha() if alpha0 is None else np.array(alpha0, dtype=np.float64)
     deadline = math.inf if time_budget is None else start + time_budget
     outputs = newton_kernel(

@@ -25,8 +25,8 @@ Time: as :func:`~solvers.global_resolution.newton.newton_kernel`, the clock
 whose iteration exceeds ``TIMED_WORK`` flops or whose first ``FIRST_CHUNK`` iterations are
 predicted (at :data:`~.budget.FLOP_RATE`) to end past the deadline; such an iteration does
 not start if it would end past the deadline taking as long as the last (the first: as long
-as predicted), and the line search stops at the deadline. Compiling the kernels is no part
-of the budget (:class:`~.budget.Deadline`).
+as predicted), and the line search stops at the deadline. Compiling the kernels counts
+against the budget (:mod:`~.budget`; ``otlp.warm_up`` compiles them ahead).
 The budget is overrun by at most one iteration, whose direction has bounded flops.
 """
 
@@ -337,11 +337,11 @@ def system_newton(
     """Minimise F of a pair or without-replacement ``system`` until the certified deviation
     is at most ``tol`` (within ``time_budget`` seconds from this call, None: no limit;
     :func:`system_newton_kernel`)."""
-    kind, data = kernel_data(system, tol)
-    if not system_newton_kernel.overloads:  # compile before the clock starts (first call)
-        _compile()
     start = time.perf_counter()
-    deadline = Deadline.after(time_budget, start).now()  # numba compiling is not counted
+    deadline = Deadline.after(time_budget, start).now()  # compiling below counts
+    kind, data = kernel_data(system, tol)
+    if not system_newton_kernel.overloads:  # the first call: compiled on a tiny system
+        _compile()
     outputs = system_newton_kernel(
         kind,
         data,

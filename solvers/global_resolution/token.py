@@ -35,7 +35,7 @@ from solvers.global_resolution.constants import (
     SUM_P,
     SUM_Q,
 )
-from solvers.global_resolution.newton import CONVERGED, newton_kernel
+from solvers.global_resolution.newton import CONVERGED, OUT_OF_TIME, clock, newton_kernel
 from solvers.global_resolution.polymatroid import target_blocks
 from solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
 from solvers.global_resolution.sorting import stable_argsort, top_tokens
@@ -471,7 +471,10 @@ def token_row(
 
     ``report`` receives (status, system, block, variables, iterations, deviation, budget,
     Newton status); Newton stops at ``deadline`` (``time.perf_counter()``; the call's, read
-    at its entry).
+    at its entry). A row that starts past it (after its inputs are checked: the call spent
+    its budget on earlier rows, or compiling its kernels) does no other work: ``FALLBACK``
+    with Newton status ``OUT_OF_TIME``, for the caller's lossless rule. One clock read per
+    row with a deadline (~1 us, an object-mode block).
     """
     n = drafts.shape[0]
     status, p_sum, q_sum = scan(p, q, atol)
@@ -485,6 +488,10 @@ def token_row(
             report[0] = BAD_DRAFT
             report[1] = d
             return -1
+    if deadline < math.inf and clock() > deadline:  # e.g. the call compiled past its budget
+        report[0], report[1], report[2] = FALLBACK, -1, -1  # no system was set up
+        report[5], report[6], report[7] = math.inf, BUDGET_FACTOR * tau, OUT_OF_TIME
+        return -1
     p_local, q_local, p_outside = restrict(p, q, tokens, p_sum, q_sum)
     probs, system, block, variables, iterations, deviation, budget, newton = token_slice(
         p_local, q_local, p_outside, n, local, tau, max_iter, deadline
