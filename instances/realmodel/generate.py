@@ -266,6 +266,20 @@ def generate(
                 flush=True,
             )
     vocab = int(target.shape[-1])
+    return suite_arrays(rows, vocab, top_k, MODEL_NAME, [d.describe() for d in drafts], prompts)
+
+
+def suite_arrays(
+    rows: Sequence[dict[str, Any]],
+    vocab: int,
+    top_k: int,
+    model_name: str,
+    drafts_description: Sequence[str],
+    prompts: Sequence[Prompt],
+) -> dict[str, np.ndarray]:
+    """The ``.npz`` layout of a real-model suite from its rows (one dict per
+    :func:`instance_row`, with the prompt and position fields) and what describes the run:
+    one home for the layout that every model's generator writes."""
 
     def col(key: str, dtype: Any) -> np.ndarray:
         return np.asarray([r[key] for r in rows], dtype=dtype)
@@ -286,8 +300,8 @@ def generate(
         "next_token": col("next_token", np.int32),
         "vocab_size": np.asarray(vocab, dtype=np.int64),
         "top_k": np.asarray(top_k, dtype=np.int64),
-        "model": np.asarray(MODEL_NAME),
-        "drafts_description": np.asarray([d.describe() for d in drafts]),
+        "model": np.asarray(model_name),
+        "drafts_description": np.asarray(list(drafts_description)),
         "prompt_user": np.asarray([p.user for p in prompts]),
         "prompt_continuation": np.asarray([p.continuation for p in prompts]),
     }

@@ -35,6 +35,7 @@ from instances.realmodel.generate import (
     TOP_K,
     instance_row,
     pick_positions,
+    suite_arrays,
     summary,
 )
 from instances.realmodel.prompts import PROMPTS, Prompt
@@ -130,30 +131,9 @@ def generate(
                 flush=True,
             )
 
-    def col(key: str, dtype: Any) -> np.ndarray:
-        return np.asarray([r[key] for r in rows], dtype=dtype)
-
-    return {
-        "ids": np.stack([r["ids"] for r in rows]),
-        "q_top": np.stack([r["q_top"] for r in rows]),
-        "p_top": np.stack([r["p_top"] for r in rows]),
-        "p_out": col("p_out", np.float64),
-        "q_out": col("q_out", np.float64),
-        "accept1": col("accept1", np.float64),
-        "draft": col("draft", str),
-        "temperature": col("temperature", np.float64),
-        "draft_temperature": col("draft_temperature", np.float64),
-        "prompt_kind": col("prompt_kind", str),
-        "prompt_id": col("prompt_id", np.int32),
-        "position": col("position", np.int32),
-        "next_token": col("next_token", np.int32),
-        "vocab_size": np.asarray(vocab, dtype=np.int64),
-        "top_k": np.asarray(top_k, dtype=np.int64),
-        "model": np.asarray(MODEL_NAME),
-        "drafts_description": np.asarray([f"{n} ({spec}): {d}" for n, spec, d in drafts]),
-        "prompt_user": np.asarray([p.user for p in prompts]),
-        "prompt_continuation": np.asarray([p.continuation for p in prompts]),
-    }
+    return suite_arrays(
+        rows, vocab, top_k, MODEL_NAME, [f"{n} ({spec}): {d}" for n, spec, d in drafts], prompts
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
