@@ -42,7 +42,7 @@ RECORDS = {
     "otlp.decoding.ModelPair",
     "otlp.decoding.TreeModel",
     "otlp.decoding.TreeSession",
-    "otlp.decoding.TreeVerification",
+    "otlp.TreeVerification",
     "otlp.multistep.AutoregressiveModel",
     "otlp.multistep.BlockLPResult",
     "otlp.multistep.EfficiencyRow",
@@ -129,7 +129,7 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
         "omega": np.array([0]),
         "method": "sps",
     },
-    "otlp.decoding.outcome_law": lambda: {
+    "otlp.outcome_law": lambda: {
         **{key: value[0] for key, value in _tree().items()},
         "parents": [-1, 0],
         "method": "sps",
@@ -138,8 +138,8 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
     "otlp.decoding.path_tree": lambda: {"paths": 2, "length": 2},
     "otlp.decoding.restrict_top_k": lambda: {"q": np.array([Q3]), "top_k": 2},
     "otlp.decoding.sample_children": lambda: {"q": [Q3], "n": 2, "rng": 0},
-    "otlp.decoding.verify_chain": lambda: {**_tree(), "method": "sps", "rng": 0},
-    "otlp.decoding.verify_tree": lambda: {
+    "otlp.verify_chain": lambda: {**_tree(), "method": "sps", "rng": 0},
+    "otlp.verify_tree": lambda: {
         **_tree(),
         "parents": [-1, 0],
         "method": "sps",
@@ -258,6 +258,7 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
     "otlp.validate.replay": lambda: {"name": "gr.thm3_1.subset_selection", "seed": 0, "index": 1},
     "otlp.validate.run": lambda: {"checks": ["gr.thm3_1.subset_selection"], "count": 1, "seed": 0},
     "otlp.validate.select": lambda: {"checks": ["gr."]},
+    "otlp.warm_up": lambda: {"dtypes": (np.float64,)},
 }
 
 

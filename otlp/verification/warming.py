@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterable
+from typing import Any, cast
 
 import numpy as np
 
@@ -53,6 +55,9 @@ def warm_up(
     kernels (every pair of them); ``parallel``: also the threaded i.i.d. batch.
     """
     start = time.perf_counter()
+    dtypes = _check_dtypes(dtypes)
+    if not isinstance(parallel, bool):
+        raise ValueError(f"parallel: expected True or False, got {parallel!r}")
     rng = np.random.default_rng(0)
     p = rng.dirichlet(np.full(WARM_VOCAB, 0.5))
     q = rng.dirichlet(np.full(WARM_VOCAB, 0.5))
@@ -81,3 +86,16 @@ def warm_up(
                 max_iter=50, atol=1e-4, top_k=0, time_budget=budget,
             )  # fmt: skip
     return time.perf_counter() - start
+
+
+def _check_dtypes(dtypes: object) -> tuple[type, ...]:
+    """``dtypes`` as a non-empty tuple of float32 / float64 (the precisions the fused kernels
+    compile for), checked before any work; a ``ValueError`` naming ``dtypes`` otherwise."""
+    allowed = (np.dtype(np.float32), np.dtype(np.float64))
+    try:
+        checked = tuple(np.dtype(d) for d in cast(Iterable[Any], dtypes))
+    except TypeError:
+        raise ValueError(f"dtypes: expected a tuple of float32 / float64, got {dtypes!r}") from None
+    if not checked or any(d not in allowed for d in checked):
+        raise ValueError(f"dtypes: expected a tuple of float32 / float64, got {dtypes!r}")
+    return tuple(d.type for d in checked)
