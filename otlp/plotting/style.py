@@ -56,6 +56,7 @@ _METHODS = {
     "networkx": Style("#999999", "P"),
     "pot": Style("#8C564B", "X"),
     "global_resolution": Style("#009E73", "*"),
+    "partial_resolution": Style("#117733", "h"),
 }
 _RULES = {
     "sps": Style("#999999", "o"),
@@ -73,6 +74,7 @@ _MULTISTEP = {
     "token": Style("#555555", "o"),
     "block": Style("#332288", "s"),
     "gbv": Style("#AA3377", "^"),
+    "traversal": Style("#44AA99", "d"),
 }
 _BOUNDS = {"alpha": Style(BOUND, "", "--"), "lp_optimum": Style(BOUND, "", "--")}
 TABLE: dict[str, Style] = {**_METHODS, **_RULES, **_MULTISTEP, **_BOUNDS}
