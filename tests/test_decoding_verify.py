@@ -1232,6 +1232,7 @@ def test_gbv_under_top_k_refuses_every_path_outside_the_top_k_draft(
     depending on the ranking."""
     law = np.full(4, 0.25) if uniform else np.array([0.4, 0.3, 0.2, 0.1])
     q = np.tile(law, (1, 7, 1))
+    q[0, 4] = law[::-1]  # node 3's own context (a leaf's): its token is judged at its parent's
     p = np.tile(np.array([0.1, 0.2, 0.3, 0.4]), (1, 7, 1))
     row = np.array([tokens])
     match = rf"^tokens\[0, {node}\]: token {token} has draft probability 0 where drafted"
