@@ -387,7 +387,7 @@ def test_top_p_head_ranks_only_the_largest_entries_of_a_peaked_row(monkeypatch):
     """Without sorting the whole row: on V = 50,000 where 200 tokens hold 0.99 of the mass,
     top_p = 0.9 sorts the first head of 256 entries only (this is what keeps top-p at
     V = 128,256 cheap)."""
-    from otlp.verification.engine_layouts import _top_p_head
+    from otlp.verification.engine_layouts import _HEAD, _top_p_head
 
     rng = np.random.default_rng(31)
     vocab = 50_000
@@ -411,7 +411,7 @@ def test_top_p_head_ranks_only_the_largest_entries_of_a_peaked_row(monkeypatch):
     _top_p_head(law, 0.9)
     monkeypatch.undo()
     np.testing.assert_array_equal(law, want)
-    assert sizes and max(sizes) <= 256
+    assert sizes and max(sizes) <= _HEAD
 
 
 def test_non_finite_logits_are_refused_by_row_and_context_without_warnings():
