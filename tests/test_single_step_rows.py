@@ -61,3 +61,21 @@ def test_rows_of_a_unit_over_the_limits_are_the_rules_and_say_so():
     for report in refused.reports:
         assert report.fallback is True and report.fallback_rule == "rrs"
         assert report.message.endswith("; every row verified by rrs")
+
+
+def test_a_float64_p_is_checked_at_its_own_precision_beside_a_float32_q():
+    """p in float64 (within 1e-6), q in float32 (within 1e-4): p is the stricter array and
+    is checked here at 1e-6, not passed to the compiled scan at float32's tolerance."""
+    p = np.array([0.4, 0.3, 0.2, 0.1 + 1e-5])
+    q = np.array([0.25, 0.25, 0.25, 0.25], dtype=np.float32)
+    with pytest.raises(ValueError, match=r"^p.*does not sum to 1"):
+        otlp.verify_drafts(p, q, np.array([[0, 1]]), method="rrs", rng=0)
+
+
+def test_independent_drafts_take_one_draft_law_per_drafter():
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    for q in (p, np.tile(p, (1, 3, 1))):
+        with pytest.raises(
+            ValueError, match=r"^q: scheme 'independent' takes one row per draft, shape \(2, V\)"
+        ):
+            otlp.verify_drafts(p, q, np.array([[0, 1]]), scheme="independent", method="maxflow_cs")
