@@ -1210,6 +1210,42 @@ def test_gbv_refuses_impossible_or_uneven_paths_before_selecting_one():
         verify_tree(np.array([[0, 1, 2, -1]]), path_tree(2, 2), p, q, method="gbv", rng=0)
 
 
+@pytest.mark.parametrize("ranking", ["ratio", "inverse_ratio"])
+@pytest.mark.parametrize(
+    ("uniform", "tokens", "node", "token"),
+    [
+        (False, [3, 1, 2, 0, 0, 0], 0, 3),  # path 0 starts outside the top-2 draft
+        (False, [0, 1, 1, 0, 2, 0], 4, 2),  # path 2 does
+        (False, [0, 1, 1, 3, 0, 0], 3, 3),  # path 1's second token does
+        (True, [0, 1, 1, 0, 2, 0], 4, 2),  # three tied root drafts, two slots: 0 and 1 kept
+        (True, [2, 1, 1, 0, 0, 0], 0, 2),
+    ],
+)
+def test_gbv_under_top_k_refuses_every_path_outside_the_top_k_draft(
+    ranking, uniform, tokens, node, token
+):
+    """Under top-k, a GBV row whose drafted paths hold a token the top-k draft cannot
+    produce is refused, naming the first such node, whichever path the ranking selects (as
+    the node methods refuse such a draft). Ties at the k-th value go to the tokens drafted at
+    that context (the root: every path's first token), then to lower ids. Before issue 39's
+    mutation round only the selected path was checked, so a row was verified or refused
+    depending on the ranking."""
+    law = np.full(4, 0.25) if uniform else np.array([0.4, 0.3, 0.2, 0.1])
+    q = np.tile(law, (1, 7, 1))
+    q[0, 4] = law[::-1]  # node 3's own context (a leaf's): its token is judged at its parent's
+    p = np.tile(np.array([0.1, 0.2, 0.3, 0.4]), (1, 7, 1))
+    row = np.array([tokens])
+    match = rf"^tokens\[0, {node}\]: token {token} has draft probability 0 where drafted"
+    with pytest.raises(ValueError, match=match):
+        verify_tree(row, path_tree(3, 2), p, q, method="gbv", top_k=2, ranking=ranking, rng=0)
+    with pytest.raises(ValueError, match=match):
+        outcome_law(row[0], path_tree(3, 2), p[0], q[0], method="gbv", top_k=2, ranking=ranking)
+    fine = np.array([[0, 1, 1, 0, 0, 0]])  # the same paths inside the top-2 draft
+    assert verify_tree(fine, path_tree(3, 2), p, q, method="gbv", top_k=2, rng=0).output_ids.shape
+    exact = outcome_law(fine[0], path_tree(3, 2), p[0], q[0], method="gbv", top_k=2)
+    assert abs(sum(exact.values()) - 1) < 1e-12
+
+
 @pytest.mark.parametrize("method", ["rrs", "block"])
 @pytest.mark.parametrize("drafted", [True, False])
 def test_row_by_row_bonus_draws_check_each_rows_own_sum(method, drafted):

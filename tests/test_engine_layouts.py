@@ -302,3 +302,205 @@ def test_ragged_parents_are_refused_naming_parents():
     for parents in ([[-1, 0, 1], [-1, 0]], [-1, 0, [1]]):
         with pytest.raises(ValueError, match=r"^parents: rows of different lengths"):
             verify_tree(tokens, parents, p, p, method="sps", rng=0)
+
+
+# --- the mutation round of engine_layouts.py (issue 39): each test names what it pins ---
+
+
+def _softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    w = np.exp((logits - logits.max(axis=-1, keepdims=True)) / temperature)
+    return w / w.sum(axis=-1, keepdims=True)
+
+
+def test_without_top_k_or_top_p_the_law_is_the_whole_softmax():
+    """No top_k (None) and top_k 0 or >= V restrict nothing; top_k 1 is the argmax; top_k
+    V - 1 drops only the smallest entry (the k-th largest found by partition, on a vocabulary
+    large enough that partition does not sort)."""
+    rng = np.random.default_rng(30)
+    logits = rng.normal(size=(2, 3, 1000)) * 2
+    want = _softmax(logits, 0.9)
+    for top_k in (None, 0, 1000, 5000):
+        np.testing.assert_allclose(target_laws(logits, 0.9, top_k), want, rtol=1e-12, atol=0)
+    one = target_laws(logits, 0.9, 1)
+    np.testing.assert_array_equal(one, np.eye(1000)[np.argmax(logits, axis=-1)])
+    most = target_laws(logits, 0.9, 999)
+    smallest = np.argmin(logits, axis=-1)
+    for b in range(2):
+        for i in range(3):
+            expect = want[b, i].copy()
+            expect[smallest[b, i]] = 0
+            np.testing.assert_allclose(most[b, i], expect / expect.sum(), rtol=1e-12, atol=0)
+    for top_k in (1, 2, 7, 100):  # the k largest, renormalised
+        kept = target_laws(logits, 0.9, top_k) > 0
+        assert (kept.sum(axis=-1) == top_k).all()
+        ranks = np.argsort(np.argsort(-logits, axis=-1), axis=-1)
+        np.testing.assert_array_equal(kept, ranks < top_k)
+
+
+def test_top_p_cuts_where_the_mass_before_an_entry_reaches_top_p():
+    """An entry is kept when the mass ranked before it is strictly below top_p: with binary
+    fractions (exact sums), (0.5, 0.25, 0.25) at top_p 0.5 keeps one entry, at 0.5 + 1 ulp two.
+    top_p 1 keeps every entry."""
+    from otlp.verification.engine_layouts import _top_p_head
+
+    for top_p, kept in ((0.5, [0.5, 0, 0]), (np.nextafter(0.5, 1), [0.5, 0.25, 0])):
+        law = np.array([0.5, 0.25, 0.25])
+        _top_p_head(law, float(top_p))
+        assert law.tolist() == kept
+    law = np.array([0.25, 0.5, 0.125, 0.125])
+    _top_p_head(law, 0.75)
+    assert law.tolist() == [0.25, 0.5, 0, 0]
+    logits = np.log(np.array([[[0.5, 0.25, 0.125, 0.125]]]))
+    np.testing.assert_allclose(target_laws(logits, 1.0, None, 1.0), np.exp(logits), rtol=1e-12)
+
+
+def test_top_p_head_with_more_ties_at_the_maximum_than_it_first_ranks():
+    """A uniform law over more tokens than the first head (256) ranks: the head is the first
+    tokens by id whose preceding mass is below top_p (the tie rule), not an error."""
+    from otlp.verification.engine_layouts import _top_p_head
+
+    for vocab, top_p, kept in ((600, 0.5, 300), (1000, 0.9, 900), (300, 0.1, 30)):
+        law = np.full(vocab, 1 / vocab)
+        _top_p_head(law, top_p)
+        assert np.flatnonzero(law).tolist() == list(range(kept)) or (
+            np.flatnonzero(law).tolist() == list(range(kept + 1))  # rounding of k / vocab
+        )
+
+
+def test_top_p_head_extends_past_a_first_head_just_short_of_top_p():
+    """The first head's mass must exceed top_p by a margin before the search stops: 256
+    entries of 1/512 (mass exactly 0.5) at top_p = 0.5 + 1e-15 leave the 257th entry's
+    preceding mass (0.5) below top_p, so it belongs to the head although the first 256 do
+    not reach top_p by less than the margin."""
+    from otlp.verification.engine_layouts import _top_p_head
+
+    law = np.concatenate([np.full(256, 1 / 512), np.full(744, 0.5 / 744)])
+    law[256:] *= 1 - np.arange(744) * 1e-6  # distinct, decreasing: no ties at the cut
+    law[256:] *= 0.5 / law[256:].sum()
+    top_p = 0.5 + 1e-15
+    got = law.copy()
+    _top_p_head(got, top_p)
+    assert np.flatnonzero(got).tolist() == list(range(257))
+
+
+def test_top_p_head_ranks_only_the_largest_entries_of_a_peaked_row(monkeypatch):
+    """Without sorting the whole row: on V = 50,000 where 200 tokens hold 0.99 of the mass,
+    top_p = 0.9 sorts the first head of 256 entries only (this is what keeps top-p at
+    V = 128,256 cheap)."""
+    from otlp.verification.engine_layouts import _HEAD, _top_p_head
+
+    rng = np.random.default_rng(31)
+    vocab = 50_000
+    law = rng.uniform(0.5, 1.0, size=vocab) * (0.01 / (vocab - 200)) / 0.75
+    top = rng.choice(vocab, size=200, replace=False)
+    law[top] = rng.uniform(0.9, 1.1, size=200) * 0.99 / 200
+    law /= law.sum()
+    want = law.copy()
+    order = np.argsort(-want, kind="stable")
+    keep = np.zeros(vocab, dtype=bool)
+    keep[order[(np.cumsum(want[order]) - want[order]) < 0.9]] = True
+    want[~keep] = 0
+    sizes: list[int] = []
+    argsort = np.argsort
+
+    def counted(a, *args, **kwargs):
+        sizes.append(np.shape(a)[-1])
+        return argsort(a, *args, **kwargs)
+
+    monkeypatch.setattr(np, "argsort", counted)
+    _top_p_head(law, 0.9)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(law, want)
+    assert sizes and max(sizes) <= _HEAD
+
+
+def test_non_finite_logits_are_refused_by_row_and_context_without_warnings():
+    """+inf logits make a NaN law (inf - inf): refused naming p's row and context, with no
+    numpy RuntimeWarning on the way (warnings are errors here)."""
+    import warnings
+
+    logits = np.zeros((2, 3, 4))
+    logits[1, 1, 2] = np.inf
+    q = np.full((2, 3, 4), 0.25)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(target_laws(logits, 1.0)[1, 1]).all()
+        with pytest.raises(ValueError, match=r"^p\[1, 1\]: has a negative, NaN or infinite"):
+            verify_chain(np.zeros((2, 2), dtype=np.int64), logits, q, temperature=1.0, rng=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"temperature": "hot"}, r"^temperature: expected a number or one per row, got 'hot'"),
+        ({"temperature": [[1.0]]}, r"^temperature: expected a number or one per row \(2\)"),
+        ({"top_k": 2.5}, r"^top_k\[0\]: expected an integer, got 2.5"),
+        ({"top_k": [1, -1]}, r"^top_k\[1\]: must be at least 0"),
+        ({"top_p": -0.5}, r"^top_p\[0\]: must be at least 0"),
+        ({"top_p": 0.0}, r"^top_p: expected values in \(0, 1\]"),
+        ({"top_p": [0.5, 1.5]}, r"^top_p\[1\]: must be at most 1"),
+    ],
+)
+def test_target_laws_errors_name_its_own_arguments(kwargs, match):
+    """target_laws' arguments are top_k and top_p (verify_chain's are target_top_k and
+    target_top_p): each error names the argument of the function called."""
+    logits = np.zeros((2, 3, 4))
+    args = {"temperature": 1.0} | kwargs
+    with pytest.raises(ValueError, match=match):
+        target_laws(logits, **args)
+
+
+def test_logits_of_the_wrong_shape_are_refused_naming_p():
+    for shape in ((3, 4), (1, 2, 3, 4)):
+        with pytest.raises(ValueError, match=r"^p: expected logits of shape \(B, L \+ 1, V\), got"):
+            target_laws(np.zeros(shape), 1.0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_torch_logits_give_laws_in_their_dtype_and_the_same_outcome(dtype):
+    """Torch logits of any floating dtype: target_laws returns the laws as a tensor of the
+    logits' dtype, equal to the float64 laws rounded to it, and verify_chain on the logits
+    (laws computed lazily at the visited contexts) gives the outcome it gives on those laws."""
+    rng = np.random.default_rng(32)
+    logits, _, q, tokens = _batch(rng)
+    low = torch.from_numpy(logits).to(getattr(torch, dtype))
+    law = target_laws(low, 0.8, 4, 0.9)
+    assert isinstance(law, torch.Tensor) and law.dtype == low.dtype
+    want = target_laws(low.to(torch.float64), 0.8, 4, 0.9)
+    assert torch.equal(law, want.to(low.dtype))
+    for seed in range(3):
+        given = verify_chain(
+            tokens,
+            low,
+            q,
+            method="rrs",
+            rng=seed,
+            temperature=0.8,
+            target_top_k=4,
+            target_top_p=0.9,
+        )
+        ours = verify_chain(tokens, law, q, method="rrs", rng=seed)
+        assert torch.equal(torch.as_tensor(given.output_ids), torch.as_tensor(ours.output_ids))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "row_dtype"),
+    [("float16", np.float32), ("float32", np.float32), ("float64", np.float64)],
+)
+def test_lazy_rows_are_the_target_laws_rounded_to_the_logits_dtype(dtype, row_dtype):
+    """LogitLaws.row gives a context's law as target_laws returns it (rounded to the logits'
+    dtype), 16-bit dtypes widened exactly to float32 for the row kernels; numpy and torch
+    logits alike, each context computed once."""
+    from otlp.verification.engine_layouts import LogitLaws
+
+    rng = np.random.default_rng(33)
+    logits = (rng.normal(size=(2, 3, 7)) * 2).astype(dtype)
+    full = target_laws(logits, 0.7, 5, 0.8)
+    for given in (logits, torch.from_numpy(logits)):
+        laws = LogitLaws(given, 0.7, 5, 0.8)
+        for b in range(2):
+            for c in range(3):
+                row = laws.row(b, c)
+                assert isinstance(row, np.ndarray) and row.dtype == row_dtype
+                np.testing.assert_array_equal(row, full[b, c].astype(row_dtype))
+                assert laws.row(b, c) is row  # kept for the call

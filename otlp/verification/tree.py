@@ -1156,6 +1156,32 @@ def _selected_path(
     return (nodes[chosen], contexts[chosen], toks[chosen]), kept.shape[0]
 
 
+def _check_paths_in_top_k(
+    b: int, row: IntArray, path_grid: tuple[int, int], draft: ContextLaws, step: _Step
+) -> None:
+    """Under top-k, every drafted path's tokens must be possible under the top-k draft at
+    their context, whichever path is selected (as the node methods require of every draft):
+    ties at the k-th value are broken towards the tokens drafted there (at the root, every
+    path's first token), then towards lower ids. Refuses the first impossible node."""
+    paths, length = path_grid
+    grid = row.reshape(paths, length)
+    first = grid[:, 0]
+    for k in range(paths):
+        for d in range(length):
+            token = int(grid[k, d])
+            if token < 0:
+                break
+            node = k * length + d
+            context = np.array([0 if d == 0 else node])  # node - 1's context is node
+            law = draft.checked(b, context, draft.raw(b, context))[0]
+            keep = first[first >= 0] if d == 0 else grid[k, d : d + 1]
+            if step.restrict(law, keep)[token] <= 0:
+                raise ValueError(
+                    f"tokens[{b}, {node}]: token {token} has draft probability 0 where "
+                    "drafted (or is outside the top-k draft)"
+                )
+
+
 def _path_stops(
     b: int,
     row: IntArray,
@@ -1168,10 +1194,13 @@ def _path_stops(
     """Block verification's stop law on row b's chain, or on GBV's selected path
     (:func:`_selected_path`) against its skewed draft ([GBV] §5), as full float64 laws (the
     exact law, and the sampler under top-k). Only the selected path's laws are read in full
-    (and checked)."""
+    (and checked), except under top-k, where every path's draft laws are read to check its
+    tokens (:func:`_check_paths_in_top_k`)."""
     chosen, paths = _selected_path(b, row, path_grid, target, draft, step, ranking)
     if chosen is None:
         return _NO_NODES, None, target.row(b, 0)
+    if step.top_k is not None and paths > 1:
+        _check_paths_in_top_k(b, row, path_grid, draft, step)
     nodes, ctx, path = chosen
     steps = path.shape[0]
     first = row.reshape(path_grid)[:, 0]

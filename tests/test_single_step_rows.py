@@ -1,0 +1,81 @@
+"""What every verify_drafts path shares (:mod:`otlp.verification.single_step_rows`): the input
+checks by argument name, the stricter array's sum check when p and q differ in precision,
+and the reports of exact rows and of rows a too-large unit sends to the rule (issue 39's
+mutation round)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import otlp
+
+
+def test_bad_atol_and_q_shapes_are_refused_by_name():
+    p = np.array([0.5, 0.3, 0.2])
+    drafts = np.array([[0, 1]])
+    with pytest.raises(ValueError, match=r"^atol: must be at least 0, got -1$"):
+        otlp.verify_drafts(p, p, drafts, atol=-1.0)
+    with pytest.raises(
+        ValueError, match=r"^q: expected shape \(V,\) or \(B, V\), got \(1, 1, 3\)$"
+    ):
+        otlp.verify_drafts(p, p[None, None], drafts)
+
+
+def test_the_second_independent_drafter_is_checked_at_q_s_own_precision():
+    """p in float32 (sums to 1 within 1e-4), q in float64 (within 1e-6): q is checked here at
+    its stricter tolerance, both drafters' rows of it; a second drafter summing to 1 + 1e-5
+    is refused, not passed to the compiled scan at float32's tolerance."""
+    p = np.array([0.4, 0.3, 0.2, 0.1], dtype=np.float32)
+    q = np.array([[0.25, 0.25, 0.25, 0.25], [0.4, 0.3, 0.2, 0.1 + 1e-5]])
+    drafts = np.array([[0, 1]])
+    with pytest.raises(ValueError, match=r"^q.*does not sum to 1"):
+        otlp.verify_drafts(p, q, drafts, scheme="independent", method="maxflow_cs", rng=0)
+    q[1, 3] = 0.1
+    result = otlp.verify_drafts(p, q, drafts, scheme="independent", method="maxflow_cs", rng=0)
+    assert result.tokens.shape == (1,)
+
+
+def test_exact_rows_report_no_system_and_no_fallback():
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    drafts = np.array([[0, 1], [2, 3], [4, 5]])
+    result = otlp.verify_drafts(p, q, drafts, method="rrs", rng=1)
+    assert result.method == "rrs" and result.fallbacks == 0
+    for report in result.reports:
+        assert report.message == "exact" and report.fallback is False
+        assert report.system is None and report.variables == 0
+
+
+def test_rows_of_a_unit_over_the_limits_are_the_rules_and_say_so():
+    """Global resolution's unit over otlp.limits: every row is verified by the scheme's
+    lossless rule; the result still names global_resolution, and every report is a fallback
+    naming the rule and why."""
+    rng = np.random.default_rng(21)
+    p, q = rng.dirichlet(np.ones(60)), rng.dirichlet(np.ones(60))
+    drafts = np.tile(np.argsort(q)[::-1][:3], (8, 1))
+    with otlp.limits.limited(max_variables=5_000):
+        refused = otlp.verify_drafts(p, q, drafts, top_k=50, rng=3)
+    assert refused.method == "global_resolution"
+    assert refused.fallbacks == 8
+    for report in refused.reports:
+        assert report.fallback is True and report.fallback_rule == "rrs"
+        assert report.message.endswith("; every row verified by rrs")
+
+
+def test_a_float64_p_is_checked_at_its_own_precision_beside_a_float32_q():
+    """p in float64 (within 1e-6), q in float32 (within 1e-4): p is the stricter array and
+    is checked here at 1e-6, not passed to the compiled scan at float32's tolerance."""
+    p = np.array([0.4, 0.3, 0.2, 0.1 + 1e-5])
+    q = np.array([0.25, 0.25, 0.25, 0.25], dtype=np.float32)
+    with pytest.raises(ValueError, match=r"^p.*does not sum to 1"):
+        otlp.verify_drafts(p, q, np.array([[0, 1]]), method="rrs", rng=0)
+
+
+def test_independent_drafts_take_one_draft_law_per_drafter():
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    for q in (p, np.tile(p, (1, 3, 1))):
+        with pytest.raises(
+            ValueError, match=r"^q: scheme 'independent' takes one row per draft, shape \(2, V\)"
+        ):
+            otlp.verify_drafts(p, q, np.array([[0, 1]]), scheme="independent", method="maxflow_cs")

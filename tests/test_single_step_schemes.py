@@ -1,0 +1,83 @@
+"""verify_drafts for the schemes beyond i.i.d. (:mod:`otlp.verification.single_step_schemes`):
+the caller's atol, refusals naming the row (and the drafter), and the method in the result
+(issue 39's mutation round)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import otlp
+
+P = np.array([0.4, 0.3, 0.2, 0.1])
+Q = np.array([0.1, 0.2, 0.3, 0.4])
+
+
+@pytest.mark.parametrize("method", ["maxflow_cs", "rrs_without_replacement", "global_resolution"])
+def test_the_callers_atol_reaches_the_scheme_rows(method):
+    p = P * (1 + 1e-4)  # sums to 1 + 1e-4: beyond float64's default tolerance (1e-6)
+    drafts = np.array([[0, 1], [2, 3]])
+    kwargs = {"scheme": "without_replacement", "method": method, "rng": 0}
+    with pytest.raises(ValueError, match=r"^p.*does not sum to 1"):
+        otlp.verify_drafts(p, Q, drafts, **kwargs)
+    result = otlp.verify_drafts(p, Q, drafts, atol=1e-3, **kwargs)
+    assert result.tokens.shape == (2,)
+
+
+@pytest.mark.parametrize("scheme", ["without_replacement", "greedy"])
+def test_repeated_drafts_are_refused_naming_their_row(scheme):
+    drafts = np.array([[0, 1], [1, 2], [3, 3]])
+    with pytest.raises(ValueError, match=r"^drafts\[2\]: \[3, 3\] repeats a token"):
+        otlp.verify_drafts(P, Q, drafts, scheme=scheme, method="maxflow_cs", rng=0)
+
+
+def test_a_bad_draft_law_is_named_by_row_and_by_drafter():
+    drafts = np.array([[0, 1], [2, 3]])
+    q = np.tile(Q, (2, 1))
+    q[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"^q\[1\]: has a negative, NaN or infinite entry"):
+        otlp.verify_drafts(P, q, drafts, scheme="without_replacement", method="maxflow_cs")
+    two = np.tile(np.stack([Q, P]), (2, 1, 1))
+    two[1, 1, 0] = -0.1
+    with pytest.raises(ValueError, match=r"^q\[1, 1\]: has a negative, NaN or infinite entry"):
+        otlp.verify_drafts(P, two, drafts, scheme="independent", method="maxflow_cs")
+
+
+@pytest.mark.parametrize(
+    ("scheme", "method"),
+    [
+        ("without_replacement", "maxflow_cs"),
+        ("without_replacement", "rrs_without_replacement"),
+        ("independent", "maxflow_cs"),
+        ("greedy", "maxflow_cs"),
+        ("iid", "spechub"),
+    ],
+)
+def test_exact_scheme_rows_name_their_method(scheme, method):
+    q = np.stack([Q, P]) if scheme == "independent" else Q
+    drafts = np.array([[3, 2]] * 3)
+    result = otlp.verify_drafts(P, q, drafts, scheme=scheme, method=method, rng=0)
+    assert result.method == method
+    assert all(r.message == "exact" for r in result.reports)
+
+
+@pytest.mark.parametrize("scheme", ["without_replacement", "independent"])
+def test_rows_of_a_scheme_unit_over_the_limits_are_its_lossless_rules(scheme):
+    """Global resolution's unit over otlp.limits: every row is the scheme's lossless rule's
+    (rrs without replacement; rrs for two independent drafters), and every report names it;
+    without replacement, the same tokens from the same seed as that rule called directly."""
+    rng = np.random.default_rng(22)
+    p = rng.dirichlet(np.ones(60))
+    if scheme == "independent":
+        q = rng.dirichlet(np.ones(60), size=2)
+    else:
+        q = rng.dirichlet(np.ones(60))
+    drafts = np.tile(np.argsort(q.reshape(-1, 60)[0])[::-1][:2], (6, 1))
+    with otlp.limits.limited(max_variables=100):
+        refused = otlp.verify_drafts(p, q, drafts, scheme=scheme, rng=3)
+    rule = "rrs" if scheme == "independent" else "rrs_without_replacement"
+    assert refused.method == "global_resolution"
+    assert all(r.fallback and r.fallback_rule == rule for r in refused.reports)
+    if scheme == "without_replacement":
+        alone = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=rule, rng=3)
+        np.testing.assert_array_equal(refused.tokens, alone.tokens)
