@@ -30,11 +30,18 @@ from typing import Any
 
 import numpy as np
 
+from otlp.fuzz.decode_cli import decode_cli_case
+from otlp.fuzz.engine import engine_case
+from otlp.fuzz.referee_inputs import referee_case
 from otlp.instance import SCHEMES
 
 Case = dict[str, Any]
-KINDS = ("instance", "multistep", "budget")  # every case kind make_case generates
+# every case kind make_case generates
+KINDS = ("instance", "multistep", "budget", "engine", "referee", "decode_cli")
 MULTISTEP_SHARE = 0.15  # fraction of cases that are multi-step model pairs
+# Issue 39's surfaces, drawn after the multi-step share: engine layouts of verify_chain, the
+# referee's inputs, the decode command line (otlp.fuzz.engine, referee_inputs, decode_cli)
+SURFACE_SHARES = (("engine", 0.06), ("referee", 0.02), ("decode_cli", 0.02))
 MAX_V = 9
 MAX_N_TINY_V = 6  # n up to this on V <= 3 ("extreme n within limits", each solve < 1 s)
 # Many drafts on V <= 4: solved (set masses by dynamic programming) or refused by otlp.limits
@@ -351,6 +358,11 @@ def _reproducers() -> list[Case]:
 
 
 REPRODUCERS = _reproducers()
+SURFACE_CASES: dict[str, Callable[[np.random.Generator, int], Case]] = {
+    "engine": engine_case,
+    "referee": referee_case,
+    "decode_cli": decode_cli_case,
+}
 
 
 def make_case(seed: int, index: int) -> Case:
@@ -362,6 +374,11 @@ def make_case(seed: int, index: int) -> Case:
     draw = rng.random()
     if draw < MULTISTEP_SHARE:
         return multistep_case(rng, index)
+    bound = MULTISTEP_SHARE
+    for kind, share in SURFACE_SHARES:
+        bound += share
+        if draw < bound:
+            return SURFACE_CASES[kind](rng, index)
     if draw >= 1.0 - BUDGET_SHARE:
         return budget_case(rng, index)
     return instance_case(rng, index)
