@@ -198,7 +198,9 @@ def _engine_case(**fields: object) -> dict:
     case = _first_of("engine", lambda c: c["method"] == "sps" and len(c["tokens"]) >= 2)
     rows = len(case["tokens"])
     per_row = ("temperature", "top_k", "top_p")
-    return case | {k: [v] * rows if k in per_row and v is not None else v for k, v in fields.items()}
+    return case | {
+        k: [v] * rows if k in per_row and v is not None else v for k, v in fields.items()
+    }
 
 
 def test_the_engine_check_catches_a_wrong_target_law(monkeypatch) -> None:
@@ -245,9 +247,7 @@ def test_the_engine_check_catches_a_wrong_sampling_law() -> None:
 
     from otlp.fuzz import engine
 
-    case = _engine_case(
-        temperature=1.0, top_k=None, top_p=None, dtype="float64", draft_rows="L+1"
-    )
+    case = _engine_case(temperature=1.0, top_k=None, top_p=None, dtype="float64", draft_rows="L+1")
     shape = np.shape(case["logits"])
     case["logits"] = np.random.default_rng(0).normal(size=shape).tolist()
     tokens = np.asarray(case["tokens"])
