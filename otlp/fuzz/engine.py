@@ -371,7 +371,9 @@ def _engine_problems(case: dict[str, Any]) -> list[str]:
         return ["not deterministic: the same seeds gave different output_ids"]
     if case["rng"] != "seed" and rows > 1:
         b = rows - 1
-        alone_args = {k: (v[b : b + 1] if isinstance(v, list) else v) for k, v in arguments.items()}
+        alone_args: dict[str, Any] = {
+            k: (v[b : b + 1] if isinstance(v, list) else v) for k, v in arguments.items()
+        }
         alone = verify_chain(
             tokens_in[b : b + 1],
             logits_in[b : b + 1],

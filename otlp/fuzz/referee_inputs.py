@@ -260,7 +260,7 @@ def _api_argument(case: dict[str, Any]) -> list[str]:
 def _api_sampler(case: dict[str, Any]) -> list[str]:
     from otlp.referee import referee
 
-    value = BAD_SAMPLERS[case["choice"]]
+    value: Any = BAD_SAMPLERS[case["choice"]]
     return _refusal_problems(
         lambda: referee(value, **SMALL, call_limit=CALL_LIMIT), "sampler", f"referee({value!r})"
     )
