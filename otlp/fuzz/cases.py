@@ -354,6 +354,11 @@ def _reproducers() -> list[Case]:
         | {"p": [1.677924639758689e-300, 0.13470033946167456, 0.8652996605383255]}
         | {"q": [0.25573782529591255, 1.7283169824378578e-200, 0.7442621747040875]}
         | {"n": 30, "scheme": "iid", "shape": "huge_n", "decoder_dtypes": ["float64", "float32"]},
+        # fuzz seed 56, case 182: partial resolution's clock weights underflowed at n = 200
+        base
+        | {"p": [1.0, 4.166364669799805e-05], "q": [1.0, 4.351139068603516e-06]}
+        | {"n": 200, "scheme": "iid", "shape": "huge_n", "dtype": "float16", "tau": 1e-6}
+        | {"decoder_dtypes": ["float16", "float16"], "components": ["method:partial_resolution"]},
     ]
 
 
