@@ -26,7 +26,9 @@ and every ``RuntimeWarning`` turned into errors, and asks for:
 
 from __future__ import annotations
 
+import itertools
 import warnings
+from importlib.util import find_spec
 from typing import Any
 
 import numpy as np
@@ -397,24 +399,34 @@ def _engine_problems(case: dict[str, Any]) -> list[str]:
 
 
 def warm_up_engine() -> None:
-    """Compile (or load from numba's cache) every engine method's kernels for the row dtypes
-    an engine case hands them (float32 or float64 target rows beside float32 or float64
-    draft rows), so that no timed check pays for compilation."""
+    """Compile (or load from numba's cache) every engine method's kernels for the rows an
+    engine case hands them: float32 or float64 target rows beside float32 or float64 draft
+    rows, the draft given with L rows (a view of fewer rows) or L + 1, numpy or torch, so
+    that no timed check pays for compilation."""
     logits = np.array([[[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]])
     q = np.array([[[0.2, 0.3, 0.5], [0.5, 0.3, 0.2]]])
+    pairs = [(t, d) for t in ("float32", "float64") for d in ("float32", "float64")]
     for method in ENGINE_METHODS:
-        for target, draft in (
-            ("float32", "float32"),
-            ("float64", "float64"),
-            ("float32", "float64"),
-            ("float64", "float32"),
-        ):
+        for (target, draft), rows in itertools.product(pairs, (1, 2)):
             verify_chain(
                 np.array([[2]]),
                 logits.astype(target),
-                q[:, :1].astype(draft),
+                q[:, :rows].astype(draft),
                 method=method,
-                rng=0,
+                rng=[0],
+                temperature=1.0,
+                target_top_k=2,
+                target_top_p=0.9,
+            )
+        if find_spec("torch"):
+            import torch
+
+            verify_chain(
+                torch.tensor([[2]]),
+                torch.tensor(logits, dtype=torch.bfloat16),
+                torch.tensor(q[:, :1], dtype=torch.float32),
+                method=method,
+                rng=[torch.Generator().manual_seed(0)],
                 temperature=1.0,
             )
 
