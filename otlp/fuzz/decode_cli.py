@@ -34,6 +34,8 @@ DECODE_METHODS = (
     "traversal_verification",
 )
 SCHEME_NAMES = ("iid", "without_replacement", "spechub")
+ANY_TREE_METHODS = ("sps", "rrs", "kseq", "traversal_verification")  # verify every K x L tree
+CONFLICTING = ("--scheme", "--branching", "--compare")  # valid alone, refused with some methods
 # flag -> values it refuses (each case plants at most one)
 INVALID: dict[str, tuple[str, ...]] = {
     "--vocab": ("0", "-3", "x", "1e9", "100000", "1000000000"),
@@ -95,10 +97,15 @@ def decode_cli_case(rng: np.random.Generator, index: int) -> dict[str, Any]:
     elif draw < 0.7:
         model, planted, value = NOT_FOR_MODEL[int(rng.integers(len(NOT_FOR_MODEL)))]
         bad = [planted, value]
-        valid = ["--method", method]  # nothing else that could be refused first
-    if planted is not None:  # a later valid value of the same flag would replace it
+        valid = ["--method", str(rng.choice(ANY_TREE_METHODS))]  # nothing refused first
+    if planted is not None:
+        # only flags that cannot be refused first: a method that verifies every K x L tree
+        # and i.i.d. drafts, no scheme, branching or compare; and no later value of the
+        # planted flag (it would replace the planted one)
         pairs = [valid[i : i + 2] for i in range(0, len(valid), 2)]
-        valid = [item for pair in pairs if pair[0] != planted for item in pair]
+        method = str(rng.choice(ANY_TREE_METHODS))
+        pairs = [["--method", method] if pair[0] == "--method" else pair for pair in pairs]
+        valid = [item for pair in pairs if pair[0] not in (planted, *CONFLICTING) for item in pair]
     tokens = int(rng.integers(1, 5))
     base = ["--model", model, "--prompt", "1,2", "--max-new-tokens", str(tokens), "--json"]
     return {
