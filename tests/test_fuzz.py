@@ -331,3 +331,17 @@ def test_the_decode_cli_check_catches_a_model_load_and_an_unnamed_refusal(monkey
 
     monkeypatch.setattr(decode.Config, "check", unnamed)
     assert any("does not name --depth" in p for p in check_decode_cli(depth))
+
+
+def test_running_a_command_in_process_leaves_the_sigterm_handler_alone() -> None:
+    """otlp.cli.main installs a SIGTERM handler for a process of its own; a fuzz worker that
+    ran `otlp decode` in its warm-up kept it, turned the pool's terminate into a
+    KeyboardInterrupt it survived, and the campaign waited for it forever."""
+    import signal
+
+    from otlp.fuzz.referee_inputs import run_cli
+
+    before = signal.getsignal(signal.SIGTERM)
+    code, _, _, _ = run_cli(["decode", "--model", "toy", "--depth", "0"])
+    assert code == 2
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -20,8 +20,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import math
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -313,14 +316,31 @@ def _replay(case: dict[str, Any]) -> list[str]:
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str, float]:
-    """``otlp ARGV`` in this process: exit status, stdout, stderr and seconds."""
+    """``otlp ARGV`` in this process: exit status, stdout, stderr and seconds. What ``main``
+    changes for a process of its own is put back: its SIGTERM handler (left in a fuzz worker
+    it turned the pool's terminate into a KeyboardInterrupt the worker survived, and the
+    campaign waited for it forever) and the ``otlp`` logger's handlers and level."""
     from otlp.cli import main
 
+    log = logging.getLogger("otlp")
+    handlers, level, propagate = list(log.handlers), log.level, log.propagate
+    on_term = signal.getsignal(signal.SIGTERM) if _main_thread() else None
     out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
+        log.handlers[:] = handlers
+        log.setLevel(level)
+        log.propagate = propagate
     return code, out.getvalue(), err.getvalue(), time.perf_counter() - start
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def cli_refusal_problems(argv: list[str], name: str) -> list[str]:
