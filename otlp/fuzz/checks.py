@@ -242,6 +242,8 @@ def limit_worker(memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     _LIMITED.append(True)
     warm_up()
+    # the pool's terminate must end a worker: no handler left by a command run in-process
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def warm_up() -> None:
