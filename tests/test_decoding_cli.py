@@ -208,3 +208,31 @@ def test_toy_flags_with_a_real_model_are_refused(
     assert main(["decode", "--no-progress", "--model", "smollm2", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"{flag}: only for --model toy" in err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--method", "rrs_without_replacement", "--branching", "2,2", "--temperature", "0"],
+        [
+            "--method",
+            "traversal_verification",
+            "--scheme",
+            "without_replacement",
+            "--branching",
+            "3,2",
+            "--top-k",
+            "2",
+        ],
+    ],
+)
+def test_without_replacement_children_beyond_the_drafts_support_are_absent(flags, capsys):
+    """Fuzz seed 56, case 2083: greedy drafting (temperature 0) or a top-k below the branching
+    leaves fewer tokens than children to draw without replacement; the run failed mid-decode
+    ("n: drawing 2 distinct drafts needs 2 tokens"). The children beyond the support are now
+    absent, and greedy decoding emits ar's tokens."""
+    argv = ["decode", "--model", "toy", "--prompt", "1,2", "--max-new-tokens", "5", "--json"]
+    assert main([*argv, "--no-progress", *flags]) == 0, capsys.readouterr().err
+    texts = json.loads(capsys.readouterr().out)["texts"]
+    if "0" in flags:  # greedy: every lossless method emits the target's argmax path
+        assert texts[flags[1]] == texts["ar"]

@@ -256,3 +256,29 @@ def test_a_rejection_mass_below_rounding_keeps_its_stretch_of_the_line() -> None
     assert not out.accepted.any() and np.all(inst.p[out.tokens] > 0)
     plan = otlp.solve(inst, method="partial_resolution")
     assert plan.success and plan.slice(drafts[0])[2] == 0.0
+
+
+@pytest.mark.parametrize("n", [60, 100, 200])
+def test_many_drafts_of_a_near_one_hot_pair_keep_the_weights_of_the_clock_sets(n):
+    """Fuzz seed 56, case 182 (float16 p = [1, 4.2e-5], q = [1, 4.4e-6], n = 200): the weight
+    of a piece ending near 1 was summed from tb^(n-1), subnormal at n = 60 (weights 1.006 for
+    a true 0.99996) and 0 at n = 100 (the plan's target marginal off by 7e-5, a conditional
+    entry of -6.5e9). Summed from the largest term, the plan verifies and the two-token set's
+    conditional is the exact max-flow's."""
+    from solvers.partial_resolution import weight_between
+
+    p = np.array([1.0, 4.166364669799805e-05])
+    q = np.array([1.0, 4.351139068603516e-06])
+    inst = otlp.Instance(p / p.sum(), q / q.sum(), n)
+    plan = otlp.solve(inst, "partial_resolution", check=False)
+    assert otlp.verify(plan).ok, otlp.verify(plan).problems
+    part = plan.partition
+    np.testing.assert_allclose(part.weights, part.accepted, rtol=1e-9)
+    exact = otlp.solve(inst, "maxflow_cs", check=False)
+    both = np.array([0] * (n - 1) + [1])
+    np.testing.assert_allclose(
+        part.set_conditional(np.array([0, 1]))[:2], exact.slice(both), atol=1e-9
+    )
+    # the weight of [a, b] is (1 - a)^n - (1 - b)^n, also where (1 - b)^(n-1) underflows
+    a, b = 1e-7, 1.0 - 3.6e-6
+    assert weight_between(a, b, 1.0, n) == pytest.approx((1 - a) ** n, rel=1e-12)

@@ -299,8 +299,7 @@ def _draft_tree(
         for parent in np.unique(parents[level]):
             children = level[parents[level] == parent]
             law = q[:, parent + 1]
-            draws = sample_children(law, children.size, scheme, rngs, top_k=top_k)
-            draws = np.asarray(draws, dtype=np.int64).reshape(batch, children.size)
+            draws = _draft_children(sample_children, law, children.size, scheme, rngs, top_k)
             if parent >= 0:
                 draws[tokens[:, parent] < 0] = -1
             tokens[:, children] = draws
@@ -311,6 +310,32 @@ def _draft_tree(
             for n in level:
                 fed[int(n)] = len(fed)
     return tokens, q, fed
+
+
+def _draft_children(
+    sample_children: Callable[..., IntArray],
+    law: FloatArray,
+    count: int,
+    scheme: str,
+    rngs: list[np.random.Generator],
+    top_k: int | None,
+) -> IntArray:
+    """``count`` children of one node per row ``(B, count)``. Without replacement a row whose
+    draft law (under ``top_k``) has fewer tokens of positive probability than ``count`` (a
+    greedy draft at temperature 0, a top-k below the branching) drafts every one of them and
+    leaves the other children absent (-1), as a decoder does, instead of failing mid-run."""
+    batch = law.shape[0]
+    support = np.count_nonzero(law > 0, axis=1)
+    if top_k is not None:
+        support = np.minimum(support, top_k)
+    if scheme != "without_replacement" or bool((support >= count).all()):
+        draws = sample_children(law, count, scheme, rngs, top_k=top_k)
+        return np.asarray(draws, dtype=np.int64).reshape(batch, count)
+    out = np.full((batch, count), -1, dtype=np.int64)
+    for b in range(batch):
+        drawn = min(count, int(support[b]))
+        out[b, :drawn] = sample_children(law[b : b + 1], drawn, scheme, [rngs[b]], top_k=top_k)[0]
+    return out
 
 
 def _fed_prefix(path: list[int], fed: dict[int, int]) -> list[int]:

@@ -30,11 +30,18 @@ from typing import Any
 
 import numpy as np
 
+from otlp.fuzz.decode_cli import decode_cli_case
+from otlp.fuzz.engine import engine_case
+from otlp.fuzz.referee_inputs import referee_case
 from otlp.instance import SCHEMES
 
 Case = dict[str, Any]
-KINDS = ("instance", "multistep", "budget")  # every case kind make_case generates
+# every case kind make_case generates
+KINDS = ("instance", "multistep", "budget", "engine", "referee", "decode_cli")
 MULTISTEP_SHARE = 0.15  # fraction of cases that are multi-step model pairs
+# Issue 39's surfaces, drawn after the multi-step share: engine layouts of verify_chain, the
+# referee's inputs, the decode command line (otlp.fuzz.engine, referee_inputs, decode_cli)
+SURFACE_SHARES = (("engine", 0.06), ("referee", 0.02), ("decode_cli", 0.02))
 MAX_V = 9
 MAX_N_TINY_V = 6  # n up to this on V <= 3 ("extreme n within limits", each solve < 1 s)
 # Many drafts on V <= 4: solved (set masses by dynamic programming) or refused by otlp.limits
@@ -347,10 +354,20 @@ def _reproducers() -> list[Case]:
         | {"p": [1.677924639758689e-300, 0.13470033946167456, 0.8652996605383255]}
         | {"q": [0.25573782529591255, 1.7283169824378578e-200, 0.7442621747040875]}
         | {"n": 30, "scheme": "iid", "shape": "huge_n", "decoder_dtypes": ["float64", "float32"]},
+        # fuzz seed 56, case 182: partial resolution's clock weights underflowed at n = 200
+        base
+        | {"p": [1.0, 4.166364669799805e-05], "q": [1.0, 4.351139068603516e-06]}
+        | {"n": 200, "scheme": "iid", "shape": "huge_n", "dtype": "float16", "tau": 1e-6}
+        | {"decoder_dtypes": ["float16", "float16"], "components": ["method:partial_resolution"]},
     ]
 
 
 REPRODUCERS = _reproducers()
+SURFACE_CASES: dict[str, Callable[[np.random.Generator, int], Case]] = {
+    "engine": engine_case,
+    "referee": referee_case,
+    "decode_cli": decode_cli_case,
+}
 
 
 def make_case(seed: int, index: int) -> Case:
@@ -362,6 +379,11 @@ def make_case(seed: int, index: int) -> Case:
     draw = rng.random()
     if draw < MULTISTEP_SHARE:
         return multistep_case(rng, index)
+    bound = MULTISTEP_SHARE
+    for kind, share in SURFACE_SHARES:
+        bound += share
+        if draw < bound:
+            return SURFACE_CASES[kind](rng, index)
     if draw >= 1.0 - BUDGET_SHARE:
         return budget_case(rng, index)
     return instance_case(rng, index)

@@ -21,7 +21,7 @@ import re
 import resource
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Any
@@ -31,6 +31,14 @@ import numpy as np
 from otlp import rules
 from otlp.api import solve
 from otlp.errors import ProblemTooLarge
+from otlp.fuzz.decode_cli import check_decode_cli, decode_cli_components, warm_up_decode_cli
+from otlp.fuzz.engine import (
+    check_engine,
+    engine_component_names,
+    engine_components,
+    warm_up_engine,
+)
+from otlp.fuzz.referee_inputs import check_referee, referee_component_names, referee_components
 from otlp.instance import SCHEMES, Instance
 from otlp.methods import method_names
 from otlp.multistep.exact import output_distribution, output_law, target_distribution
@@ -53,6 +61,14 @@ TIMEOUT_S = 30  # a check still running after this is stopped and counted as a f
 JOINT_ROWS = 20_000  # a rule's exact joint is scanned row by row up to this many draft columns
 MULTISTEP_METHODS = ("token", "block", "gbv", "spectr")
 TAU_METHODS = ("global_resolution",)  # methods that take the case's tau
+
+
+# Issue 39's surfaces: case kind -> (its components, its check)
+SURFACES: dict[str, tuple[Callable[[dict[str, Any]], list[str]], Callable[..., list[str]]]] = {
+    "engine": (engine_components, check_engine),
+    "referee": (referee_components, check_referee),
+    "decode_cli": (decode_cli_components, check_decode_cli),
+}
 
 
 @dataclass(frozen=True)
@@ -89,6 +105,8 @@ def components_for(case: dict[str, Any]) -> list[str]:
         return [f"multistep:{case['method']}{suffix}"]
     if case["kind"] == "budget":
         return [f"budget:{case['scheme']}"]
+    if case["kind"] in SURFACES:
+        return SURFACES[case["kind"]][0](case)
     if "components" in case:
         return list(case["components"])
     decoders = []
@@ -110,6 +128,7 @@ def known_components() -> list[str]:
     names += [f"rule:{r}" for r in rules.names()] + [f"decode:{m}" for m in decoders]
     names += [f"multistep:{m}" for m in MULTISTEP_METHODS if m != "spectr"]
     names += [f"budget:{s}" for s in SCHEMES]
+    names += [*engine_component_names(), *referee_component_names(), "cli:decode"]
     from otlp.fuzz.cases import MULTISTEP_RULES
 
     return names + [f"multistep:spectr:{r}" for r in MULTISTEP_RULES]
@@ -134,6 +153,8 @@ def run_case(case: dict[str, Any], only: frozenset[str] = frozenset()) -> list[O
         return [_guarded(name, _check_multistep, case) for name in wanted]
     if case["kind"] == "budget":
         return [_guarded(name, _check_budget, case) for name in wanted]
+    if case["kind"] in SURFACES:
+        return [_guarded(name, _no_refusal(SURFACES[case["kind"]][1]), case) for name in wanted]
     try:
         inst = build_instance(case)
     except ValueError as exc:  # a clear refusal of the input itself (e.g. n > support)
@@ -152,6 +173,19 @@ def run_case(case: dict[str, Any], only: frozenset[str] = frozenset()) -> list[O
         kind, _, target = name.partition(":")
         out.append(_guarded(name, checks[kind], inst, target, rng, case))
     return out
+
+
+def _no_refusal(check: Callable[[dict[str, Any]], list[str]]) -> Callable[..., list[str]]:
+    """``check`` with a ``ValueError`` escaping it counted as a failure: the surface checks
+    expect their refusals themselves, so one they did not catch is wrong, never a refusal."""
+
+    def run(case: dict[str, Any]) -> list[str]:
+        try:
+            return check(case)
+        except ValueError as exc:
+            return [f"unexpected {_describe(exc)}"]
+
+    return run
 
 
 class CheckTimeout(Exception):
@@ -208,6 +242,8 @@ def limit_worker(memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     _LIMITED.append(True)
     warm_up()
+    # the pool's terminate must end a worker: no handler left by a command run in-process
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def warm_up() -> None:
@@ -232,6 +268,8 @@ def warm_up() -> None:
     tiny_p = np.array([7.62e-300, 6.88e-300, 6.95e-300, 1.0])
     tiny_q = np.array([1.59e-200, 0.25298641363590146, 0.34201813063095515, 0.40499545573314355])
     solve(Instance(tiny_p, tiny_q, 3, "without_replacement"), "global_resolution")
+    warm_up_engine()
+    warm_up_decode_cli()
 
 
 def _describe(exc: BaseException) -> str:
