@@ -1,7 +1,7 @@
 """The searched instance classes: seeded position and tree cases, adversarial first.
 
 Position cases take their (p, q) from ``otlp fuzz``'s instance classes
-(:data:`otlp.fuzz.cases.INSTANCE_CLASSES`: one-hot and near-one-hot p or q, ties, disjoint
+(:data:`otlp.fuzz.classes.INSTANCE_CLASSES`: one-hot and near-one-hot p or q, ties, disjoint
 supports, p = q, subnormal and 1e-300 masses, peaked drafts, float32/float16 roundings),
 renormalised in float64, on V = 2..8 with n = 1..3 drafts (two independent drafters); a
 case whose draft cannot produce n distinct tokens (without replacement) is redrawn.
@@ -35,13 +35,13 @@ MAX_V = 8
 
 
 def class_names() -> list[str]:
-    from otlp.fuzz.cases import INSTANCE_CLASSES
+    from otlp.fuzz.classes import INSTANCE_CLASSES
 
     return list(INSTANCE_CLASSES)
 
 
 def _law_pair(name: str, rng: np.random.Generator, vocab: int) -> tuple[np.ndarray, np.ndarray]:
-    from otlp.fuzz.cases import INSTANCE_CLASSES
+    from otlp.fuzz.classes import INSTANCE_CLASSES
 
     p, q = INSTANCE_CLASSES[name](rng, vocab)
     p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
