@@ -157,9 +157,15 @@ def _execute(
         pool = context.Pool(workers, initializer=limit_worker, initargs=(WORKER_MEMORY,))
     try:
         yield from pool.imap_unordered(_run_chunk, tasks)
-    finally:
+    except BaseException:  # interrupted or closed early: stop the workers where they are
         pool.terminate()
         pool.join()
+        raise
+    # Done: each worker takes its sentinel from the queue and exits. Terminating them here
+    # instead could kill one holding the task queue's lock, leaving a respawned worker
+    # blocked on it and join() waiting forever (seen in tests/test_fuzz.py's --workers 2 run).
+    pool.close()
+    pool.join()
 
 
 def campaign_cases(seed: int, count: int, start: int = 0) -> list[Case]:
