@@ -347,14 +347,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("temperatures must be positive")
     t0 = time.time()
     arrays = generate(args.positions or None, args.temperatures, args.draft_temperature, args.top_k)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.out, allow_pickle=False, **arrays)
+    write_suite(arrays, args.out, t0)
+    return 0
+
+
+def write_suite(arrays: dict[str, np.ndarray], out: Path, started: float) -> None:
+    """Save a generated suite as ``out`` (compressed ``.npz``) and print its summary and size,
+    with the seconds since ``started``: the last step of every model's generator."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, allow_pickle=False, **arrays)
     print(summary(arrays))
     print(
-        f"{arrays['ids'].shape[0]} instances -> {args.out} "
-        f"({args.out.stat().st_size / 1e6:.2f} MB) in {time.time() - t0:.0f}s"
+        f"{arrays['ids'].shape[0]} instances -> {out} "
+        f"({out.stat().st_size / 1e6:.2f} MB) in {time.time() - started:.0f}s"
     )
-    return 0
 
 
 if __name__ == "__main__":

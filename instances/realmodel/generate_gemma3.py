@@ -36,7 +36,7 @@ from instances.realmodel.generate import (
     instance_row,
     pick_positions,
     suite_arrays,
-    summary,
+    write_suite,
 )
 from instances.realmodel.prompts import PROMPTS, Prompt
 
@@ -155,14 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     t0 = time.time()
-    arrays = generate(args.positions or None, args.temperatures, args.top_k)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.out, allow_pickle=False, **arrays)
-    print(summary(arrays))
-    print(
-        f"{arrays['ids'].shape[0]} instances -> {args.out} "
-        f"({args.out.stat().st_size / 1e6:.2f} MB) in {time.time() - t0:.0f}s"
-    )
+    write_suite(generate(args.positions or None, args.temperatures, args.top_k), args.out, t0)
     return 0
 
 
