@@ -137,7 +137,7 @@ def _one_line(capsys, *words: str) -> str:
 def test_a_hung_sampler_is_an_error_verdict_naming_the_case(sampler):
     start = time.perf_counter()
     verdict = referee(sampler, cases=3, call_limit=0.2)
-    assert time.perf_counter() - start < 10
+    assert time.perf_counter() - start < 60  # a hang, not a slow machine: 3 calls of 0.2 s
     assert verdict.status == "error" and not verdict.lossless
     assert verdict.failure.timeout and "0.2 s" in verdict.failure.message
     assert verdict.failure.case.label in verdict.failure.message
@@ -306,14 +306,20 @@ def test_bad_flags_exit_2_naming_the_flag(flag, value, capsys):
 
 # ----- never a false alarm from the referee's own limits ------------------------------------
 def test_a_draw_with_too_many_outcomes_is_not_followed_and_costs_nothing():
+    import tracemalloc
+
     from otlp.referee.symbolic import exact_law
 
-    start = time.perf_counter()
-    with pytest.raises(NotEnumerable, match="outcomes"):
-        exact_law(lambda g: int(g.integers(2**31)))
-    with pytest.raises(NotEnumerable, match="outcomes"):
-        exact_law(lambda g: int(g.choice(2**40)))
-    assert time.perf_counter() - start < 1
+    tracemalloc.start()  # the cost is memory: nothing of the draw's size is allocated
+    try:
+        with pytest.raises(NotEnumerable, match="outcomes"):
+            exact_law(lambda g: int(g.integers(2**31)))
+        with pytest.raises(NotEnumerable, match="outcomes"):
+            exact_law(lambda g: int(g.choice(2**40)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # a 2**31-entry branch list would be gigabytes
 
 
 def test_a_lossless_sampler_seeding_torch_passes_statistically():
