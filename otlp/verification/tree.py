@@ -71,6 +71,7 @@ from otlp.verification import shapes as trees
 from otlp.verification.drafting import SCHEMES, check_node, restrict_top_k, row_uniforms
 from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, LogitLaws
 from otlp.verification.laws import ContextLaws
+from otlp.verification.single_step_rows import method_tau
 from solvers.node_rules import (
     BAD_DRAFT,
     BAD_TARGET,
@@ -401,15 +402,6 @@ def outcome_law(
     return task.law(0)
 
 
-def _tau_for(method: str, tau: float | None) -> float:
-    """Global resolution's checked ``tau`` (None: :data:`DEFAULT_TAU`); a ``ValueError`` naming
-    ``tau`` and the method where another method, which has no error threshold, is given one
-    (:func:`~otlp.verification.single_step_rows.method_tau`, as ``verify_drafts``)."""
-    from otlp.verification.single_step_rows import method_tau
-
-    return method_tau(method, tau)
-
-
 def _scheme_for(method: str, scheme: str | None) -> str:
     if scheme is None:
         return {"rrs_without_replacement": "without_replacement", "spechub": "spechub"}.get(
@@ -491,7 +483,7 @@ class _Task:
             raise ValueError(f"tokens[{b}, {i}]: token id {tok[b, i]} outside [0, {target.vocab})")
         if top_k is not None:
             top_k = positive_int("top_k", top_k, maximum=target.vocab)
-        tau = _tau_for(method, tau)
+        tau = method_tau(method, tau)
         path_grid = _path_shape(shape, method) if method in PATH_METHODS else (0, 0)
         step = _Step(method, scheme, top_k, tau)
         levels = trees.depth(shape)
