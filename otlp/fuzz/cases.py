@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from otlp.fuzz.classes import INSTANCE_CLASSES, _dirichlet, _normalised
+from otlp.fuzz.classes import INSTANCE_CLASSES, dirichlet, normalised
 from otlp.fuzz.decode_cli import decode_cli_case
 from otlp.fuzz.engine import engine_case
 from otlp.fuzz.referee_inputs import referee_case
@@ -242,7 +242,7 @@ BUDGET_SECONDS = (1e-4, 1e-3, 1e-2, 0.1)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
-    return _normalised(np.exp(logits - logits.max()))
+    return normalised(np.exp(logits - logits.max()))
 
 
 def budget_case(rng: np.random.Generator, index: int) -> Case:
@@ -257,7 +257,7 @@ def budget_case(rng: np.random.Generator, index: int) -> Case:
 
     def draft() -> np.ndarray:
         if rng.random() < 0.3:  # near one-hot: the top holds 1 - 1e-6
-            out = _dirichlet(rng, v) * 1e-6
+            out = dirichlet(rng, v) * 1e-6
             out[int(rng.integers(v))] += 1.0 - out.sum()
             return out
         return _softmax((0.8 * logits + 0.2 * rng.normal(0.0, 3.0, v)) / temperature)

@@ -11,12 +11,14 @@ from collections.abc import Callable
 import numpy as np
 
 
-def _dirichlet(rng: np.random.Generator, size: int, alpha: float = 1.0) -> np.ndarray:
+def dirichlet(rng: np.random.Generator, size: int, alpha: float = 1.0) -> np.ndarray:
+    """A random law on ``size`` tokens, Dirichlet(alpha) (the campaign's base draw)."""
     out = rng.dirichlet(np.full(size, alpha))
     return out / out.sum()
 
 
-def _normalised(values: np.ndarray) -> np.ndarray:
+def normalised(values: np.ndarray) -> np.ndarray:
+    """``values`` scaled to sum to one."""
     return values / values.sum()
 
 
@@ -28,7 +30,7 @@ def _one_hot(size: int, at: int) -> np.ndarray:
 
 def _tiny_masses(rng: np.random.Generator, size: int, scale: float) -> np.ndarray:
     """A distribution with some entries of order ``scale`` (1e-300, or subnormal)."""
-    base = _dirichlet(rng, size)
+    base = dirichlet(rng, size)
     tiny = rng.random(size) < 0.5
     tiny[rng.integers(size)] = False  # keep one normal entry
     base[tiny] = scale * (1 + rng.random(int(tiny.sum())))
@@ -37,22 +39,22 @@ def _tiny_masses(rng: np.random.Generator, size: int, scale: float) -> np.ndarra
 
 def _random(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     alpha = float(rng.choice([0.1, 0.5, 1.0, 5.0]))
-    return _dirichlet(rng, v, alpha), _dirichlet(rng, v, alpha)
+    return dirichlet(rng, v, alpha), dirichlet(rng, v, alpha)
 
 
 def _q_one_hot(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
-    return _dirichlet(rng, v), _one_hot(v, int(rng.integers(v)))
+    return dirichlet(rng, v), _one_hot(v, int(rng.integers(v)))
 
 
 def _p_one_hot(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
-    return _one_hot(v, int(rng.integers(v))), _dirichlet(rng, v)
+    return _one_hot(v, int(rng.integers(v))), dirichlet(rng, v)
 
 
 def _near_one_hot(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     eps = float(rng.choice([1e-12, 1e-16, 1e-20]))
     q = np.full(v, eps)
     q[int(rng.integers(v))] = 1.0
-    return _dirichlet(rng, v), _normalised(q)
+    return dirichlet(rng, v), normalised(q)
 
 
 def _subnormal(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
@@ -65,7 +67,7 @@ def _tiny(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _equal(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
-    p = _dirichlet(rng, v, float(rng.choice([0.2, 1.0])))
+    p = dirichlet(rng, v, float(rng.choice([0.2, 1.0])))
     return p, p.copy()
 
 
@@ -73,14 +75,14 @@ def _disjoint(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]
     v = max(v, 2)
     cut = int(rng.integers(1, v))
     p, q = np.zeros(v), np.zeros(v)
-    p[:cut] = _dirichlet(rng, cut)
-    q[cut:] = _dirichlet(rng, v - cut)
+    p[:cut] = dirichlet(rng, cut)
+    q[cut:] = dirichlet(rng, v - cut)
     return p, q
 
 
 def _ties(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     levels = rng.integers(1, 3, size=v).astype(float)
-    return _normalised(levels), _normalised(rng.integers(1, 3, size=v).astype(float))
+    return normalised(levels), normalised(rng.integers(1, 3, size=v).astype(float))
 
 
 def _float32(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,13 +103,13 @@ def _peaked(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     top = int(rng.integers(v))
     q[top] = 0.0
     q[top] = 1.0 - q.sum()
-    return _dirichlet(rng, v, float(rng.choice([0.2, 1.0]))), q
+    return dirichlet(rng, v, float(rng.choice([0.2, 1.0]))), q
 
 
 def _subnormal_columns(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     """Tiny entries whose products (the column masses of n >= 2 drafts) are subnormal, next
     to 1e-12 entries, with p a small perturbation of q (the pattern of issue 17)."""
-    q = _dirichlet(rng, v)
+    q = dirichlet(rng, v)
     scale = float(rng.choice([1e-160, 1e-155, 1e-110, 1e-80, 2.2e-300]))
     kinds = rng.integers(0, 3, size=v)  # 0: normal, 1: 1e-12, 2: the tiny scale
     kinds[int(rng.integers(v))] = 0
@@ -115,40 +117,40 @@ def _subnormal_columns(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np
     q[kinds == 2] = scale * (1 + rng.random(int((kinds == 2).sum())))
     q = q / q.sum()
     p = q * (1 + 1e-9 * rng.standard_normal(v))
-    return (p / p.sum(), q) if rng.random() < 0.7 else (_dirichlet(rng, v), q)
+    return (p / p.sum(), q) if rng.random() < 0.7 else (dirichlet(rng, v), q)
 
 
 def _p_off_the_top_drafts(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     """p = 0 on q's most likely tokens (greedy's fixed tokens, and often every draft), one-hot
     elsewhere half the time (temperature 0; issue 27: greedy divided by p(T) = 0)."""
-    q = _dirichlet(rng, v)
-    p = _dirichlet(rng, v)
+    q = dirichlet(rng, v)
+    p = dirichlet(rng, v)
     top = np.argsort(-q, kind="stable")[: max(1, v // 2)]
     p[top] = 0.0
     if not p.sum() > 0 or rng.random() < 0.5:
         rest = np.setdiff1d(np.arange(v), top)
         p = _one_hot(v, int(rng.choice(rest)) if rest.size else 0)
-    return _normalised(p), q
+    return normalised(p), q
 
 
 def _underflowing_tuples(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     """Several draft tokens of probability 1e-200 .. 1e-160: a tuple of two or more of them
     has a mass below the smallest double (issue 27: maxflow_cs refused such drafts)."""
-    q = _dirichlet(rng, v)
+    q = dirichlet(rng, v)
     tiny = rng.random(v) < 0.6
     tiny[int(rng.integers(v))] = False
     q[tiny] = 10.0 ** rng.uniform(-200, -160, size=int(tiny.sum()))
-    return _dirichlet(rng, v), _normalised(q)
+    return dirichlet(rng, v), normalised(q)
 
 
 def _split_supports(rng: np.random.Generator, v: int) -> tuple[np.ndarray, np.ndarray]:
     """A draft on part of the vocabulary only: with the next draw of the class, two
     independent drafters of different supports (a token only the second can produce)."""
-    q = _dirichlet(rng, v)
+    q = dirichlet(rng, v)
     q[rng.random(v) < 0.5] = 0.0
     if not q.sum() > 0:
         q[int(rng.integers(v))] = 1.0
-    return _dirichlet(rng, v), _normalised(q)
+    return dirichlet(rng, v), normalised(q)
 
 
 INSTANCE_CLASSES: dict[str, Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]]
