@@ -59,7 +59,8 @@ def test_newton_stops_unresolved_instead_of_certifying_garbage() -> None:
     assert deviation > 5e-3
 
 
-FOUND = [case for case in REPRODUCERS if case.get("shape") == "huge_n"]
+# fuzz seed 14's two i.i.d. n = 30 cases (the other huge-n reproducers test partial resolution)
+FOUND = [case for case in REPRODUCERS if case.get("shape") == "huge_n" and case["n"] == 30]
 
 
 @pytest.mark.parametrize("case", FOUND, ids=["V2-q_peaked", "V3-tiny"])
