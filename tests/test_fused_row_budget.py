@@ -23,7 +23,9 @@ def test_rows_beyond_their_budget_fall_back() -> None:
         p, q = dirichlet_pair(12, seed=seed)
         drafts = otlp.Instance(p, q, 2).sample_drafts(np.random.default_rng(seed), 60)
         for max_iter in (1, 2, 3):
-            result = otlp.verify_drafts(p, q, drafts, tau=1e-4, max_iter=max_iter, rng=0)
+            result = otlp.verify_drafts(
+                p, q, drafts, tau=1e-4, max_iter=max_iter, rng=0, method="global_resolution"
+            )
             for report in result.reports:
                 assert report.fallback == (not report.deviation <= report.budget)
                 between += report.budget < report.deviation <= 2 * report.budget
@@ -41,7 +43,14 @@ def test_an_outer_block_keeps_its_slice_only_within_its_share_of_5_tau() -> None
 
     def reports(drafts: np.ndarray, tau: float) -> tuple:
         result = otlp.verify_drafts(
-            inst.p, inst.q, drafts, tau=tau, max_iter=1, time_budget=None, rng=0
+            inst.p,
+            inst.q,
+            drafts,
+            tau=tau,
+            max_iter=1,
+            time_budget=None,
+            rng=0,
+            method="global_resolution",
         )
         return result.reports
 

@@ -178,7 +178,7 @@ def test_object_api_solves_only_the_unit_omega_needs() -> None:
     p = softmax(logits / 0.1)
     q = softmax((0.8 * logits + 0.2 * rng.normal(0.0, 3.0, 600)) / 0.1)
     omega = np.full(8, int(np.argmax(q)))
-    result = otlp.verify_drafts(p, q, omega[None], tau=1e-6, rng=0)
+    result = otlp.verify_drafts(p, q, omega[None], tau=1e-6, rng=0, method="global_resolution")
     plan = _plan(otlp.Instance(p, q, 8), tau=1e-6)
     _, report = plan.token_report(omega)
     fused = result.reports[0]
@@ -201,7 +201,9 @@ def test_tiny_tau_on_a_peaked_pair_takes_the_common_shift() -> None:
     q = softmax((0.8 * logits + 0.2 * rng.normal(0.0, 3.0, 5000)) / 0.1)
     omega = np.full(8, int(np.argmax(q)))
     _, report = _plan(otlp.Instance(p, q, 8), tau=1e-6).token_report(omega)
-    fused = otlp.verify_drafts(p, q, omega[None], tau=1e-6, rng=0, time_budget=None).reports[0]
+    fused = otlp.verify_drafts(
+        p, q, omega[None], tau=1e-6, rng=0, time_budget=None, method="global_resolution"
+    ).reports[0]
     assert report.system == "inner" and not report.fallback
     assert report.iterations <= 4 and fused.iterations == report.iterations
     assert report.deviation <= 5e-6

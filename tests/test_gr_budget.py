@@ -126,7 +126,7 @@ def test_rows_too_large_for_any_newton_step_are_the_rules_rows(scheme: str, rule
     p, q = rng.dirichlet(np.ones(50), size=4), rng.dirichlet(np.ones(50), size=4)
     drafts = np.array([rng.choice(50, 3, replace=False, p=row) for row in q])
     with otlp.limits.limited(max_variables=5_000):  # 64 nodes x 2 x 50 = 6,400
-        out = otlp.verify_drafts(p, q, drafts, scheme=scheme, rng=3)
+        out = otlp.verify_drafts(p, q, drafts, scheme=scheme, rng=3, method="global_resolution")
     expected = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=rule, rng=3)
     np.testing.assert_array_equal(out.tokens, expected.tokens)
     assert all(r.fallback and r.fallback_rule == rule for r in out.reports)
@@ -317,7 +317,8 @@ for scheme, n in SCHEMES:
                 for budget in (None, 5e-3, 1e-4, 1e-9):
                     for max_iter in (50, 1, 0):
                         otlp.verify_drafts(p.astype(dtype), q.astype(dtype), drafts,
-                                           scheme=scheme, top_k=top_k, time_budget=budget,
+                                           method="global_resolution", scheme=scheme,
+                                           top_k=top_k, time_budget=budget,
                                            max_iter=max_iter, rng=0)
                         calls += 1
 after = signatures()
@@ -348,7 +349,9 @@ budget = 5e-3
 for scheme, n in SCHEMES:
     p, q, drafts = case(scheme, n, 64, 0)
     compiled = compile_seconds()
-    result = otlp.verify_drafts(p, q, drafts, scheme=scheme, time_budget=budget, rng=0)
+    result = otlp.verify_drafts(
+        p, q, drafts, method="global_resolution", scheme=scheme, time_budget=budget, rng=0
+    )
     compiling = compile_seconds() - compiled
     for report in result.reports:
         said = report.fallback_rule is not None or "past the time budget" in report.message
@@ -453,7 +456,9 @@ def test_a_scheme_row_whose_newton_cannot_fit_gets_the_rule_token(
     rows = np.stack(q) if scheme == "independent" else q
     inst = otlp.Instance(p, q, n, scheme)
     drafts = inst.sample_drafts(rng, 3)
-    out = otlp.verify_drafts(p, rows, drafts, scheme=scheme, rng=1, time_budget=5.0)
+    out = otlp.verify_drafts(
+        p, rows, drafts, method="global_resolution", scheme=scheme, rng=1, time_budget=5.0
+    )
     assert seen and set(seen) == {double}
     rule = "rrs_without_replacement" if scheme == "without_replacement" else "rrs"
     assert any(r.fallback for r in out.reports)

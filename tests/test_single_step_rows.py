@@ -55,7 +55,7 @@ def test_rows_of_a_unit_over_the_limits_are_the_rules_and_say_so():
     p, q = rng.dirichlet(np.ones(60)), rng.dirichlet(np.ones(60))
     drafts = np.tile(np.argsort(q)[::-1][:3], (8, 1))
     with otlp.limits.limited(max_variables=5_000):
-        refused = otlp.verify_drafts(p, q, drafts, top_k=50, rng=3)
+        refused = otlp.verify_drafts(p, q, drafts, top_k=50, rng=3, method="global_resolution")
     assert refused.method == "global_resolution"
     assert refused.fallbacks == 8
     for report in refused.reports:

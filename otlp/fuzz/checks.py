@@ -564,6 +564,7 @@ def _check_budget(case: dict[str, Any]) -> list[str]:
             p,
             q,
             drafts,
+            method="global_resolution",
             scheme=case["scheme"],
             tau=case["tau"],
             time_budget=budget,

@@ -34,7 +34,7 @@ from otlp.verification.shapes import (
     path_shape,
     path_tree,
 )
-from otlp.verification.single_step import DraftVerification, verify_drafts
+from otlp.verification.single_step import DraftVerification, default_method, verify_drafts
 from otlp.verification.tree import (
     METHODS,
     NODE_METHODS,
@@ -61,6 +61,7 @@ __all__ = [
     "check_parents",
     "children",
     "children_probability",
+    "default_method",
     "depth",
     "k_ary_tree",
     "node_law",

@@ -1,4 +1,5 @@
-"""Compile ahead: every kernel a budgeted call runs, before the first budgeted call.
+"""Compile ahead: every kernel a budgeted call runs, before the first budgeted call (and
+partial resolution's, the i.i.d. default, so that a decoder's first token does not compile).
 
 A call's ``time_budget`` counts from its entry, and numba compiles a kernel (or loads it from
 its cache) on its first use in a process: 0.2-0.4 s of CPU for the kernels of a first
@@ -68,10 +69,13 @@ def warm_up(
             drafts = (order[:n] if scheme != "independent" else order[[0, -1]])[None, :]
             for budget, max_iter in WARM_PATHS:
                 verify_drafts(
-                    p, q_arg, drafts, scheme=scheme, time_budget=budget, max_iter=max_iter, rng=0
-                )
+                    p, q_arg, drafts, method="global_resolution", scheme=scheme,
+                    time_budget=budget, max_iter=max_iter, rng=0,
+                )  # fmt: skip
+    for n in (1, 2, 3):  # the i.i.d. default, partial resolution (exact, no budget)
+        verify_drafts(p, q, order[None, :n], method="partial_resolution", rng=0)
     if parallel:
-        verify_drafts(p, q, order[None, :2], parallel=True, rng=0)
+        verify_drafts(p, q, order[None, :2], method="global_resolution", parallel=True, rng=0)
     uniforms = np.full((1, 2), 0.5)
     for p_type, q_type in itertools.product(dtypes, repeat=2):
         pd: np.ndarray = p.astype(p_type)
