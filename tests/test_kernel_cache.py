@@ -84,3 +84,18 @@ def test_a_caller_recompiles_after_its_callee_changes(tmp_path: Path) -> None:
     (package / "callee.py").write_text(CALLEE.format(21))
     second = subprocess.run(run, capture_output=True, text=True, env=env, check=True)
     assert second.stdout.strip() == "42"
+
+
+def test_the_whole_solvers_package_is_stamped() -> None:
+    """Kernels call each other across solvers' modules, not only within global resolution
+    (partial resolution's row calls the gap filling of ``solvers/partial_resolution.py`` and
+    global resolution's scan): the stamp covers every source of ``solvers/``. Before, only
+    ``solvers/global_resolution/`` was stamped, and the row kept the old gap filling's code."""
+    import solvers
+    from solvers.kernel_cache import sources_stamp
+
+    root = Path(solvers.__file__).parent
+    stamp = root / "__pycache__" / STAMP
+    if os.environ.get("NUMBA_CACHE_DIR") or not os.access(root, os.W_OK):
+        pytest.skip("numba's own cache rules apply")
+    assert stamp.is_file() and stamp.read_text() == sources_stamp(root)

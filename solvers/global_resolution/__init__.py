@@ -8,21 +8,15 @@
 * :mod:`newton` — damped Newton with the exact Hessian (dense or Woodbury).
 * :mod:`lbfgs` — the seed's L-BFGS-B configuration (reference).
 
-The kernels call each other across modules, so their numba cache is cleared whenever any
-source of this package changes (:func:`solvers.kernel_cache.refresh`), before they load.
+The kernels call each other across modules: :mod:`solvers` clears their numba cache whenever
+any of its sources changes (:func:`solvers.kernel_cache.refresh`), before they load.
 """
 
-from pathlib import Path
-
-from solvers.kernel_cache import refresh
-
-refresh(Path(__file__).parent)  # before any kernel module loads
-
-from solvers.global_resolution.grouped import GroupedObjective  # noqa: E402
-from solvers.global_resolution.lbfgs import lbfgs  # noqa: E402
-from solvers.global_resolution.newton import MinimizeResult, newton  # noqa: E402
-from solvers.global_resolution.polymatroid import OuterTargets, outer_targets  # noqa: E402
-from solvers.global_resolution.softmax_system import (  # noqa: E402
+from solvers.global_resolution.grouped import GroupedObjective
+from solvers.global_resolution.lbfgs import lbfgs
+from solvers.global_resolution.newton import MinimizeResult, newton
+from solvers.global_resolution.polymatroid import OuterTargets, outer_targets
+from solvers.global_resolution.softmax_system import (
     ALPHA_LIMIT,
     Evaluation,
     SoftmaxSystem,
