@@ -8,6 +8,7 @@ fails when one conditional is perturbed by 1e-6.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -228,6 +229,48 @@ def test_the_clock_race_averages_to_the_set_conditional() -> None:
         chisquare(counts[support], expected[support] / expected[support].sum() * 20_000).pvalue
         > 1e-4
     )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_race_law_averages_to_the_set_conditional_by_enumeration(seed: int) -> None:
+    """Lemma 6: the race's exact law given a drafted tuple, averaged over every tuple of a
+    set (weighted by its draft probability), is that set's conditional (Lemma 5), to
+    rounding; it depends on the multiset only (any order of the tuple gives the same law)."""
+    for inst in random_instances(12, 40 + seed, max_vocab=5, max_n=4):
+        part = ClockPartition.of(inst)
+        by_set: dict[tuple[int, ...], list] = {}
+        for tup in itertools.product(range(inst.k), repeat=inst.n):
+            mass = float(np.prod(inst.q_local[list(tup)]))
+            if mass == 0.0:
+                continue
+            law = part.race_conditional(tup)
+            np.testing.assert_allclose(
+                part.race_conditional(tup[::-1]), law, rtol=0, atol=1e-15
+            )
+            entry = by_set.setdefault(tuple(sorted(set(tup))), [0.0, np.zeros(inst.k + 1)])
+            entry[0] += mass
+            entry[1] += mass * law
+        for members, (mass, total) in by_set.items():
+            expected = part.set_conditional(np.array(members))
+            assert np.abs(total / mass - expected).sum() <= 1e-12, (inst, members)
+
+
+def test_the_decoder_row_samples_the_race_law_of_its_tuple() -> None:
+    """The fused row on the tuple (x, x, y), whose set {x, y} also holds (x, y, y): its
+    tokens follow the race's law of that multiset (chi-square), which differs from the set
+    conditional by more than the test resolves, and so does (x, y, y)'s."""
+    inst = otlp.Instance([0.05, 0.35, 0.25, 0.2, 0.15], [0.4, 0.1, 0.2, 0.2, 0.1], 3)
+    plan = otlp.solve(inst, method="partial_resolution", check=False)
+    rows = 40_000
+    for omega in ([0, 0, 2], [0, 2, 2]):
+        drafts = np.tile(np.array(omega), (rows, 1))
+        decoded = otlp.verify_drafts(inst.p, inst.q, drafts, rng=5).tokens
+        law = plan.race_slice(omega)
+        assert np.abs(law - plan.slice(omega)).sum() > 0.05
+        counts = np.bincount(decoded, minlength=inst.vocab_size)
+        support = law > 1e-12
+        assert counts[~support].sum() == 0
+        assert chisquare(counts[support], law[support] * rows).pvalue > 1e-4, (omega, counts)
 
 
 def test_decoder_rows_match_the_object_api_slices_with_and_without_top_k() -> None:

@@ -156,6 +156,66 @@ class ClockPartition:
             return -1
         return int(drafts[j])
 
+    def _later(self, token: int, u: float) -> float:
+        """P(a clock of ``token`` is after u): G_token(u) / |I_token| with
+        G_token(u) = |I_token ∩ (u, 1]|; a set of length 0 (a subnormal q) holds its clock at
+        one point, where :meth:`race` puts it (its last end; none: never)."""
+        a, b = self.first[token], self.last[token]
+        length = float(self.lengths[token])
+        if not length > 0:
+            return 1.0 if (self.ends[b - 1] if b > a else 2.0) > u else 0.0
+        after = np.maximum(self.ends[a:b] - np.maximum(self.starts[a:b], u), 0.0).sum()
+        return float(after) / length
+
+    def race_accepted(self, drafts: ArrayLike) -> tuple[NDArray[np.int64], FloatArray]:
+        """``(members, shares)``: the probability that the clock race on the drafted tuple
+        ``drafts`` (local ids, any order) emits each distinct member (Lemma 6 of
+        docs/partial-resolution.md).
+
+        Given the tuple, draw j's clock is uniform on I_{x_j}; with m_y the multiplicity of
+        y and g_y(u) = |I_y ∩ (u, 1]| / |I_y| the chance that one clock of y is after u, x
+        wins on a piece [a, b] of I_x below the cut with probability
+        (g_x(a)^{m_x} - g_x(b)^{m_x}) Π_{y ≠ x} g_y(a)^{m_y}: the other tokens' g is constant
+        on the piece, x's falls at unit speed. It depends on the multiset only; averaged over
+        the multisets of a set it is the set's accepted flow (Lemma 5). A token whose set has
+        length 0 (a subnormal q) races from one point, as :meth:`race` draws it."""
+        members, counts = np.unique(np.asarray(drafts, dtype=np.int64), return_counts=True)
+        shares = np.zeros(members.shape[0])
+
+        def others_later(i: int, u: float) -> float:
+            out = 1.0
+            for j, y in enumerate(members):
+                if j != i:
+                    out *= self._later(int(y), u) ** int(counts[j])
+            return out
+
+        for i, x in enumerate(members):
+            if self.accepted[x] == 0:
+                continue  # A(x) = 0: past the cut, it wins only by rounding
+            m = int(counts[i])
+            length = float(self.lengths[x])
+            if not length > 0:
+                point = self.ends[self.last[x] - 1] if self.last[x] > self.first[x] else 2.0
+                shares[i] = others_later(i, point) if point < self.cut else 0.0
+                continue
+            for a, b in self.pieces(int(x)):
+                end = min(b, self.cut)
+                if not end > a:
+                    continue
+                g_a, g_b = self._later(int(x), a), self._later(int(x), end)
+                # g_a^m - g_b^m as (g_a - g_b) times positive terms: nothing cancels
+                powers = sum(g_a ** (m - 1 - t) * g_b**t for t in range(m))
+                shares[i] += (end - a) / length * powers * others_later(i, a)
+        return members, shares
+
+    def race_conditional(self, drafts: ArrayLike) -> FloatArray:
+        """The decoder's law given the drafted tuple (the race, then the residual) over the
+        draft vocabulary plus the outside row (length k + 1)."""
+        members, shares = self.race_accepted(drafts)
+        out = self.residual_law * max(1.0 - float(shares.sum()), 0.0)
+        out[members] += shares
+        return out
+
     def set_conditional(self, members: ArrayLike) -> FloatArray:
         """pi(. | S) over the draft vocabulary plus the outside row (length k + 1)."""
         members = np.asarray(members, dtype=np.int64)

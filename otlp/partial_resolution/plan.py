@@ -45,7 +45,8 @@ class PartialResolutionPlan(LazyTransportPlan):
     :meth:`local_slice`, :meth:`slice`, :meth:`token_report` and :meth:`sample` compute only
     the drafted set's conditional (its members' pieces of the clock partition, positive sums,
     no inclusion-exclusion); ``sample`` draws from that set conditional (the decoder's clock
-    race, :meth:`ClockPartition.race`, is its tuple-level refinement); reading ``columns``,
+    race, :meth:`ClockPartition.race`, is its tuple-level refinement, with the exact law
+    :meth:`race_slice`); reading ``columns``,
     ``explicit`` or the residuals materialises every set's accepted flow (what
     :func:`otlp.verify` checks on small instances).
     """
@@ -90,6 +91,16 @@ class PartialResolutionPlan(LazyTransportPlan):
     def local_slice(self, omega: ArrayLike) -> FloatArray:
         """pi(. | omega) over the draft vocabulary plus the outside row (length k + 1)."""
         return self.token_report(omega)[0]
+
+    def race_slice(self, omega: ArrayLike) -> FloatArray:
+        """The decoder's law given the drafted *tuple* ``omega`` over the whole vocabulary:
+        the clock race's (:meth:`ClockPartition.race_conditional`, Lemma 6 of
+        docs/partial-resolution.md), a refinement of :meth:`slice` that depends on the
+        drafted multiset and averages to the set's conditional over the set's multisets. It
+        is what ``otlp.verify_drafts`` and ``verify_tree`` sample; equal to :meth:`slice`
+        where the set has one multiset (n <= 2, or all drafts distinct or all equal)."""
+        local = self.partition.race_conditional(self.instance.to_local(omega))
+        return self.instance.global_law(local)
 
     def token_report(self, omega: ArrayLike) -> tuple[FloatArray, PartialTokenReport]:
         """The slice over the draft vocabulary plus the outside row, and the token report."""

@@ -17,9 +17,8 @@ conditional given the drafts (:meth:`otlp.rules.Rule.conditional`, or the exact 
 for ``maxflow_cs`` and ``partial_resolution``), or :func:`otlp.decoding.outcome_law` for
 trees — with one branching ``choice``; global resolution (within 15 τ of p, not exact) is
 refereed statistically. ``partial_resolution``'s decoder row samples a tuple-level refinement
-of its set conditional (the clock race): the exact mode draws from the set conditional, which
-is the race's law given the drafts wherever the drafted set has one multiset (n <= 2, or all
-drafts distinct or all equal) and its average over the set's tuples otherwise.
+of its set conditional (the clock race): the exact mode draws from the race's exact law given
+the drafted tuple (``plan.race_slice``, Lemma 6 of docs/partial-resolution.md).
 """
 
 from __future__ import annotations
@@ -86,8 +85,12 @@ class PositionAdapter:
             self.solved.clear()
             self.solved[key] = (inst, plan)
         inst, plan = self.solved[key]
-        if plan is not None:
-            return plan.slice(drafts)
+        if plan is not None:  # partial resolution's row races the tuple: its exact law
+            return (
+                plan.race_slice(drafts)
+                if self.method == "partial_resolution"
+                else plan.slice(drafts)
+            )
         return otlp.rules.get(self.method).conditional(inst, drafts)
 
 

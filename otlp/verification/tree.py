@@ -26,8 +26,9 @@ Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEME
 * ``partial_resolution`` — exact optimal transport for i.i.d. siblings ("Partial Resolution",
   Thomas and Pal, NeurIPS 2025; otlp's clock construction, docs/partial-resolution.md): the
   fused decoder row of ``otlp.verify_drafts``
-  (:func:`otlp.verification.single_step.partial_resolution_rows`) samples the token, the
-  object API's set conditional (``otlp.solve(inst, "partial_resolution")``) is its law.
+  (:func:`otlp.verification.single_step.partial_resolution_rows`) races the drafted
+  tuple; its law is the race's exact law given the tuple (``plan.race_slice``), a refinement
+  of the object API's set conditional.
 
 Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
 (block verification of one chain, [GBV] §2.1) and ``gbv`` (greedy multi-path block
@@ -942,7 +943,20 @@ def node_law(
     if method == "spechub":
         ver = hub_verification(p, q, int(np.argmax(q)))
         return sequential_conditionals(*hub_candidates(ver, omega[None]))[0]
+    if method == "partial_resolution":
+        return _race_law(p, q, omega)
     return _plan_law(p, q, omega, method, scheme, tau)
+
+
+def _race_law(p: FloatArray, q: FloatArray, omega: IntArray) -> FloatArray:
+    """Partial resolution's law given the drafted tuple: the clock race's
+    (:meth:`otlp.partial_resolution.ClockPartition.race_conditional`), what the node samples."""
+    from otlp.instance import Instance
+    from otlp.partial_resolution import ClockPartition
+
+    inst = Instance(p, q, omega.shape[0], "iid", renormalize=True)
+    local = ClockPartition.of(inst).race_conditional(inst.to_local(omega))
+    return np.clip(inst.global_law(local), 0.0, None)
 
 
 def _plan_law(
@@ -989,22 +1003,14 @@ def _global_resolution_token(
 
 
 def _partial_resolution_token(p: FloatArray, q: FloatArray, omega: IntArray, u: FloatArray) -> int:
-    """Partial resolution's token at a node, drawn from the drafted set's conditional (what
-    :func:`node_law` returns, so :func:`outcome_law` is the sampler's exact law).
-
-    Where the set's tuples are all orders of one multiset (every draft distinct, all equal,
-    or n <= 2), the fused decoder row of :func:`otlp.verify_drafts` draws it on the node's
-    checked, renormalised (top-k restricted) laws: the clock race is symmetric in the draws,
-    so its law given the tuple is the average over the set's tuples, the set conditional
-    (Lemmas 4-5 of docs/partial-resolution.md); ``u[:n]`` are the clocks, ``u[n:n + 2]`` the
-    residual draw. Otherwise (a set such as {x, y} from (x, x, y), whose race law differs
-    from (x, y, y)'s) the token comes from the object API's set conditional."""
+    """Partial resolution's token at a node: the fused decoder row of
+    :func:`otlp.verify_drafts` (the clock race, then the residual) on the node's checked,
+    renormalised (top-k restricted) laws; ``u[:n]`` are the clocks, ``u[n:n + 2]`` the
+    residual draw. Its law given the drafted tuple is :func:`node_law`'s (the race's exact
+    law, Lemma 6 of docs/partial-resolution.md), so :func:`outcome_law` is the sampler's."""
     from otlp.verification.single_step import partial_resolution_rows
 
     n = omega.shape[0]
-    distinct = np.unique(omega).shape[0]
-    if distinct not in (1, n) and n > 2:
-        return draw(_plan_law(p, q, omega, "partial_resolution", "iid", DEFAULT_TAU), float(u[0]))
     result = partial_resolution_rows(
         p[None, :],
         q[None, :],

@@ -8,7 +8,7 @@ selection, the polymatroid outer targets of Theorem 6.2, max-flow).
 
 from __future__ import annotations
 
-from itertools import combinations
+from itertools import combinations, product
 
 import numpy as np
 
@@ -116,6 +116,35 @@ def _lemma5(case: Case) -> Outcome:
             direct = _inclusion_exclusion(part, members)
             worst = max(worst, float(np.abs(shares * mass - direct).sum()))
     return at_most(worst, 0.0, 1e-12)
+
+
+@check(
+    "pr.lemma6.race_law",
+    "GR",
+    "PR Lemma 6",
+    "the race's law given a drafted tuple (a product over the pieces of its tokens' sets) "
+    "depends on the multiset only and, summed over a set's tuples with their draft mass, is "
+    "Q(S) pi(.|S) (every tuple enumerated)",
+)
+def _lemma6(case: Case) -> Outcome:
+    inst = _instance(case, max_vocab=5, max_n=4)
+    part = ClockPartition.of(inst)
+    by_set: dict[tuple[int, ...], np.ndarray] = {}
+    order = 0.0
+    for tup in product(range(inst.k), repeat=inst.n):
+        mass = float(np.prod(inst.q_local[list(tup)]))
+        if mass == 0.0:
+            continue
+        law = part.race_conditional(tup)
+        order = max(order, float(np.abs(part.race_conditional(tup[::-1]) - law).sum()))
+        key = tuple(sorted(set(tup)))
+        by_set[key] = by_set.get(key, np.zeros(inst.k + 1)) + mass * law
+    worst = 0.0
+    for members, total in by_set.items():
+        _, set_mass = part.set_accepted(members)
+        expected = set_mass * part.set_conditional(np.array(members))
+        worst = max(worst, float(np.abs(total - expected).sum()))
+    return at_most(max(worst, order), 0.0, 1e-12, set_l1=worst, order_l1=order)
 
 
 def _inclusion_exclusion(part: ClockPartition, members: tuple[int, ...]) -> np.ndarray:
