@@ -29,8 +29,11 @@ from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
+# a stretch's two ends: (start, free length before, free weight before) of each one's interval
+StretchEnds = tuple[float, float, float, float, float, float]
 
 BISECTIONS = 200  # more than enough to pin a float64 position (stops when it stops moving)
+ROUNDING = 4.0 * float(np.finfo(np.float64).eps)  # a stretch weight's rounding, relative
 
 
 @nb.njit(cache=True)
@@ -316,38 +319,47 @@ def _breakpoints(
 
 
 @nb.njit(cache=True)
-def _solve_stretch(
-    lo: float,
-    hi: float,
-    width: float,
-    target: float,
-    root: int,
-    values: FloatArray,
-    links: IntArray,
-    cut: float,
-    n: int,
-) -> float:
-    """The c in (lo, hi) where the free stretch [c, c + width] weighs ``target`` (its weight
-    is non-increasing in c, above ``target`` at lo and at most ``target`` at hi).
+def _excess(
+    c: float, width: float, target: float, ends: StretchEnds, cut: float, n: int
+) -> tuple[float, float]:
+    """``(g, rounding)``: the weight of the free stretch [c, c + width] minus ``target``, its
+    ends in the free intervals ``ends`` describes, and g's rounding (a few ulps of the weight
+    up to c + width, the larger of the two it is the difference of)."""
+    start_i, len_i, weight_i, start_j, len_j, weight_j = ends
+    up_to_end = _weight_into(c + width, start_j, len_j, weight_j, cut, n)
+    g = up_to_end - _weight_into(c, start_i, len_i, weight_i, cut, n) - target
+    return g, ROUNDING * up_to_end
 
-    First a binary search over the breakpoints (c or c + width at a free interval's end),
-    then, with both ends in fixed intervals, safeguarded Newton steps on a smooth function."""
-    a, b = _breakpoints(lo, hi, 0.0, width, target, root, values, links, cut, n)
-    a, b = _breakpoints(a, b, width, width, target, root, values, links, cut, n)
-    middle = 0.5 * (a + b)
-    i, len_i, weight_i = _locate(middle, root, 0.0, 0.0, values, links)
-    j, len_j, weight_j = _locate(middle + width, root, 0.0, 0.0, values, links)
-    start_i, start_j = values[i, _START], values[j, _START]
-    x = middle
+
+@nb.njit(cache=True)
+def _ends_at(c: float, width: float, root: int, values: FloatArray, links: IntArray) -> StretchEnds:
+    """The free intervals of compressed positions c and c + width, each as (its start, the
+    free length and weight before it): what :func:`_excess` needs."""
+    i, len_i, weight_i = _locate(c, root, 0.0, 0.0, values, links)
+    j, len_j, weight_j = _locate(c + width, root, 0.0, 0.0, values, links)
+    return (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
+
+
+@nb.njit(cache=True)
+def _newton(
+    a: float, b: float, x: float, width: float, target: float, ends: StretchEnds, cut: float, n: int
+) -> float:
+    """The c in (a, b) where the stretch [c, c + width], its ends in the fixed intervals
+    ``ends``, weighs ``target``: safeguarded Newton steps from x (one for n = 2, where the
+    weight is linear in c) until the weight is ``target`` to rounding (:func:`_excess`).
+
+    Iterating further only moves c among the positions whose weight rounds to ``target``: a
+    whole range where the density is nearly flat over the stretch (the slope is
+    w(c + width) - w(c)), so c is ill-conditioned but its weight, all that Lemma 3 asks of
+    it, is not (docs/partial-resolution.md)."""
+    start_i, len_i, _, start_j, len_j, _ = ends
     for _ in range(BISECTIONS):
-        g = _weight_into(x + width, start_j, len_j, weight_j, cut, n)
-        g -= _weight_into(x, start_i, len_i, weight_i, cut, n)
-        g -= target
+        g, rounding = _excess(x, width, target, ends, cut, n)
         if g > 0:
             a = x
         else:
             b = x
-        if g == 0.0:
+        if abs(g) <= rounding:
             break
         slope = _density(start_j + (x + width - len_j), cut, n)
         slope -= _density(start_i + (x - len_i), cut, n)
@@ -362,14 +374,66 @@ def _solve_stretch(
 
 
 @nb.njit(cache=True)
+def _solve_stretch(
+    lo: float,
+    hi: float,
+    width: float,
+    target: float,
+    root: int,
+    values: FloatArray,
+    links: IntArray,
+    cut: float,
+    n: int,
+) -> float:
+    """The c in (lo, hi) where the free stretch [c, c + width] weighs ``target`` (its weight
+    is non-increasing in c, above ``target`` at lo and at most ``target`` at hi).
+
+    A binary search over the breakpoints (c or c + width at a free interval's end), then,
+    with both ends in fixed intervals, :func:`_newton` from the middle."""
+    a, b = _breakpoints(lo, hi, 0.0, width, target, root, values, links, cut, n)
+    a, b = _breakpoints(a, b, width, width, target, root, values, links, cut, n)
+    middle = 0.5 * (a + b)
+    return _newton(
+        a, b, middle, width, target, _ends_at(middle, width, root, values, links), cut, n
+    )
+
+
+@nb.njit(cache=True)
 def _place(
-    width: float, target: float, root: int, values: FloatArray, links: IntArray, cut: float, n: int
+    width: float,
+    target: float,
+    near: float,
+    root: int,
+    values: FloatArray,
+    links: IntArray,
+    cut: float,
+    n: int,
 ) -> float:
     """The compressed start c of a token's stretch [c, c + width] of weight ``target``
-    (Lemma 3): 0 if the front already weighs at most ``target``, the back end if the back
-    (everything after ``total - width``) already weighs at least it, else
-    :func:`_solve_stretch`."""
+    (Lemma 3).
+
+    First a guess: the stretch centred on ``near`` (the previous token's start, where it
+    left its gap; in decreasing q/p each stretch is observed to take the two sides of that
+    gap). Over the range of c where both ends stay in the free intervals they lie in there,
+    the weight is one smooth function; if it crosses ``target`` strictly inside, the root is
+    there and unique (the weight is strictly decreasing in c where it is positive, for
+    n >= 2: w decreases below the cut; for n = 1 a flat stretch weighs its width > target
+    everywhere), and :func:`_newton` finds it from the linear interpolation. Otherwise: 0 if
+    the front already weighs at most ``target``, the back end if the back (everything after
+    ``total - width``) already weighs at least it, else :func:`_solve_stretch`."""
     hi = values[root, _LEN_SUM] - width
+    c = min(max(near - 0.5 * width, 0.0), hi)
+    i, len_i, weight_i = _locate(c, root, 0.0, 0.0, values, links)
+    j, len_j, weight_j = _locate(c + width, root, 0.0, 0.0, values, links)
+    a = max(len_i, len_j - width, 0.0)
+    b = min(len_i + (values[i, _END] - values[i, _START]), hi)
+    b = min(b, len_j + (values[j, _END] - values[j, _START]) - width)
+    if a < b:
+        ends = (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
+        g_a, _ = _excess(a, width, target, ends, cut, n)
+        g_b, _ = _excess(b, width, target, ends, cut, n)
+        if g_a > 0.0 > g_b:
+            return _newton(a, b, a + (b - a) * (g_a / (g_a - g_b)), width, target, ends, cut, n)
     if _free_weight(width, root, 0.0, 0.0, values, links, cut, n) <= target:
         return 0.0
     if _weight_after(hi, root, values, links, cut, n) >= target:
@@ -461,6 +525,7 @@ def _fill_segment(
     if line + length > line:  # node 1: the whole segment, free
         root = _leaf(1, line, line + length, values, links, cut, n)
     fresh = 2
+    lo_c = 0.0
     for t in range(begin, stop):
         x = order[t]
         total = values[root, _LEN_SUM]
@@ -468,7 +533,7 @@ def _fill_segment(
         if t == end - 1:  # the segment's last token takes what is left
             lo_c, width = 0.0, total
         else:
-            lo_c = _place(width, accepted[x], root, values, links, cut, n)
+            lo_c = _place(width, accepted[x], lo_c, root, values, links, cut, n)
         first[x] = pieces
         root, fresh, pieces = _carve(
             lo_c, lo_c + width, root, fresh, tree, p_start, p_end, pieces, cut, n

@@ -162,6 +162,18 @@ def _rows(
 
 
 @nb.njit(cache=True)
+def _same(rows: NDArray, row: NDArray, b: int) -> bool:
+    """Whether ``rows[b]`` is ``row`` (a shared (1, V) row is every row's; a NaN equals
+    nothing, so a bad row is never grouped and its own scan reports it)."""
+    if rows.shape[0] == 1:
+        return True
+    other, v = rows[b], 0
+    while v < row.shape[0] and other[v] == row[v]:  # stops at the first difference
+        v += 1
+    return v == row.shape[0]
+
+
+@nb.njit(cache=True)
 def batch(
     p: NDArray, q: NDArray, drafts: NDArray, top_k: int, atol: float, uniforms: FloatArray
 ) -> tuple[IntArray, FloatArray]:
@@ -170,17 +182,24 @@ def batch(
     per row (n clocks, two for the residual draw). Returns (tokens, table): the table's rows
     are (status, draw) with the status codes of
     :mod:`solvers.global_resolution.constants` (OK, BAD_P, SUM_Q, BAD_DRAFT ...); a bad row's
-    token is -1. A batch that shares one (p, q) pair builds its partition once."""
+    token is -1. Consecutive rows with the same (p, q) (one shared (1, V) pair, or equal
+    rows of a (B, V) batch, as a tiled batch has) build one partition for the union of their
+    drafts: a row's token does not depend on how far gap filling went past its own drafts."""
     rows = drafts.shape[0]
     out = np.full(rows, -1, dtype=np.int64)
     table = np.zeros((rows, 2))
-    if p.shape[0] == 1 and q.shape[0] == 1:
-        _rows(p[0], q[0], drafts, top_k, atol, uniforms, out, table)
-        return out, table
-    for b in range(rows):
-        pb = p[0] if p.shape[0] == 1 else p[b]
-        qb = q[0] if q.shape[0] == 1 else q[b]
-        _rows(pb, qb, drafts[b : b + 1], top_k, atol, uniforms[b : b + 1], out[b:], table[b:])
-        if table[b, 0] != OK:
-            break
+    begin = 0
+    while begin < rows:
+        pb = p[0] if p.shape[0] == 1 else p[begin]
+        qb = q[0] if q.shape[0] == 1 else q[begin]
+        end = begin + 1
+        while end < rows and _same(p, pb, end) and _same(q, qb, end):
+            end += 1
+        _rows(
+            pb, qb, drafts[begin:end], top_k, atol, uniforms[begin:end], out[begin:], table[begin:]
+        )
+        for b in range(begin, end):
+            if table[b, 0] != OK:
+                return out, table
+        begin = end
     return out, table

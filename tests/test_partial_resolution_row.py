@@ -25,7 +25,7 @@ import otlp
 from solvers.global_resolution.sorting import top_tokens
 from solvers.global_resolution.token import local_drafts, restrict, scan
 from solvers.partial_resolution import accepted_mass, cover_coefficient
-from solvers.partial_resolution_row import drafted_partition
+from solvers.partial_resolution_row import batch, drafted_partition
 
 
 def fused_set_law(
@@ -182,24 +182,30 @@ def test_the_fused_race_from_torch_bfloat16_rows() -> None:
     assert chisquare(observed, f_exp * observed.sum() / f_exp.sum()).pvalue > 1e-4
 
 
-def test_a_shared_row_pair_and_repeated_rows_decode_the_same_tokens() -> None:
-    """A batch sharing one (p, q) pair builds one partition for the union of its drafts; the
-    same pair repeated per row builds one per row, filled only for that row: with the same
-    uniforms the tokens are identical (a token's set does not depend on how far gap filling
-    went)."""
+def test_a_shared_pair_equal_rows_and_single_rows_decode_the_same_tokens() -> None:
+    """A batch sharing one (p, q) pair, and a (B, V) batch of equal rows (tiled, as a
+    decoder's batch of one prompt is), build one partition for the union of their drafts;
+    one row at a time builds one per row, filled only as far as that row's drafts: with the
+    same uniforms the tokens are identical (a token's set does not depend on how far gap
+    filling went). A row that differs splits the run of equal rows."""
     rng = np.random.default_rng(2)
     p, q = rng.dirichlet(np.full(60, 0.3)), rng.dirichlet(np.full(60, 0.3))
     drafts = otlp.Instance(p, q, 3, top_k=20).sample_drafts(1, 64)
-    shared = otlp.verify_drafts(p, q, drafts, method="partial_resolution", top_k=20, rng=4)
-    rows = otlp.verify_drafts(
-        np.tile(p, (64, 1)),
-        np.tile(q, (64, 1)),
-        drafts,
-        method="partial_resolution",
-        top_k=20,
-        rng=4,
-    )
-    assert np.array_equal(shared.tokens, rows.tokens)
+    uniforms = rng.random((64, 5))
+    shared, _ = batch(p[None], q[None], drafts, 20, 1e-6, uniforms)
+    tiled, _ = batch(np.tile(p, (64, 1)), np.tile(q, (64, 1)), drafts, 20, 1e-6, uniforms)
+    single = [
+        batch(p[None], q[None], drafts[b : b + 1], 20, 1e-6, uniforms[b : b + 1])[0][0]
+        for b in range(64)
+    ]
+    assert np.array_equal(shared, tiled)
+    assert np.array_equal(shared, single)
+    other = np.tile(p, (64, 1))
+    other[7] = rng.dirichlet(np.full(60, 0.3))
+    split, table = batch(other, np.tile(q, (64, 1)), drafts, 20, 1e-6, uniforms)
+    assert (table[:, 0] == 0).all()
+    keep = np.arange(64) != 7
+    assert np.array_equal(split[keep], shared[keep])
 
 
 def test_a_draft_outside_the_top_k_is_refused_by_row() -> None:
