@@ -244,9 +244,7 @@ def test_the_race_law_averages_to_the_set_conditional_by_enumeration(seed: int) 
             if mass == 0.0:
                 continue
             law = part.race_conditional(tup)
-            np.testing.assert_allclose(
-                part.race_conditional(tup[::-1]), law, rtol=0, atol=1e-15
-            )
+            np.testing.assert_allclose(part.race_conditional(tup[::-1]), law, rtol=0, atol=1e-15)
             entry = by_set.setdefault(tuple(sorted(set(tup))), [0.0, np.zeros(inst.k + 1)])
             entry[0] += mass
             entry[1] += mass * law
