@@ -687,21 +687,33 @@ class _Task:
         return token
 
     def _fused_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
-        """Global resolution's token by :func:`otlp.verify_drafts`' fused kernels on the rows
-        as given (they check them, restrict q to its top-k and renormalise both rows
-        themselves): the i.i.d. kernel, or the fused scheme row without replacement. -1 where
+        """The token by :func:`otlp.verify_drafts`' fused kernels on the rows as given (they
+        check them, restrict q to its top-k and renormalise both rows themselves): partial
+        resolution's row, global resolution's i.i.d. kernel, or its fused scheme row without
+        replacement. -1 where
         a drafted token is outside the kernel's top-k (ties at the k-th value are broken by
         token id there, towards the drafts in :func:`restrict_top_k`: the node then takes the
         restricted path, which agrees whenever both keep the drafts) or a row fails the
         kernel's check at the tighter of the two laws' tolerances (the restricted path checks
         each at its own, and names the row in its error)."""
         from otlp.global_resolution import check_unit_size
-        from otlp.verification.single_step import global_resolution_rows
+        from otlp.verification.single_step import global_resolution_rows, partial_resolution_rows
         from otlp.verification.single_step_schemes import scheme_row_token
 
         p = self.target.native(b, context)
         q = self.draft.native(b, context)
         atol = min(self.target.atol, self.draft.atol)
+        drafts = np.ascontiguousarray(omega[None, :], dtype=np.int64)
+        if self.step.method == "partial_resolution":
+            n = omega.shape[0]
+            uniforms = np.ascontiguousarray(u[None, : n + 2], dtype=np.float64)
+            try:
+                rows = partial_resolution_rows(
+                    p[None, :], q[None, :], drafts, uniforms, self.step.top_k, atol
+                )
+            except ValueError:  # as below: the restricted path decides
+                return -1
+            return int(rows.tokens[0])
         if self.step.scheme == "without_replacement" and omega.shape[0] > 1:  # one draft: i.i.d.
             _check_drafts(b, context, self.step, omega, np.ones(1, dtype=bool), None)
             try:
@@ -716,7 +728,7 @@ class _Task:
             result = global_resolution_rows(
                 p[None, :],
                 q[None, :],
-                np.ascontiguousarray(omega[None, :], dtype=np.int64),
+                drafts,
                 np.ascontiguousarray(u[None, :2], dtype=np.float64),
                 top_k=self.step.top_k,
                 tau=self.step.tau,
@@ -853,9 +865,11 @@ class _Step:
         return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
 
     def fused(self) -> bool:
-        """Whether a node's token comes from global resolution's fused kernels on the rows
-        as given: the i.i.d. kernel, or the fused scheme row without replacement from a
-        top-k draft."""
+        """Whether a node's token comes from a fused kernel on the rows as given: global
+        resolution's i.i.d. kernel or its scheme row without replacement from a top-k draft,
+        or partial resolution's row (i.i.d.)."""
+        if self.method == "partial_resolution":
+            return True
         if self.method != "global_resolution":
             return False
         return self.scheme == "iid" or self.top_k is not None
