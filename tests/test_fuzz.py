@@ -345,3 +345,24 @@ def test_running_a_command_in_process_leaves_the_sigterm_handler_alone() -> None
     code, _, _, _ = run_cli(["decode", "--model", "toy", "--depth", "0"])
     assert code == 2
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_slow_check_fails_but_numba_compiling_is_not_its_work(monkeypatch) -> None:
+    """A check slower than SLOW_S fails; the seconds numba spent compiling a kernel on its
+    first use inside the check are not counted (seed 56's engine:block case 22912 took 5.3 s,
+    0.1 s on replay)."""
+    import time
+
+    from otlp.fuzz import checks
+
+    monkeypatch.setattr(checks, "SLOW_S", 0.05)
+
+    def slow() -> list[str]:
+        time.sleep(0.1)
+        return []
+
+    outcome = checks._guarded("probe", slow)
+    assert outcome.status == "failed" and "took" in outcome.message
+    clock = iter([0.0, 0.1])  # the compiler lock held for the whole sleep
+    monkeypatch.setattr(checks, "compile_seconds", lambda: next(clock))
+    assert checks._guarded("probe", slow).status == "ok"
