@@ -166,11 +166,14 @@ def test_shared_temperature_and_draft_move_to_the_title():
     assert " draft " not in text.splitlines()[3]
 
 
-def test_method_help_says_ar_is_added(capsys: pytest.CaptureFixture):
+def test_method_help_lists_the_methods_and_says_ar_is_added(capsys: pytest.CaptureFixture):
+    """Issue 36: ``--help`` names every method ``--method`` takes."""
+    from otlp.verification.tree import METHODS
+
     with contextlib.suppress(SystemExit):
         main(["decode", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "verification method (ar is added" in help_text
+    assert f"verification method: {', '.join(METHODS)} (ar is added" in help_text
 
 
 def test_printed_texts_are_labelled_with_their_method(capsys: pytest.CaptureFixture):

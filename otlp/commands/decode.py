@@ -134,7 +134,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--method",
         type=flag_type(_speculative_method, "method"),
         default="gbv",
-        help="verification method (ar is added: the speed-up is measured against it)",
+        help=f"verification method: {', '.join(METHODS)} (ar is added: the speed-up is "
+        "measured against it)",
     )
     parser.add_argument("--paths", type=positive, default=4, help="draft paths K")
     parser.add_argument("--depth", type=positive, default=4, help="draft tokens per path L")
