@@ -333,7 +333,7 @@ def test_cli_monte_carlo_only_for_models_too_large_to_enumerate(capsys) -> None:
     assert main([*args, "--no-lp", "--simulate", "20", "--decode", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["source"] for r in rows} == {"simulation"}
-    assert {r["method"] for r in rows} == {"token", "block", "gbv", "traversal", "spectr:ot"}
+    assert {r["method"] for r in rows} == {"token", "block", "gbv", "traversal", "hsd", "spectr:ot"}
 
 
 def test_simulation_arguments_are_checked() -> None:

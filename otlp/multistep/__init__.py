@@ -3,7 +3,8 @@
 * Models: any callable prefix -> next-token law; small exact ones in :mod:`.models`.
 * Methods (:data:`METHODS`): token-wise speculative sampling, block verification, greedy
   multi-path block verification (GBV) and SpecTr-style tree traversal with any single-step
-  verifier (:mod:`.verifiers`).
+  verifier (:mod:`.verifiers`); Traversal Verification and Hierarchical Speculative Decoding
+  (:mod:`.hsd`) on one path.
 * Exact per-call laws by enumeration (:func:`output_law`, :func:`expected_accepted`,
   :func:`output_distribution`), Monte Carlo decoding (:func:`simulate`), and the single- and
   multi-path LPs of [GBV] (:func:`single_path_lp`, :func:`multi_path_lp`), and Theorem 4.6's

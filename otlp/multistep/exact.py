@@ -7,7 +7,9 @@
 * ``"gbv"`` — greedy multi-path block verification with K paths ([GBV] §5, Algorithm 1);
 * ``"spectr"`` — tree traversal of K paths with a single-step verifier ([GR] App. R);
 * ``"traversal"`` — Traversal Verification on one path (Weng et al., arXiv 2505.12398,
-  :mod:`otlp.multistep.traversal`); trees: :func:`otlp.decoding.outcome_law`.
+  :mod:`otlp.multistep.traversal`); trees: :func:`otlp.decoding.outcome_law`;
+* ``"hsd"`` — Hierarchical Speculative Decoding on one path (Zhou et al., arXiv 2601.05724,
+  :mod:`otlp.multistep.hsd`; its lossless, running-max-capped reading).
 
 ``target`` and ``draft`` map a prefix (tuple of token ids, after ``context``) to a next-token
 probability vector; ``gamma`` is the draft block length L and ``paths`` the number K of
@@ -24,7 +26,7 @@ from numpy.typing import NDArray
 
 from otlp.args import positive_int
 from otlp.limits import check_size, power
-from otlp.multistep import single_path, traversal
+from otlp.multistep import hsd, single_path, traversal
 from otlp.multistep.gbv import skewed_conditionals
 from otlp.multistep.law import OutputLaw, single_path_law
 from otlp.multistep.models import Model, prefix_digits
@@ -33,8 +35,8 @@ from otlp.multistep.table import PrefixTable, check_table, tabulate
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
 
 FloatArray = NDArray[np.float64]
-METHODS = ("token", "block", "gbv", "spectr", "traversal")
-SINGLE_PATH = ("token", "block", "traversal")
+METHODS = ("token", "block", "gbv", "spectr", "traversal", "hsd")
+SINGLE_PATH = ("token", "block", "traversal", "hsd")
 
 
 def output_law(
@@ -60,9 +62,11 @@ def output_law(
         return traversal_law(tgt, dft, gamma, paths, get_verifier(rule, **rule_options))
     if method == "gbv":
         dft = skewed_table(tgt, dft, gamma, paths, ranking)
-    kernel = {"token": single_path.tokenwise, "traversal": traversal.chain}.get(
-        method, single_path.block
-    )
+    kernel = {
+        "token": single_path.tokenwise,
+        "traversal": traversal.chain,
+        "hsd": hsd.chain,
+    }.get(method, single_path.block)
     tokens = _all_paths(tgt.vocab_size, gamma)
     stops = kernel(tgt.along_paths(tokens, gamma + 1), dft.along_paths(tokens, gamma), tokens)
     return single_path_law(stops, dft.joint(gamma), tgt.vocab_size)

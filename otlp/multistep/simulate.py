@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import as_generator, integers, positive_int
-from otlp.multistep import single_path
+from otlp.multistep import hsd, single_path
 from otlp.multistep.exact import check_method
 from otlp.multistep.gbv import path_rank_keys, skewed_conditionals, tree_order
 from otlp.multistep.models import Model
@@ -140,6 +140,8 @@ def _verify_single(
         chosen = tree_order(path_rank_keys(tgt, dft, drafts, ranking))[-1:]
         tgt, drafts = tgt[chosen], drafts[chosen]
         dft, _ = skewed_conditionals(tgt, dft[chosen], drafts, paths, ranking)
+    if method == "hsd":  # drawn as a decoder runs it: the joint test, then walking back
+        return hsd.sample(tgt[0], dft[0], drafts[0], rng)
     kernel = single_path.tokenwise if method == "token" else single_path.block
     stops = kernel(tgt, dft, drafts)
     tau = draw(rng, stops.stop[0])

@@ -33,10 +33,13 @@ from otlp.multistep.optimal import (
 from otlp.validate.registry import Case, Outcome, at_most, check, equality
 
 
-def _models(case: Case, max_vocab: int = 3, max_gamma: int = 3, kinds=MODEL_KINDS):
+def _models(
+    case: Case, max_vocab: int = 3, max_gamma: int = 3, kinds=MODEL_KINDS, min_gamma: int = 1
+):
     rng = case.rng
     kind = str(rng.choice(list(kinds)))
-    vocab, gamma = int(rng.integers(2, max_vocab + 1)), int(rng.integers(1, max_gamma + 1))
+    vocab = int(rng.integers(2, max_vocab + 1))
+    gamma = int(rng.integers(min_gamma, max_gamma + 1))
     sparsity, distance = float(rng.choice([0.0, 0.3, 0.6])), float(rng.choice([0.0, 0.3, 0.9]))
     seed = int(rng.integers(10**6))
     case.record(
@@ -376,3 +379,68 @@ def _traversal_tree(case: Case) -> Outcome:
     law = call_law(target, draft, parents, "traversal_verification", scheme=scheme)
     gap = float(np.abs(law.extended(target) - target_distribution(target, depth + 1)).sum())
     return at_most(gap, 0.0, 1e-11, expected_accepted=law.expected_accepted)
+
+
+def _hsd_case(case: Case, variant: str = "capped", min_gamma: int = 1):
+    """HSD's exact law on a random tiny model (``variant``: :data:`otlp.multistep.hsd.VARIANTS`),
+    with block verification's and the target's for comparison."""
+    from otlp.multistep import hsd, single_path
+    from otlp.multistep.exact import _all_paths
+    from otlp.multistep.law import single_path_law
+
+    target, draft, gamma = _models(case, max_gamma=4, min_gamma=min_gamma)
+    tgt, dft = tabulate(target, gamma + 1), tabulate(draft, gamma)
+    tokens = _all_paths(tgt.vocab_size, gamma)
+    p, q = tgt.along_paths(tokens, gamma + 1), dft.along_paths(tokens, gamma)
+    ours = hsd.chain(p, q, tokens, variant=variant)
+    block = single_path.block(p, q, tokens)
+    law = single_path_law(ours, dft.joint(gamma), tgt.vocab_size)
+    l1 = float(np.abs(law.output_distribution(tgt) - target_distribution(tgt, gamma + 1)).sum())
+    mass = dft.joint(gamma)[:, None]  # per-path differences count only where the draft goes
+    stop_gap = float((mass * np.abs(ours.stop - block.stop)).sum())
+    return law, l1, stop_gap, expected_accepted(tgt, dft, gamma, "block")
+
+
+@check(
+    "hsd.chain.lossless",
+    "HSD",
+    "lossless theorem",
+    "Hierarchical Speculative Decoding (arXiv 2601.05724) on one draft chain, with every branch "
+    "and the full draft's joint test capped by the running maximum of the prefix ratios, is "
+    "target-matching on the first L + 1 tokens",
+    suite=False,
+)
+def _hsd_lossless(case: Case) -> Outcome:
+    law, l1, _, _ = _hsd_case(case)
+    return Outcome(1e-11 - l1, {"l1": l1, "hsd": law.expected_accepted})
+
+
+@check(
+    "hsd.chain.vs_block",
+    "HSD",
+    "vs [GBV] Thm 3.4",
+    "on one draft chain HSD (running-max caps) is block verification: the same stop law on "
+    "every drafted path and so the same expected accepted length ([GBV] Thm 3.4's optimum)",
+    suite=False,
+)
+def _hsd_vs_block(case: Case) -> Outcome:
+    law, _, stop_gap, block = _hsd_case(case)
+    gap = abs(law.expected_accepted - block)
+    return Outcome(
+        1e-12 - max(gap, stop_gap),
+        {"hsd": law.expected_accepted, "block": block, "stop_gap": stop_gap},
+    )
+
+
+@check(
+    "hsd.chain.joint_test_lossless",
+    "HSD",
+    "public code's full-draft test",
+    "HSD testing the full draft on its raw joint ratio min(1, p(X_1..L) / q(X_1..L)) (the public "
+    "repository's reading) is target-matching: refuted, it exceeds block verification",
+    expect_fail=True,
+    suite=False,
+)
+def _hsd_joint_test(case: Case) -> Outcome:
+    law, l1, _, block = _hsd_case(case, variant="joint", min_gamma=2)
+    return Outcome(1e-11 - l1, {"l1": l1, "hsd": law.expected_accepted, "block": block})
