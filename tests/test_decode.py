@@ -541,3 +541,5 @@ def test_the_default_method_is_the_schemes_optimal_rule(scheme: str, expected: s
     )
     assert default.method == named.method == expected
     np.testing.assert_array_equal(default.tokens, named.tokens)
+    with pytest.raises(ValueError, match=r"^scheme: expected one of iid, "):
+        otlp.verification.default_method("beam")

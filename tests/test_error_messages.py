@@ -116,6 +116,7 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
         "top_k": 3,
         "rng": 0,
     },
+    "otlp.verification.default_method": lambda: {"scheme": "iid"},
     "otlp.decoding.ancestors": lambda: {"parents": otlp.decoding.chain(2), "node": 1},
     "otlp.decoding.chain": lambda: {"length": 2},
     "otlp.decoding.check_parents": lambda: {"parents": [-1, 0]},

@@ -47,7 +47,7 @@ from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.reports import RowReport
 from otlp.global_resolution.rule_fallback import rule_seconds
-from otlp.instance import Instance
+from otlp.instance import SCHEMES, Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
@@ -217,12 +217,13 @@ def default_method(scheme: str) -> str:
     Thomas and Pal, NeurIPS 2025; docs/partial-resolution.md: at least as fast as global
     resolution at tau = 1e-3 from (100, 2) to the whole vocabulary, and exact), and
     ``global_resolution`` ([GR] §6, certified to 15 tau) for the schemes partial resolution
-    does not reach (without replacement, independent, greedy). An unknown scheme falls
-    through to the scheme check, which names it.
+    does not reach (without replacement, independent, greedy). An unknown scheme is a
+    ``ValueError`` naming ``scheme``.
     """
-    return (
-        "partial_resolution" if canonical_name(scheme, "scheme") == "iid" else "global_resolution"
-    )
+    name = canonical_name(scheme, "scheme")
+    if name not in SCHEMES:
+        raise ValueError(f"scheme: expected one of {', '.join(SCHEMES)}, got {scheme!r}")
+    return "partial_resolution" if name == "iid" else "global_resolution"
 
 
 def global_resolution_rows(
