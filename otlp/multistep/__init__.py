@@ -9,6 +9,10 @@
   :func:`output_distribution`), Monte Carlo decoding (:func:`simulate`), and the single- and
   multi-path LPs of [GBV] (:func:`single_path_lp`, :func:`multi_path_lp`), and Theorem 4.6's
   optimal path selection on tiny trees (:func:`optimal_path_selection`).
+* The optimum of every valid verification algorithm for a tree drafting law (K paths, k-ary
+  trees, i.i.d. or without replacement), as one exact LP on tiny trees
+  (:func:`optimal_block_efficiency`), and a tree rule's exact block efficiency on the same
+  law (:func:`rule_block_efficiency`).
 """
 
 from otlp.multistep.exact import (
@@ -39,6 +43,12 @@ from otlp.multistep.models import (
     model_pair,
 )
 from otlp.multistep.optimal import OptimalSelection, optimal_path_selection
+from otlp.multistep.optimum import (
+    TreeOptimum,
+    optimal_block_efficiency,
+    rule_block_efficiency,
+    tree_optimum,
+)
 from otlp.multistep.simulate import SimulationResult, simulate
 from otlp.multistep.sweep import EfficiencyRow, efficiency_sweep
 from otlp.multistep.table import PrefixTable, tabulate
@@ -60,6 +70,7 @@ __all__ = [
     "SimulationResult",
     "SingleStepVerifier",
     "TabularModel",
+    "TreeOptimum",
     "antichain_violations",
     "budget_violation",
     "efficiency_sweep",
@@ -69,12 +80,15 @@ __all__ = [
     "markov_model",
     "model_pair",
     "multi_path_lp",
+    "optimal_block_efficiency",
     "optimal_path_selection",
     "output_distribution",
     "output_law",
+    "rule_block_efficiency",
     "simulate",
     "single_path_lp",
     "skewed_table",
     "tabulate",
     "target_distribution",
+    "tree_optimum",
 ]

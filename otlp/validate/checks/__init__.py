@@ -1,5 +1,5 @@
 """Check modules; importing this package registers every check."""
 
-from otlp.validate.checks import gr, mentored, multistep, partial, rules, sketching
+from otlp.validate.checks import gr, mentored, multistep, optimum, partial, rules, sketching
 
-__all__ = ["gr", "mentored", "multistep", "partial", "rules", "sketching"]
+__all__ = ["gr", "mentored", "multistep", "optimum", "partial", "rules", "sketching"]
