@@ -45,6 +45,7 @@ RECORDS = {
     "otlp.TreeVerification",
     "otlp.multistep.AutoregressiveModel",
     "otlp.multistep.BlockLPResult",
+    "otlp.multistep.TreeOptimum",
     "otlp.multistep.EfficiencyRow",
     "otlp.multistep.OptimalSelection",
     "otlp.multistep.OutputLaw",
@@ -199,6 +200,25 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
         "draft": _models()[1],
         "gamma": 1,
         "paths": 2,
+    },
+    "otlp.multistep.optimal_block_efficiency": lambda: {
+        "target": _models()[0],
+        "draft": _models()[1],
+        "gamma": 1,
+        "shape": "kary2",
+    },
+    "otlp.multistep.tree_optimum": lambda: {
+        "target": _models()[0],
+        "draft": _models()[1],
+        "gamma": 1,
+        "shape": "paths2",
+    },
+    "otlp.multistep.rule_block_efficiency": lambda: {
+        "target": _models()[0],
+        "draft": _models()[1],
+        "gamma": 1,
+        "method": "rrs",
+        "shape": "kary2",
     },
     "otlp.multistep.optimal_path_selection": lambda: {
         "target": _models()[0],
