@@ -37,7 +37,11 @@ from otlp.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-FENCE = re.compile(r"```(bash|sh|shell|console|)\n(.*?)```", re.S)
+# Every fenced block, paired opening to closing at line starts (a pattern for shell blocks alone
+# would take the closing fence of a python or toml block for an unlabelled opening, and shift
+# the pairing of every block after it).
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+SHELL = ("bash", "sh", "shell", "console", "")
 INLINE = re.compile(r"`((?:python -m |python )?otlp [^`]+|python [^`]+)`")
 PLACEHOLDER = re.compile(r"\b(FILE|DIR|NAME|COMMAND|PATH|LIST)\b|\.\.\.")
 # Tools the pages mention that the suite exercises elsewhere (mkdocs: tests/test_docs.py, mypy:
@@ -55,6 +59,8 @@ def _commands(text: str) -> list[str]:
     split) and inline code spans that start like a command."""
     found = []
     for language, block in FENCE.findall(text):
+        if language not in SHELL:
+            continue
         lines = block.replace("\\\n", " ").splitlines()
         if not language:  # an unlabelled block: only its lines that start like a command
             lines = [line for line in lines if line.startswith(("otlp ", "python "))]

@@ -1,5 +1,6 @@
 """``otlp decode``: speculative decoding on SmolLM2-135M (or a toy model pair) with any
-verification method; ``--compare`` runs methods side by side, ``--config`` a benchmark grid."""
+verification method; ``--compare`` runs methods side by side, ``--config`` a benchmark grid,
+``--check-lossless N`` a χ² test of the decoded law (:mod:`otlp.decoding.lossless`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,15 @@ from otlp.commands.common import (
     progress_enabled,
     stderr_note,
 )
-from otlp.commands.decode_report import RunLog, cut_at_stop, table
+from otlp.commands.decode_report import (
+    LOSSLESS_LEGEND,
+    RunLog,
+    cut_at_stop,
+    lossless_dict,
+    lossless_markdown,
+    lossless_table,
+    table,
+)
 from otlp.decoding.compare import (
     Config,
     Grid,
@@ -39,6 +48,7 @@ from otlp.decoding.compare import (
     schedule,
 )
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
+from otlp.decoding.lossless import REJECT_BELOW, LosslessCheck, check_lossless, memoized
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.base import TreeModel, check_temperature
 from otlp.decoding.models.local import check_model_path
@@ -54,6 +64,7 @@ from otlp.verification.drafting import SCHEMES, check_scheme
 from otlp.verification.tree import METHODS
 
 MODELS = (SMOLLM2, GEMMA3, "toy")
+MAX_NEW_TOKENS = 64  # --max-new-tokens' default
 TOY_VOCAB = 8  # --model toy's defaults
 TOY_DISTANCE = 0.5
 FAR_FROM_FLOAT32_TV = 0.05  # a fast path this far from float32 is warned about
@@ -78,7 +89,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "writes its table and plots to --out. --precision int8 or bfloat16 runs "
         "both models on the CPU fast path: decoding stays lossless with respect to the models "
         "actually run, and their distance to float32 (mean KL and TV of next-token laws over a "
-        "prompt suite) is printed beside the timings.",
+        "prompt suite) is printed beside the timings. --check-lossless N tests instead that "
+        "decoding is lossless: the first two tokens of N decodes of one prompt against the "
+        "target's own law (a χ² row per method, beside a negative control drawn from the "
+        "draft's law).",
         example="otlp decode --prompt 'Tell me a joke.' --method gbv --paths 4 --depth 4",
     )
     positive = flag_type(positive_int_item, "positive integer")
@@ -167,12 +181,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1.0,
         help="0 = greedy",
     )
-    parser.add_argument("--max-new-tokens", type=positive, default=64, help="tokens per prompt")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=positive,
+        default=None,
+        help=f"tokens per prompt (default: {MAX_NEW_TOKENS})",
+    )
     parser.add_argument(
         "--seed",
         type=flag_type(int_at_least(0), "seed"),
         default=0,
-        help="seed (one generator per prompt)",
+        help="seed (one generator per prompt; --check-lossless: sample i gets seed + i)",
     )
     parser.add_argument(
         "--compare",
@@ -185,9 +204,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--rounds",
         type=positive,
-        default=1,
+        default=None,
         help="interleaved timing rounds (ar and every method once per round; the speed-up "
-        "is the median over rounds, with its min-max)",
+        "is the median over rounds, with its min-max) (default: 1)",
+    )
+    parser.add_argument(
+        "--check-lossless",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="instead of timing, test losslessness: decode one prompt N times (two new tokens "
+        "each, one seed per sample; target and draft memoised) and χ²-test the pairs against "
+        "the target's law p(a) p(b|a), and a negative control of N pairs drawn from the "
+        "draft's law q(a) q(b|a), which the test must reject when the draft differs. One row "
+        f"per method; a p-value below {REJECT_BELOW:g} is reported as rejected, the exit "
+        "status stays 0. One --prompt; not with --config, --rounds, --max-new-tokens, "
+        "--emit-ids or --temperature 0",
     )
     parser.add_argument("--config", type=Path, default=None, help="a TOML file with [decode]")
     parser.add_argument("--out", type=Path, default=None, help="folder for --config outputs")
@@ -329,6 +361,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--out: only with --config")
     if args.emit_ids and (not args.json or args.config is not None):
         raise ValueError("--emit-ids: only with --json, without --config")
+    if args.check_lossless is not None:
+        _check_lossless_flags(args)
     grid = read_grid(args.config) if args.config is not None else None
     _check_toy_flags(args, grid.model if grid is not None else args.model)
     if args.out is not None:
@@ -339,6 +373,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         texts_in = args.prompt or list(PROMPT_SETS[args.prompts])
     configs = [] if grid is not None else _configs(args, selection)
+    if args.check_lossless is not None:
+        return _run_lossless(args, selection, configs, texts_in[0])
     if selection.model == "toy":
         factory, prompts, texts, stops = _toy(args, texts_in)
         fidelity: dict[str, Fidelity] = {}
@@ -351,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
         grid = replace(grid, drafts=selection.drafts)
         return _run_grid(args, grid, factory, prompts, fidelity)
     outputs: dict[str, DecodeResult] = {}
-    log = RunLog(schedule(configs, args.rounds), enabled=progress_enabled(args))
+    log = RunLog(schedule(configs, args.rounds or 1), enabled=progress_enabled(args))
 
     def done(run: Run) -> None:
         if run.round == 0:
@@ -362,8 +398,8 @@ def run(args: argparse.Namespace) -> int:
         factory,
         prompts,
         configs,
-        max_new_tokens=args.max_new_tokens,
-        rounds=args.rounds,
+        max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS,
+        rounds=args.rounds or 1,
         seed=args.seed,
         done=done,
     )
@@ -431,6 +467,79 @@ def _configs(args: argparse.Namespace, selection: Selection) -> list[Config]:
         except ValueError as exc:
             raise ValueError(f"--{exc}") from None
     return configs
+
+
+def _check_lossless_flags(args: argparse.Namespace) -> None:
+    """The flags --check-lossless has no use for, refused (instead of ignored) before any model
+    loads, each a ``ValueError`` naming the flag."""
+    unused = (
+        ("--config", args.config, "it tests --method or the --compare methods"),
+        ("--rounds", args.rounds, "nothing is timed"),
+        ("--max-new-tokens", args.max_new_tokens, "it tests the first two tokens"),
+        ("--emit-ids", args.emit_ids, "it prints χ² rows, not decodes"),
+    )
+    for flag, value, why in unused:
+        if value:
+            raise ValueError(f"{flag}: not with --check-lossless ({why})")
+    if args.prompt is not None and len(args.prompt) > 1:
+        raise ValueError(f"--prompt: --check-lossless tests one prompt, got {len(args.prompt)}")
+    if args.temperature == 0.0:
+        raise ValueError("--temperature: --check-lossless needs T > 0 (greedy has one outcome)")
+
+
+def _run_lossless(
+    args: argparse.Namespace, selection: Selection, configs: list[Config], text: str
+) -> int:
+    """--check-lossless: every config's χ² test and the negative control, on one prompt, with
+    target and draft memoised once for all configs."""
+    if not configs:
+        raise ValueError("--compare: --check-lossless needs a speculative method (ar is exact)")
+    factory: ModelFactory
+    if selection.model == "toy":
+        factory, (prompt,), _, _ = _toy(args, [text])
+    else:
+        pair = _load_pair(args, selection)
+        factory, prompt = pair, pair.encode_prompt(text)
+    target, draft = (memoized(m) for m in factory(args.temperature, selection.drafts[0]))
+    checks: list[tuple[Config, LosslessCheck]] = []
+    for config in configs:
+        if progress_enabled(args):
+            stderr_note(
+                f"check-lossless: {config.method} {config.shape}, {args.check_lossless} samples"
+            )
+        try:
+            check = check_lossless(
+                target,
+                draft,
+                prompt,
+                config.speculation(),
+                samples=args.check_lossless,
+                seed=args.seed,
+            )
+        except ValueError as exc:
+            if not str(exc).startswith("samples: "):
+                raise
+            raise ValueError(f"--check-lossless: {str(exc).partition(': ')[2]}") from None
+        checks.append((config, check))
+    title = (
+        f"first two tokens of {args.check_lossless} decodes of one prompt, "
+        f"T = {args.temperature:g}, draft: {draft.name}"
+    )
+    if args.json:
+        print_json(
+            {
+                "prompt_ids": [int(t) for t in prompt],
+                "temperature": args.temperature,
+                "draft": draft.name,
+                "reject_below": REJECT_BELOW,
+                "rows": [lossless_dict(config, check) for config, check in checks],
+            }
+        )
+    elif args.markdown:
+        print(f"{title}\n\n{lossless_markdown(checks)}\n{LOSSLESS_LEGEND}")
+    else:
+        console().print(lossless_table(checks, title))
+    return 0
 
 
 def _prompt_label(args: argparse.Namespace, i: int) -> str:

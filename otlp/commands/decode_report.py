@@ -1,5 +1,6 @@
 """What ``otlp decode`` prints: a progress line per finished run, the texts labelled with
-their method, and a statistics table that fits 80 columns (short headers, a legend below)."""
+their method, and a statistics table that fits 80 columns (short headers, a legend below);
+with ``--check-lossless``, a χ² row per method."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from otlp.decoding.compare import (
     se_text,
     shares_text,
 )
+from otlp.decoding.lossless import REJECT_BELOW, ChiSquare, LosslessCheck
 
 TABLE_LEGEND = (
     "BE: block efficiency, tokens per target call ± s.e.; ×ar: wall-clock speed-up over ar "
@@ -141,3 +143,71 @@ def cut_at_stop(tokens: Sequence[int], stops: Sequence[int]) -> list[int]:
         if token in stops:
             break
     return out
+
+
+LOSSLESS_LEGEND = (
+    "p: χ² of the decoded pairs (a, b) against the target's p(a) p(b|a) (cells: pairs expected "
+    f"≥ 5 times, the rest lumped), rejected below {REJECT_BELOW:g}; control p: the same test "
+    "of pairs drawn from the draft's q(a) q(b|a), which must be rejected when the draft "
+    "differs from the target (else the test cannot tell them apart at this N). The exit "
+    "status is 0 whatever the p-values."
+)
+LOSSLESS_COLUMNS = ("method", "K×L", "samples", "cells", "χ²", "dof", "p", "control p", "s")
+
+
+def lossless_cells(config: Config, check: LosslessCheck) -> dict[str, str]:
+    """One --check-lossless row as text, by column of :data:`LOSSLESS_COLUMNS`."""
+    test = check.decoded
+    top_k = config.draft_top_k
+    return {
+        "method": config.method if top_k is None else f"{config.method} top-{top_k}",
+        "K×L": config.shape,
+        "samples": str(test.samples),
+        "cells": str(test.cells),
+        "χ²": f"{test.chi2:.1f}",
+        "dof": str(test.dof),
+        "p": _verdict(test),
+        "control p": _verdict(check.control),
+        "s": f"{test.seconds:.0f}",
+    }
+
+
+def lossless_dict(config: Config, check: LosslessCheck) -> dict[str, object]:
+    """One --check-lossless row for --json: the config and both tests."""
+    return {
+        "method": config.method,
+        "shape": config.shape,
+        "top_k": config.draft_top_k,
+        "scheme": config.scheme,
+        **check.as_dict(),
+    }
+
+
+def lossless_markdown(checks: Sequence[tuple[Config, LosslessCheck]]) -> str:
+    """The --check-lossless rows in Markdown."""
+    head = "| " + " | ".join(LOSSLESS_COLUMNS) + " |\n" + "|---" * len(LOSSLESS_COLUMNS) + "|\n"
+    rows = [lossless_cells(config, check) for config, check in checks]
+    return head + "".join("| " + " | ".join(r.values()) + " |\n" for r in rows)
+
+
+def lossless_table(checks: Sequence[tuple[Config, LosslessCheck]], title: str) -> Table:
+    """The --check-lossless rows as a terminal table, the legend as its caption."""
+    out = Table(
+        title=title,
+        caption=LOSSLESS_LEGEND,
+        caption_justify="left",
+        box=SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for name in LOSSLESS_COLUMNS:
+        out.add_column(name, justify="left" if name == "method" else "right")
+    for config, check in checks:
+        out.add_row(*lossless_cells(config, check).values())
+    return out
+
+
+def _verdict(test: ChiSquare) -> str:
+    """The p-value (``<1e-300`` when it underflows), marked when below the threshold."""
+    text = "<1e-300" if test.pvalue == 0.0 else f"{test.pvalue:.3g}"
+    return f"{text} rejected" if test.rejected else text
