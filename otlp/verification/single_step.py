@@ -57,11 +57,12 @@ from otlp.verification.single_step_rows import (
     fallback_token,
     local_drafts,
     method_tau,
+    raise_for_row_status,
     rule_rows,
 )
 from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
 from solvers.global_resolution.budget import Deadline, blas_pinned
-from solvers.global_resolution.constants import INNER, OUTER, SINGLE_DRAFT
+from solvers.global_resolution.constants import BAD_P, FALLBACK, INNER, OUTER, SINGLE_DRAFT
 
 __all__ = [
     "METHODS",
@@ -314,7 +315,7 @@ def _row_reports(
     reports = []
     for b in range(rows):
         status, system, block, variables, iterations, deviation, budget, newton = table[b]
-        fallback = bool(status == 1)
+        fallback = bool(status == FALLBACK)
         message = NEWTON_MESSAGES[int(newton)]
         if system == SINGLE_DRAFT:
             message = "closed form: one draft's optimal plan is speculative sampling's law"
@@ -356,28 +357,13 @@ def _row_reports(
 # The unit a fused row solved (solvers.global_resolution.constants' codes).
 _SYSTEM_NAMES = {OUTER: "outer", INNER: "inner", SINGLE_DRAFT: "single draft (closed form)"}
 
-_ROW_ERRORS = {
-    2: "p[{b}]: has a negative, NaN or infinite entry",
-    3: "q[{b}]: has a negative, NaN or infinite entry",
-    4: "p[{b}]: does not sum to 1 within atol",
-    5: "q[{b}]: does not sum to 1 within atol",
-}
-
 
 def _raise_for_bad_rows(table: NDArray, p: NDArray, q: NDArray, drafts: NDArray) -> None:
-    bad = np.flatnonzero(table[:, 0] >= 2)
-    if bad.size == 0:
-        return
-    b = int(bad[0])
-    status = int(table[b, 0])
-    if status == 6:
-        d = int(table[b, 1])
-        raise ValueError(
-            f"drafts[{b}, {d}]: token {int(drafts[b, d])} cannot be drafted (draft probability "
-            "0, or outside the top-k draft)"
-        )
-    row = b if (p if status in (2, 4) else q).shape[0] > 1 else 0
-    raise ValueError(_ROW_ERRORS[status].format(b=row))
+    """The first refused row's ``ValueError`` (:func:`raise_for_row_status`), if any."""
+    bad = np.flatnonzero(table[:, 0] >= BAD_P)
+    if bad.size:
+        b = int(bad[0])
+        raise_for_row_status(int(table[b, 0]), int(table[b, 1]), b, p, q, drafts)
 
 
 def _row_instance(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,6 +18,7 @@ from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
 from otlp.tensors import as_float64, as_index_array, check_distributions
 from solvers.global_resolution.budget import Deadline
+from solvers.global_resolution.constants import BAD_DRAFT, BAD_P, BAD_Q, SUM_P, SUM_Q
 
 
 @dataclass(frozen=True)
@@ -229,3 +231,45 @@ def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification
         for report in verification.reports
     )
     return dataclasses.replace(verification, reports=reports, method="global_resolution")
+
+
+# The messages of the fused kernels' row status codes (solvers.global_resolution.constants).
+ROW_ERRORS = {
+    BAD_P: "{name}: has a negative, NaN or infinite entry",
+    BAD_Q: "{name}: has a negative, NaN or infinite entry",
+    SUM_P: "{name}: does not sum to 1 within atol",
+    SUM_Q: "{name}: does not sum to 1 within atol",
+}
+
+
+def raise_for_row_status(
+    status: int,
+    detail: int,
+    b: int,
+    p: NDArray,
+    q: NDArray,
+    drafts: NDArray,
+    scheme: str = "iid",
+) -> NoReturn:
+    """The ``ValueError`` of row ``b``, which a fused kernel refused with ``status`` (the
+    codes of :mod:`solvers.global_resolution.constants`) and ``detail`` (the draw at fault,
+    or the drafter of an independent pair's row): one message per code for every scheme,
+    naming the argument and the row as the caller passed them."""
+    if status == BAD_DRAFT:
+        if detail < 0:
+            raise ValueError(
+                f"drafts[{b}]: {drafts[b].tolist()} is not a greedy draft tuple (the top "
+                f"{drafts.shape[1] - 1} draft tokens plus one other token of positive probability)"
+            )
+        drafter = f" by its drafter q[{b if q.shape[0] > 1 else 0}, {detail}]"
+        raise ValueError(
+            f"drafts[{b}, {detail}]: token {int(drafts[b, detail])} cannot be drafted"
+            f"{drafter if scheme == 'independent' else ''} (draft probability 0, or outside "
+            "the top-k draft)"
+        )
+    if status in (BAD_P, SUM_P):
+        name = f"p[{b if p.shape[0] > 1 else 0}]"
+    else:
+        row = b if q.shape[0] > 1 else 0
+        name = f"q[{row}, {detail}]" if scheme == "independent" else f"q[{row}]"
+    raise ValueError(ROW_ERRORS[status].format(name=name))

@@ -24,7 +24,6 @@ by every row or (B, 2, V).
 from __future__ import annotations
 
 import time
-from typing import NoReturn
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -53,17 +52,13 @@ from otlp.verification.single_step_rows import (
     fallback_token,
     local_drafts,
     method_tau,
+    raise_for_row_status,
     rule_rows,
 )
 from solvers.global_resolution.budget import Deadline
 from solvers.global_resolution.constants import (
-    BAD_DRAFT,
-    BAD_P,
-    BAD_Q,
     FALLBACK,
     OK,
-    SUM_P,
-    SUM_Q,
 )
 
 SCHEME_METHODS = {
@@ -71,12 +66,6 @@ SCHEME_METHODS = {
     "without_replacement": ("global_resolution", "rrs_without_replacement", "maxflow_cs"),
     "independent": ("global_resolution", "maxflow_cs"),
     "greedy": ("global_resolution", "maxflow_cs"),
-}
-_ROW_ERRORS = {
-    BAD_P: "{name}: has a negative, NaN or infinite entry",
-    BAD_Q: "{name}: has a negative, NaN or infinite entry",
-    SUM_P: "{name}: does not sum to 1 within atol",
-    SUM_Q: "{name}: does not sum to 1 within atol",
 }
 
 
@@ -180,7 +169,7 @@ def _scheme_rows(
             pb, qb, draft_arr[b], scheme, top_k or 0, tau, max_iter, atol, uniforms[b], deadline
         )
         if result.status not in (OK, FALLBACK):
-            _raise_for_row(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
+            raise_for_row_status(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
         fallback = result.status == FALLBACK
         message = result.message
         rule, lost = None, None
@@ -244,7 +233,9 @@ def scheme_row_token(
         inst = _instance(p, q, drafts.shape[0], scheme, k or None, atol, 0)
         return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[0]
     if result.status != OK and top_k is None:
-        _raise_for_row(result.status, result.detail, 0, p[None], q[None], drafts[None], scheme)
+        raise_for_row_status(
+            result.status, result.detail, 0, p[None], q[None], drafts[None], scheme
+        )
     return result.token if result.status == OK else -1
 
 
@@ -275,29 +266,6 @@ def _fallback(
 
 def _row(arr: NDArray, b: int) -> NDArray:
     return arr[0] if arr.shape[0] == 1 else arr[b]
-
-
-def _raise_for_row(
-    status: int, detail: int, b: int, p: NDArray, q: NDArray, drafts: NDArray, scheme: str
-) -> NoReturn:
-    if status == BAD_DRAFT:
-        if detail < 0:
-            raise ValueError(
-                f"drafts[{b}]: {drafts[b].tolist()} is not a greedy draft tuple (the top "
-                f"{drafts.shape[1] - 1} draft tokens plus one other token of positive probability)"
-            )
-        drafter = f" by its drafter q[{b if q.shape[0] > 1 else 0}, {detail}]"
-        raise ValueError(
-            f"drafts[{b}, {detail}]: token {int(drafts[b, detail])} cannot be drafted"
-            f"{drafter if scheme == 'independent' else ''} (draft probability 0, or outside "
-            "the top-k draft)"
-        )
-    if status in (BAD_P, SUM_P):
-        name = f"p[{b if p.shape[0] > 1 else 0}]"
-    else:
-        row = b if q.shape[0] > 1 else 0
-        name = f"q[{row}, {detail}]" if scheme == "independent" else f"q[{row}]"
-    raise ValueError(_ROW_ERRORS[status].format(name=name))
 
 
 def _instance(
@@ -337,7 +305,7 @@ def _exact_rows(
             _row(p, b), _row(q, b), drafts[b], scheme, top_k or 0, atol
         )
         if status != OK:  # the fused path's own checks: every method refuses the same rows
-            _raise_for_row(status, detail, b, p, q, drafts, scheme)
+            raise_for_row_status(status, detail, b, p, q, drafts, scheme)
         if inst is None or not shared:
             inst = _instance(_row(p, b), _row(q, b), n, scheme, top_k, atol, b)
             plan = solve(inst, "maxflow-cs", check=False) if rule is None else None
