@@ -249,3 +249,26 @@ def test_a_top_k_beyond_the_vocabulary_keeps_all_of_it():
         for k in (None, 5, 100)
     ]
     assert runs[0].tokens == runs[1].tokens == runs[2].tokens
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_model_load_says_so_on_stderr_unless_progress_is_off(monkeypatch, capsys, quiet):
+    """Issue 36: a real model loads for seconds to a minute with nothing printed; now one line
+    before (which models, which precision) and one after (how long), on stderr, unless
+    --no-progress."""
+    import argparse
+
+    from otlp.commands import decode as command
+
+    loaded = object()
+    monkeypatch.setattr(command, "load_model_pair", lambda *args, **kwargs: loaded)
+    args = argparse.Namespace(threads=1, no_progress=quiet)
+    selection = command.Selection("smollm2", None, ("skip4",), "bfloat16")
+    assert command._load_pair(args, selection) is loaded
+    out, err = capsys.readouterr()
+    assert out == ""
+    if quiet:
+        assert err == ""
+    else:
+        first, second = err.splitlines()
+        assert first == "loading smollm2 (bfloat16) ..." and second.startswith("loaded in ")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -553,8 +554,13 @@ def _load_pair(args: argparse.Namespace, selection: Selection) -> ModelPair:
     except ImportError as exc:
         raise ValueError(f"--model {selection.model}: {exc}; install the llm extra") from None
     torch.set_num_threads(args.threads)
+    progress = progress_enabled(args)
+    if progress:  # a model loads for seconds to a minute: say so before, and how long after
+        draft = f" and {selection.draft_model}" if selection.draft_model else ""
+        stderr_note(f"loading {selection.model}{draft} ({selection.precision}) ...")
+    started = time.perf_counter()
     try:
-        return load_model_pair(
+        pair = load_model_pair(
             selection.model,
             selection.draft_model,
             precision=selection.precision,
@@ -563,6 +569,9 @@ def _load_pair(args: argparse.Namespace, selection: Selection) -> ModelPair:
         )
     except SystemExit as exc:  # missing torch/transformers or weights: one line, exit 2
         raise ValueError(f"--model {selection.model}: {exc}") from None
+    if progress:
+        stderr_note(f"loaded in {time.perf_counter() - started:.1f} s")
+    return pair
 
 
 def _measure_fidelity(pair: ModelPair) -> dict[str, Fidelity]:
