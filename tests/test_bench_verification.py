@@ -22,7 +22,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "benchmarks" / "configs" / "verif
 def test_the_shipped_config_parses():
     bench = load_verification(CONFIG)
     assert bench is not None
-    assert bench.tree_vocabs == (49152, 128256)
+    assert bench.tree_vocabs == (49152, 128256, 262144)  # SmolLM2, Llama 3, Gemma 3
     assert bench.drafts_kn == ((100, 2), (1000, 2))
     assert load_verification(CONFIG.parent / "default.toml") is None  # a grid config
 
