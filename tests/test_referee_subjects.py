@@ -105,6 +105,8 @@ def test_the_registry_holds_the_field_s_algorithms() -> None:
         "top_n_id_sorted_residual",
         "top_n_id_sorted_residual_tree",
         "typical_acceptance_chain_tree",
+        "sglang_target_only_relaxed",
+        "sglang_target_only_relaxed_tree",
     } <= lossy
 
 
@@ -556,3 +558,29 @@ def test_exact_emitted_stream_on_chains_by_the_referee_s_branching_generator(nam
         assert tv < 1e-12
     else:
         assert tv > 0.1
+
+
+def test_sglang_s_thresholds_below_one_deviate_by_the_hand_computed_amount() -> None:
+    """Issue 35's subject: SGLang's target-only coin with threshold_acc 0.7 (threshold_single
+    0.9) accepts the first sibling with min(1, p / 0.7): p = (0.5, 0.5), q = (0.9, 0.1), two
+    drafts without replacement give P(y = 0) = 0.9 * 5/7 + 0.1 * 2/7 (exact law of the
+    sampler, every draw branched); with thresholds 1 the same kernel is lossless here."""
+    from otlp.referee import symbolic
+    from otlp.referee.subjects.target_only import sglang_target_only
+
+    p, q = np.array([0.5, 0.5]), np.array([0.9, 0.1])
+    drafts = {(0, 1): 0.9, (1, 0): 0.1}  # without replacement from q
+
+    def emits_zero(sampler: Callable[..., int]) -> float:
+        total = 0.0
+        for omega, mass in drafts.items():
+            given = np.array(omega)
+            law = symbolic.exact_law(lambda rng, d=given: sampler(p, q, d, rng))
+            total += mass * law.get(0, 0.0)
+        return total
+
+    relaxed = SUBJECTS["sglang_target_only_relaxed"].sampler
+    assert abs(emits_zero(relaxed) - (0.9 * 5 / 7 + 0.1 * 2 / 7)) < 1e-12
+    assert abs(emits_zero(sglang_target_only) - 0.5) < 1e-12
+    verdict = otlp.referee.referee(SUBJECTS["sglang_target_only_relaxed"].sampler, cases=20)
+    assert not verdict.lossless and verdict.failure is not None and verdict.failure.tv > 0.1

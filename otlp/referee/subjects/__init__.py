@@ -44,6 +44,8 @@ from otlp.referee.subjects.target_only import (
     eagle_target_only,
     eagle_target_only_tree,
     sglang_target_only,
+    sglang_target_only_relaxed,
+    sglang_target_only_relaxed_tree,
     sglang_target_only_tree,
     sglang_target_only_tree_iid,
     target_only,
@@ -86,6 +88,10 @@ _CHAIN = (
 )
 _TARGET = "EAGLE (Li et al. 2024); SGLang tree verification with sampling"
 _SGLANG = "SGLang tree_speculative_sampling_target_only (one coin per level, thresholds 1)"
+_SGLANG_RELAXED = (
+    "SGLang tree_speculative_sampling_target_only with speculative_accept_threshold_single 0.9, "
+    "_acc 0.7 (below the default 1)"
+)
 _EAGLE = "EAGLE (Li et al. 2024) reference code: recursive rejection with q = 1 at the draft"
 _TYPICAL = "Medusa (Cai et al. 2024) typical acceptance; vLLM TypicalAcceptanceSampler"
 _BLOCK = "Block verification (Sun et al., ICLR 2025); [GBV] §2.1"
@@ -122,6 +128,22 @@ SUBJECTS: dict[str, Subject] = {
             "iid",
             False,
             _SGLANG,
+        ),
+        Subject(
+            "sglang_target_only_relaxed",
+            sglang_target_only_relaxed,
+            "position",
+            "without_replacement",
+            False,
+            _SGLANG_RELAXED,
+        ),
+        Subject(
+            "sglang_target_only_relaxed_tree",
+            sglang_target_only_relaxed_tree,
+            "tree",
+            "without_replacement",
+            False,
+            _SGLANG_RELAXED,
         ),
         Subject("specinfer", specinfer, "position", "iid", True, _SPECINFER),
         Subject("specinfer_tree", specinfer_tree, "tree", "iid", True, _SPECINFER),

@@ -112,6 +112,46 @@ def sglang_target_only_tree_iid(
     return sglang_target_only_tree(tokens, parents, p, q, rng)
 
 
+# Acceptance thresholds below SGLang's default of 1 (its speculative_accept_threshold_single
+# and speculative_accept_threshold_acc): illustrative settings of the kind a deployment
+# lowers to accept more, judged as subjects (issue 35).
+RELAXED_SINGLE = 0.9
+RELAXED_ACC = 0.7
+
+
+def relaxed_coin(
+    target: FloatArray, laws: FloatArray, drafts: IntArray, rng: np.random.Generator
+) -> int:
+    """:func:`cumulative_coin` with thresholds :data:`RELAXED_SINGLE` and :data:`RELAXED_ACC`."""
+    return cumulative_coin(target, laws, drafts, rng, RELAXED_SINGLE, RELAXED_ACC)
+
+
+def sglang_target_only_relaxed(
+    p: ArrayLike, q: ArrayLike, drafts: ArrayLike, rng: np.random.Generator
+) -> int:
+    """One position of SGLang's target-only verification with its thresholds below 1
+    (:func:`relaxed_coin`: threshold_single 0.9, threshold_acc 0.7). Sibling j is accepted
+    when u <= (p(x_1) + ... + p(x_j)) / 0.7, so the first sibling alone is accepted with
+    probability min(1, p(x_1) / 0.7), more than p(x_1): p = (0.5, 0.5), q = (0.9, 0.1), two
+    drafts without replacement give P(y = 0) = 0.9 * 5/7 + 0.1 * 2/7 = 0.671 (TV 0.171).
+
+    Protocol: position. Draft scheme: without replacement (distinct tokens, as EAGLE's
+    top-k siblings). Expected lossy.
+    """
+    return relaxed_coin(*position_args(p, q, drafts), rng)
+
+
+def sglang_target_only_relaxed_tree(
+    tokens: ArrayLike, parents: ArrayLike, p: ArrayLike, q: ArrayLike, rng: np.random.Generator
+) -> tuple[list[int], int]:
+    """SGLang's tree_speculative_sampling_target_only with thresholds below 1
+    (:func:`relaxed_coin` at each node).
+
+    Protocol: tree. Draft scheme: each node's children without replacement. Expected lossy.
+    """
+    return walk_tree(tokens, parents, p, q, rng, relaxed_coin)
+
+
 def renormalised_target(
     target: FloatArray, laws: FloatArray, drafts: IntArray, rng: np.random.Generator
 ) -> int:
