@@ -47,7 +47,7 @@ from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.reports import RowReport
 from otlp.global_resolution.rule_fallback import rule_seconds
-from otlp.instance import SCHEMES, Instance
+from otlp.instance import Instance
 from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
@@ -60,7 +60,7 @@ from otlp.verification.single_step_rows import (
     raise_for_row_status,
     rule_rows,
 )
-from otlp.verification.single_step_schemes import handles, verify_scheme_drafts
+from otlp.verification.single_step_schemes import draft_scheme, handles, verify_scheme_drafts
 from solvers.global_resolution.budget import Deadline, blas_pinned
 from solvers.global_resolution.constants import BAD_P, FALLBACK, INNER, OUTER, SINGLE_DRAFT
 
@@ -221,10 +221,7 @@ def default_method(scheme: str) -> str:
     does not reach (without replacement, independent, greedy). An unknown scheme is a
     ``ValueError`` naming ``scheme``.
     """
-    name = canonical_name(scheme, "scheme")
-    if name not in SCHEMES:
-        raise ValueError(f"scheme: expected one of {', '.join(SCHEMES)}, got {scheme!r}")
-    return "partial_resolution" if name == "iid" else "global_resolution"
+    return "partial_resolution" if draft_scheme(scheme) == "iid" else "global_resolution"
 
 
 def global_resolution_rows(

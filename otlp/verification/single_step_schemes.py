@@ -69,11 +69,18 @@ SCHEME_METHODS = {
 }
 
 
-def handles(scheme: object, method: object) -> bool:
-    """Whether ``verify_drafts(..., scheme=scheme, method=method)`` runs here (scheme checked)."""
+def draft_scheme(scheme: object) -> str:
+    """``scheme``'s canonical name if ``verify_drafts`` verifies it, else a ``ValueError``
+    naming ``scheme``."""
     name = canonical_name(scheme, "scheme")
     if name not in SCHEME_METHODS:
         raise ValueError(f"scheme: expected one of {', '.join(SCHEME_METHODS)}, got {scheme!r}")
+    return name
+
+
+def handles(scheme: object, method: object) -> bool:
+    """Whether ``verify_drafts(..., scheme=scheme, method=method)`` runs here (scheme checked)."""
+    name = draft_scheme(scheme)
     return name != "iid" or canonical_name(method, "method") in SCHEME_METHODS["iid"]
 
 
