@@ -713,7 +713,7 @@ def test_rejections_without_replacement_under_top_k_walk_the_remaining_draft():
 def test_draw_is_the_inverse_cdf_of_an_unnormalised_law():
     """``tree.draw``: the first token whose cumulative mass exceeds u times the total, for
     a law that need not sum to 1; never a token of probability 0 (u = 0 included)."""
-    from otlp.verification.tree import draw
+    from otlp.verification.node_steps import draw
 
     law = np.array([0.0, 1.0, 0.0, 1.0, 2.0, 0.0])  # sums to 4
     cdf = np.cumsum(law)
@@ -726,7 +726,7 @@ def test_draw_is_the_inverse_cdf_of_an_unnormalised_law():
 def test_lazy_rejection_rejects_a_zero_target_draft_at_u_0():
     """Acceptance is strict (u q(x) < p(x)): a draft the target never emits is rejected even
     at u = 0, and the residual draw then gives the first token of positive residual."""
-    from otlp.verification.tree import _rejection_token
+    from otlp.verification.node_steps import _rejection_token
 
     p = np.array([0.0, 0.5, 0.5])
     q = np.array([0.5, 0.25, 0.25])

@@ -3,7 +3,7 @@
 verify_tree runs sps, rrs, rrs without replacement and SpecHub's one-child nodes on the
 caller's rows as given (float32 or float64, never copied); the same uniforms must give the
 same token as the float64 procedure on the renormalised rows
-(otlp.verification.tree._rejection_token, whose law tests/test_decoding_verify.py pins by
+(otlp.verification.node_steps._rejection_token, whose law tests/test_decoding_verify.py pins by
 enumeration), and a bad row must be refused with check_distributions' message.
 """
 
@@ -14,7 +14,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from otlp.verification import tree as tree_module
+from otlp.verification import node_steps
 from otlp.verification.laws import ContextLaws
 from solvers.node_rules import (
     KSEQ_RULE,
@@ -62,7 +62,7 @@ def test_rejection_kernel_equals_the_float64_procedure(dtype, scheme):
         )
         p64 = p_in.astype(np.float64)
         q64 = q_in.astype(np.float64)
-        want = tree_module._rejection_token(p64 / p64.sum(), q64 / q64.sum(), omega, scheme, u)
+        want = node_steps._rejection_token(p64 / p64.sum(), q64 / q64.sum(), omega, scheme, u)
         assert not removed.any()
         trials += 1
         mismatches += got != want
@@ -77,7 +77,7 @@ def test_draw_scaled_is_the_inverse_cdf_draw():
             continue
         u = float(rng.random())
         assert draw_scaled(law.astype(np.float32), float(law.astype(np.float32).sum()), u) == (
-            tree_module.draw(law.astype(np.float32).astype(np.float64), u)
+            node_steps.draw(law.astype(np.float32).astype(np.float64), u)
         )
     assert draw_scaled(np.array([0.0, 0.5, 0.5, 0.0]), 1.0, 1.0 - 1e-17) == 2  # never a zero
 
@@ -131,13 +131,13 @@ def test_block_kernel_equals_the_stop_law_draws(dtype):
         target = p.astype(np.float64) / p_tot[:, None]
         draft = q.astype(np.float64)[:steps] / q_tot[:steps, None]
         stops = single_path.block(target[None], draft[None], path[None])
-        want_tau = tree_module.draw(stops.stop[0], u[0])
+        want_tau = node_steps.draw(stops.stop[0], u[0])
         if want_tau == steps:
             mismatches += tau != steps or token != -1
         else:
             mismatches += (tau, token) != (
                 want_tau,
-                tree_module.draw(stops.correction[0, tau], u[1]),
+                node_steps.draw(stops.correction[0, tau], u[1]),
             )
     assert mismatches == 0
 
@@ -224,7 +224,7 @@ def _sequential_token(candidates, accept, final, u):
     for j, x in enumerate(candidates):
         if u[j] < accept[j]:
             return int(x)
-    return tree_module.draw(final, float(u[len(candidates)]))
+    return node_steps.draw(final, float(u[len(candidates)]))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -358,7 +358,7 @@ def test_gbv_kernel_follows_the_skewed_block_law(ranking):
         )
 
         for u in grid:
-            assert run(float(u), 0.5)[0] == tree_module.draw(stops.stop[0], u)
+            assert run(float(u), 0.5)[0] == node_steps.draw(stops.stop[0], u)
         upper = np.cumsum(stops.stop[0])
         for tau in range(steps):
             if stops.stop[0, tau] < 1e-9:

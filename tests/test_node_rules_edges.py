@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from otlp.verification import tree as tree_module
+from otlp.verification import node_steps
 from solvers.node_rules import (
     KSEQ_RULE,
     REJECTION,
@@ -42,13 +42,13 @@ def _sparse_law(rng: np.random.Generator, vocab: int) -> np.ndarray:
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_chunked_inverse_cdf_draw_equals_the_plain_draw_on_large_vocabularies(dtype):
     """draw_scaled (whole chunks of 256 summed, one scanned) returns, for every uniform of a
-    grid, the token of the plain inverse-CDF draw (otlp.verification.tree.draw) on rows of
+    grid, the token of the plain inverse-CDF draw (otlp.verification.node_steps.draw) on rows of
     600 to 3,000 tokens: the chunks before the draw are skipped by their running sum."""
     rng = np.random.default_rng(31)
     for vocab in (600, 1500, 3000):
         row = _sparse_law(rng, vocab).astype(dtype)
         total = row_total(row)[0]
-        want = [tree_module.draw(row.astype(np.float64), float(u)) for u in GRID]
+        want = [node_steps.draw(row.astype(np.float64), float(u)) for u in GRID]
         got = [draw_scaled(row, total, float(u)) for u in GRID]
         assert got == want
         assert len({token // 256 for token in got}) >= 3  # chunks skipped before the draw
@@ -59,7 +59,7 @@ def _sequential_token(candidates, accept, final, u):
     for j, x in enumerate(candidates):
         if u[j] < accept[j]:
             return int(x)
-    return tree_module.draw(final, float(u[len(candidates)]))
+    return node_steps.draw(final, float(u[len(candidates)]))
 
 
 def test_kseq_and_spechub_final_residual_draws_on_a_large_vocabulary():

@@ -11,6 +11,8 @@ loop (:mod:`otlp.decoding`) sits above it and nothing here imports the loop.
 * :mod:`.tree` — :func:`verify_tree` / :func:`verify_chain`: the accepted path and the bonus
   token per row of a batch of draft trees (node-by-node rules with SpecTr traversal, block
   verification, GBV); :mod:`.laws` reads only the contexts a verification visits.
+* :mod:`.rule_table` — every rule declared once (name, protocol, schemes, kernel);
+  :mod:`.node_steps` — each node rule's exact law and token.
 * :mod:`.shapes` — static draft-tree shapes as parent arrays; :mod:`.drafting` — drafting a
   node's children under the schemes the tree verifier accepts (and the per-row randomness
   both use).
@@ -24,6 +26,7 @@ from otlp.verification.drafting import (
     restrict_top_k,
     sample_children,
 )
+from otlp.verification.node_steps import node_law
 from otlp.verification.shapes import (
     ancestors,
     chain,
@@ -41,7 +44,6 @@ from otlp.verification.tree import (
     PATH_METHODS,
     SCHEMES_OF,
     TreeVerification,
-    node_law,
     outcome_law,
     verify_chain,
     verify_tree,

@@ -17,6 +17,7 @@ from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
 from otlp.tensors import as_float64, as_index_array, check_distributions
+from otlp.verification.rule_table import RULES
 from solvers.global_resolution.budget import Deadline
 from solvers.global_resolution.constants import BAD_DRAFT, BAD_P, BAD_Q, SUM_P, SUM_Q
 
@@ -93,7 +94,7 @@ def method_tau(method: str, tau: float | None) -> float:
     """Global resolution's checked ``tau`` (None: :data:`DEFAULT_TAU`); a ``ValueError`` naming
     ``tau`` and the method where another method (``method``, canonical), which is exact and has
     no error threshold, is given one (as :func:`otlp.verify_tree` refuses it)."""
-    if method != "global_resolution":
+    if not RULES[method].takes_tau:
         if tau is not None:
             raise ValueError(
                 f"tau: method {method!r} is exact and takes no error threshold (tau is "

@@ -11,36 +11,23 @@ verifies the union of their children (n i.i.d. drafts; duplicates between the K 
 path tree). Each step keeps the token's marginal equal to p at that context, so the emitted
 tokens follow the target ([GR] Theorem R.1; to 15 tau per step for global resolution).
 
-Rules (:data:`NODE_METHODS`) and the drafting schemes they verify (:data:`SCHEMES_OF`):
+The rules, their protocols (node, path, sequence) and the drafting schemes each verifies are
+declared once in :mod:`otlp.verification.rule_table` (:data:`METHODS`, :data:`SCHEMES_OF` and
+the per-protocol lists here are read from it):
 
-* ``sps`` — speculative sampling on the first child (any scheme: the first draw has law q).
-* ``rrs``, ``kseq`` — recursive rejection sampling with replacement, SpecTr's K-SEQ (i.i.d.).
-* ``rrs_without_replacement`` — [SpecHub] Algorithm 1 (children drawn without replacement).
-* ``spechub`` — [SpecHub] Algorithm 3 on the hub pair (``sps`` at a node with one child).
-* ``global_resolution`` — [GR] §6: the compiled per-row paths of ``otlp.verify_drafts``
-  (:func:`otlp.verification.single_step.global_resolution_rows` for i.i.d. drafts and a node
-  of one draft, :func:`otlp.verification.single_step_schemes.scheme_row_token` for n >= 2
-  drafts without replacement), on the rows as given where a top-k draft (or i.i.d. drafts)
-  lets the kernel restrict q itself.
-* ``maxflow_cs`` — the exact optimal transport by complementary slackness ([GR] §5.3).
-* ``partial_resolution`` — exact optimal transport for i.i.d. siblings ("Partial Resolution",
-  Thomas and Pal, NeurIPS 2025; otlp's clock construction, docs/partial-resolution.md): the
-  fused decoder row of ``otlp.verify_drafts``
-  (:func:`otlp.verification.single_step.partial_resolution_rows`) races the drafted
-  tuple; its law is the race's exact law given the tuple (``plan.race_slice``), a refinement
-  of the object API's set conditional.
-
-Path methods (:data:`PATH_METHODS`) on :func:`~otlp.verification.shapes.path_tree` shapes: ``block``
-(block verification of one chain, [GBV] §2.1) and ``gbv`` (greedy multi-path block
-verification of K i.i.d. paths, [GBV] §5): exact laws by :mod:`otlp.multistep.single_path`
-and :mod:`otlp.multistep.gbv`, sampled by :func:`solvers.node_rules.path_token`.
-
-Sequence methods (:data:`SEQUENCE_METHODS`) on any tree: ``traversal_verification``
-(Weng et al., "Traversal Verification for Speculative Tree Decoding", NeurIPS 2025,
-arXiv 2505.12398; :mod:`otlp.multistep.traversal`): the nodes are tested from the leaves to the
-root (depth-first post-order) with sequence-level acceptance probabilities, a rejected
-subtree's parent moving to the residual law; children drafted i.i.d. or without replacement.
-On one chain it is block verification. Run in numpy on the checked float64 rows it visits.
+* node rules draw each node's token with the kernel registered for them
+  (:mod:`otlp.verification.node_steps`): speculative sampling, RRS with and without
+  replacement, K-SEQ, SpecHub, global resolution (the compiled per-row paths of
+  ``otlp.verify_drafts``, on the rows as given where its fused kernel applies), exact
+  optimal transport by max-flow, partial resolution (the race's exact law given the drafted
+  tuple);
+* path rules on :func:`~otlp.verification.shapes.path_tree` shapes verify one chain (block
+  verification, [GBV] §2.1) or the path GBV selects among K i.i.d. paths ([GBV] §5) with the
+  rule's stop law (:mod:`otlp.multistep.single_path`), sampled by
+  :func:`solvers.node_rules.path_token` where that law is block verification's;
+* sequence rules test whole sequences from the leaves to the root (Traversal Verification,
+  Weng et al., NeurIPS 2025, arXiv 2505.12398; :mod:`otlp.multistep.traversal`; on one chain
+  it is block verification), in numpy on the checked float64 rows they visit.
 
 The rules without top-k run compiled on the rows as given (:mod:`solvers.node_rules`): sps,
 rrs, rrs without replacement, K-SEQ and SpecHub node by node, block chain by chain, every row
@@ -59,35 +46,27 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import canonical_name, positive_int
-from otlp.multistep import single_path, traversal
+from otlp.multistep import single_path
 from otlp.multistep.gbv import check_ranking, local_key, select_path, skewed_conditionals
-from otlp.rules.base import residual
-from otlp.rules.kseq import kseq_parameters
-from otlp.rules.rrs import replacement_residuals, without_replacement_walk
-from otlp.rules.sequential import sequential_conditionals
-from otlp.rules.single import kernel_rows, speculative_kernel
-from otlp.rules.spechub import hub_candidates, hub_verification
 from otlp.tensors import as_index_array
+from otlp.verification import rule_table
 from otlp.verification import shapes as trees
-from otlp.verification.drafting import SCHEMES, check_node, restrict_top_k, row_uniforms
+from otlp.verification.drafting import restrict_top_k, row_uniforms
 from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, LogitLaws
 from otlp.verification.laws import ContextLaws
+from otlp.verification.node_steps import draw, node_law
+from otlp.verification.rule_table import VerificationRule, node_kernel
 from otlp.verification.single_step_rows import method_tau
 from solvers.node_rules import (
     BAD_DRAFT,
     BAD_TARGET,
-    KSEQ_RULE,
     NOT_HUB,
-    REJECTION,
     REPEATED,
-    SPECHUB_RULE,
     TOO_MANY,
     ZERO_DRAFT,
     block_walk,
     buckets_work,
     draw_scaled,
-    hub_token,
-    kseq_token,
     node_token,
     node_walk,
     path_token,
@@ -95,34 +74,12 @@ from solvers.node_rules import (
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
-NODE_METHODS = (
-    "sps",
-    "rrs",
-    "rrs_without_replacement",
-    "kseq",
-    "spechub",
-    "global_resolution",
-    "maxflow_cs",
-    "partial_resolution",
-)
-PATH_METHODS = ("block", "gbv")
-SEQUENCE_METHODS = ("traversal_verification",)  # whole sequences, tested leaves to root
-METHODS = NODE_METHODS + PATH_METHODS + SEQUENCE_METHODS
-SCHEMES_OF = {
-    "sps": SCHEMES,
-    "rrs": ("iid",),
-    "rrs_without_replacement": ("without_replacement",),
-    "kseq": ("iid",),
-    "spechub": ("spechub",),
-    "global_resolution": ("iid", "without_replacement"),
-    "maxflow_cs": ("iid", "without_replacement"),
-    "partial_resolution": ("iid",),
-    "block": SCHEMES,  # one child per node: every scheme drafts it from q
-    "gbv": ("iid",),
-    "traversal_verification": ("iid", "without_replacement"),
-}
-MAX_ITER = 50  # global resolution's Newton iterations per unit
-DEFAULT_TAU = 1e-3  # global resolution's error threshold where the caller gives none
+# The rule table's lists (otlp.verification.rule_table), by protocol.
+NODE_METHODS = rule_table.names("node")
+PATH_METHODS = rule_table.names("path")
+SEQUENCE_METHODS = rule_table.names("sequence")  # whole sequences, tested leaves to root
+METHODS = rule_table.names()
+SCHEMES_OF = rule_table.schemes_of()
 
 
 @dataclass(frozen=True)
@@ -246,8 +203,8 @@ def verify_tree(
         uses ``q`` as given (pass your own restricted law there).
     tau:
         Global resolution's error threshold (each step within 15 tau of p in L1); None =
-        :data:`DEFAULT_TAU`. The other methods are exact and take no ``tau``: passing one is a
-        ``ValueError`` naming it and the method.
+        :data:`otlp.verification.single_step_rows.DEFAULT_TAU`. The other methods are exact
+        and take no ``tau``: passing one is a ``ValueError`` naming it and the method.
     rng:
         One seed / ``numpy.random.Generator`` / ``torch.Generator`` for the batch, a sequence
         with one per row, or a dict {row: generator} (seeded requests; the other rows draw
@@ -403,16 +360,14 @@ def outcome_law(
     return task.law(0)
 
 
-def _scheme_for(method: str, scheme: str | None) -> str:
+def _scheme_for(rule: VerificationRule, scheme: str | None) -> str:
     if scheme is None:
-        return {"rrs_without_replacement": "without_replacement", "spechub": "spechub"}.get(
-            method, "iid"
-        )
+        return rule.default_scheme
     scheme = canonical_name(scheme, "scheme")
-    if scheme not in SCHEMES_OF[method]:
+    if scheme not in rule.schemes:
         raise ValueError(
-            f"scheme: method {method!r} verifies children drafted "
-            f"{' or '.join(SCHEMES_OF[method])}, got {scheme!r}"
+            f"scheme: method {rule.name!r} verifies children drafted "
+            f"{' or '.join(rule.schemes)}, got {scheme!r}"
         )
     return scheme
 
@@ -467,10 +422,9 @@ class _Task:
         *,
         draft_last_optional: bool = False,
     ) -> _Task:
-        method = canonical_name(method, "method")
-        if method not in METHODS:
-            raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
-        scheme = _scheme_for(method, scheme)
+        rule = rule_table.get(method)
+        method = rule.name
+        scheme = _scheme_for(rule, scheme)
         ranking = check_ranking(ranking)
         shape = trees.check_parents(parents)
         tok = _check_tokens(tokens, shape)
@@ -485,7 +439,7 @@ class _Task:
         if top_k is not None:
             top_k = positive_int("top_k", top_k, maximum=target.vocab)
         tau = method_tau(method, tau)
-        path_grid = _path_shape(shape, method) if method in PATH_METHODS else (0, 0)
+        path_grid = _path_shape(shape, rule) if rule.protocol == "path" else (0, 0)
         step = _Step(method, scheme, top_k, tau)
         levels = trees.depth(shape)
         depth = int(levels.max()) if shape.shape[0] else 0
@@ -526,7 +480,8 @@ class _Task:
         (:func:`solvers.node_rules.block_walk`), without top-k, on rows readable as given
         (numpy or CPU torch float32/float64). False otherwise."""
         step = self.step
-        if step.top_k is not None or step.method not in (*_NODE_RULES, "block"):
+        chain_walk = step.rule.max_paths == 1 and step.rule.stop_law is single_path.block
+        if step.top_k is not None or not (step.rule.compiled or chain_walk):
             return False
         p, q = self.target.native_all(), self.draft.native_all()
         if p is None or q is None:
@@ -535,12 +490,13 @@ class _Task:
         p_totals, q_totals = np.full(shape, -1.0), np.full(shape, -1.0)
         error = np.zeros(5, dtype=np.int64)
         atols = np.array([self.target.atol, self.draft.atol])
-        if step.method == "block":
+        if chain_walk:
             block_walk(p, q, self.tokens, u, atols, p_totals, q_totals, accepted, bonus, error)
             self._raise(error)
             return True
         work, removed = self.scratch.buffers(p.shape[2])
-        rule, max_drafts = _NODE_RULES[step.method]
+        assert step.rule.compiled is not None
+        rule, max_drafts = step.rule.compiled
         node_walk(
             p,
             q,
@@ -570,7 +526,7 @@ class _Task:
         """The ``ValueError`` of a compiled walk's error (code, row, context, token, other)."""
         step = self.step
         code, b, context, token, other = (int(e) for e in error)
-        if code == ZERO_DRAFT and step.method == "block":  # context: the chain's node
+        if code == ZERO_DRAFT and step.rule.protocol == "path":  # context: the chain's node
             raise ValueError(
                 f"tokens[{b}, {context}]: token {token} has draft probability 0 where drafted "
                 "(or is outside the top-k draft)"
@@ -592,11 +548,12 @@ class _Task:
 
     def sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Row b's accepted nodes and bonus token from its uniforms ``u``."""
-        if self.step.method in SEQUENCE_METHODS:
+        protocol = self.step.rule.protocol
+        if protocol == "sequence":
             return self._traversal_sample(b, u)
-        if self.step.method in PATH_METHODS and self.step.top_k is None:
+        if protocol == "path" and self.step.top_k is None and self.step.compiled_path():
             return self._path_sample(b, u)
-        if self.step.method in PATH_METHODS:
+        if protocol == "path":
             nodes, stops, root = self._path_stops(b)
             if stops is None:
                 return nodes, draw(root, float(u[0]))
@@ -635,13 +592,15 @@ class _Task:
     def law(self, b: int) -> dict[tuple[int, ...], float]:
         """Exact law of row b's emitted tokens (see :func:`outcome_law`)."""
         out: dict[tuple[int, ...], float] = {}
-        if self.step.method in SEQUENCE_METHODS:
-            for test, mass in traversal.stop_law(*self._traversal_args(b)):
+        rule = self.step.rule
+        if rule.protocol == "sequence":
+            assert rule.sequence_law is not None
+            for test, mass in rule.sequence_law(*self._traversal_args(b)):
                 nodes = self._path_to(test.node)
                 owed = self.target.row(b, test.node + 1) if test.owed is None else test.owed
                 _spread(out, tuple(int(t) for t in self.tokens[b, nodes]), mass, owed)
             return out
-        if self.step.method in PATH_METHODS:
+        if rule.protocol == "path":
             nodes, stops, root = self._path_stops(b)
             if stops is None:
                 _spread(out, (), 1.0, root)
@@ -676,7 +635,8 @@ class _Task:
         p_total = self.target.total(b, context, p)
         q_total = self.draft.total(b, context, q)
         _check_drafts(b, context, self.step, omega, q[omega] > 0, None)
-        rule, max_drafts = _NODE_RULES[self.step.method]
+        assert self.step.rule.compiled is not None
+        rule, max_drafts = self.step.rule.compiled
         work, removed = self.scratch.buffers(p.shape[0])
         wor = self.step.scheme == "without_replacement"
         token = int(
@@ -687,64 +647,28 @@ class _Task:
         return token
 
     def _fused_token(self, b: int, context: int, omega: IntArray, u: FloatArray) -> int:
-        """The token by :func:`otlp.verify_drafts`' fused kernels on the rows as given (they
-        check them, restrict q to its top-k and renormalise both rows themselves): partial
-        resolution's row, global resolution's i.i.d. kernel, or its fused scheme row without
-        replacement. -1 where
-        a drafted token is outside the kernel's top-k (ties at the k-th value are broken by
-        token id there, towards the drafts in :func:`restrict_top_k`: the node then takes the
-        restricted path, which agrees whenever both keep the drafts) or a row fails the
-        kernel's check at the tighter of the two laws' tolerances (the restricted path checks
-        each at its own, and names the row in its error)."""
-        from otlp.global_resolution import check_unit_size
-        from otlp.verification.single_step import global_resolution_rows, partial_resolution_rows
-        from otlp.verification.single_step_schemes import scheme_row_token
-
+        """The token by the rule's fused kernel (:attr:`NodeKernel.fused
+        <otlp.verification.rule_table.NodeKernel>`) on the rows as given: the kernel checks
+        them, restricts q to its top-k and renormalises both rows itself (ties at the k-th
+        value are broken by token id there, towards the drafts in :func:`restrict_top_k`: the
+        node then takes the restricted path, which agrees whenever both keep the drafts). -1
+        where a drafted token is outside the kernel's top-k or a row fails the kernel's check
+        at the tighter of the two laws' tolerances (the restricted path checks each at its
+        own, and names the row in its error)."""
         p = self.target.native(b, context)
         q = self.draft.native(b, context)
         atol = min(self.target.atol, self.draft.atol)
-        drafts = np.ascontiguousarray(omega[None, :], dtype=np.int64)
-        if self.step.method == "partial_resolution":
-            n = omega.shape[0]
-            uniforms = np.ascontiguousarray(u[None, : n + 2], dtype=np.float64)
-            try:
-                rows = partial_resolution_rows(
-                    p[None, :], q[None, :], drafts, uniforms, self.step.top_k, atol
-                )
-            except ValueError:  # as below: the restricted path decides
-                return -1
-            return int(rows.tokens[0])
-        if self.step.scheme == "without_replacement" and omega.shape[0] > 1:  # one draft: i.i.d.
-            _check_drafts(b, context, self.step, omega, np.ones(1, dtype=bool), None)
-            try:
-                check_unit_size(self.step.top_k or 0, omega.shape[0])
-            except ValueError:  # the restricted path refuses the node's own unit by name
-                return -1
-            return scheme_row_token(
-                p, q[None, :], omega, self.step.scheme, tau=self.step.tau, uniforms=u[:2],
-                max_iter=MAX_ITER, atol=atol, top_k=self.step.top_k,
-            )  # fmt: skip
-        try:  # the kernel checks both rows (finite, nonnegative, sums within atol) itself
-            result = global_resolution_rows(
-                p[None, :],
-                q[None, :],
-                drafts,
-                np.ascontiguousarray(u[None, :2], dtype=np.float64),
-                top_k=self.step.top_k,
-                tau=self.step.tau,
-                max_iter=MAX_ITER,
-                atol=atol,
-            )
-        except ValueError:  # a draft outside the kernel's top-k, or a row it refused: the
-            return -1  # restricted path decides (and names the row in its error)
-        return int(result.tokens[0])
+        _check_drafts(b, context, self.step, omega, np.ones(1, dtype=bool), None)
+        fused = node_kernel(self.step.method).fused
+        assert fused is not None
+        return fused(p, q, omega, self.step.scheme, self.step.tau, u, self.step.top_k, atol)
 
     def _path_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Block verification of row b's chain, or of GBV's selected path against its skewed
         draft, on the rows as given (:func:`solvers.node_rules.path_token`): the levels below
         the accepted prefix are read only for their path entries and sums, the bonus row only
         when the whole path is accepted."""
-        if self.step.method == "block":
+        if not self.step.rule.selects_path:
             chosen, paths = _chain_of(self.tokens[b]), 1
         else:
             chosen, paths = _selected_path(
@@ -795,7 +719,8 @@ class _Task:
         probability (the root's last test always accepts); the bonus token from ``u[-1]``
         (the uniforms per row outnumber the nodes: :attr:`uniform_count`)."""
         kids, row, target, draft, wor = self._traversal_args(b)
-        for k, test in enumerate(traversal.tests(kids, row, target, draft, wor)):
+        assert self.step.rule.tests is not None
+        for k, test in enumerate(self.step.rule.tests(kids, row, target, draft, wor)):
             if test.node < 0 or u[k] < test.accept:
                 break
         if test.owed is None:
@@ -827,14 +752,6 @@ class _Task:
 
 
 _NO_NODES = np.zeros(0, dtype=np.int64)
-# The compiled node rules (solvers.node_rules.node_token): method -> (rule, drafts verified).
-_NODE_RULES = {
-    "sps": (REJECTION, 1),
-    "rrs": (REJECTION, 1 << 30),
-    "rrs_without_replacement": (REJECTION, 1 << 30),
-    "kseq": (KSEQ_RULE, 1 << 30),
-    "spechub": (SPECHUB_RULE, 2),
-}
 
 
 def _spread(
@@ -861,23 +778,29 @@ class _Step:
     top_k: int | None
     tau: float
 
+    @property
+    def rule(self) -> VerificationRule:
+        return rule_table.RULES[self.method]
+
     def restrict(self, q: FloatArray, drafted: IntArray) -> FloatArray:
         return restrict_top_k(q[None, :], self.top_k, drafted[None, :])[0]
 
     def fused(self) -> bool:
-        """Whether a node's token comes from a fused kernel on the rows as given: global
-        resolution's i.i.d. kernel or its scheme row without replacement from a top-k draft,
-        or partial resolution's row (i.i.d.)."""
-        if self.method == "partial_resolution":
-            return True
-        if self.method != "global_resolution":
-            return False
-        return self.scheme == "iid" or self.top_k is not None
+        """Whether a node's token comes from the rule's fused kernel on the rows as given
+        (:attr:`NodeKernel.fuses <otlp.verification.rule_table.NodeKernel>`)."""
+        kernel = node_kernel(self.method)
+        return kernel.fuses is not None and kernel.fuses(self.scheme, self.top_k)
 
     def compiled(self) -> bool:
         """Whether a node runs a compiled rule on the rows as given (no top-k restriction
         to apply)."""
-        return self.top_k is None and self.method in _NODE_RULES
+        return self.top_k is None and self.rule.compiled is not None
+
+    def compiled_path(self) -> bool:
+        """Whether a path is verified by the compiled block kernels
+        (:func:`solvers.node_rules.path_token`): the rule's stop law is block
+        verification's."""
+        return self.rule.stop_law is single_path.block
 
     def law(self, p: FloatArray, q: FloatArray, omega: IntArray) -> FloatArray:
         """pi(. | omega) over the vocabulary (q already restricted and checked)."""
@@ -885,163 +808,9 @@ class _Step:
 
     def token(self, p: FloatArray, q: FloatArray, omega: IntArray, u: FloatArray) -> int:
         """The verified token for drafts ``omega`` (n >= 1) from the row's uniforms ``u``
-        (n + 2 of them): the rule run as a procedure, with full-vocabulary work only where
-        it is needed (a residual after a rejection), or global resolution's compiled kernel."""
-        n = omega.shape[0]
-        if self.method in ("sps", "rrs", "rrs_without_replacement") or (
-            n == 1 and self.method == "spechub"
-        ):
-            return _rejection_token(
-                p, q, omega[:1] if self.method in ("sps", "spechub") else omega, self.scheme, u
-            )
-        if self.method == "kseq":  # kseq_parameters' accept and residual, read where needed
-            return int(kseq_token(p, q, 1.0, 1.0, omega, u))
-        if self.method == "spechub":
-            return int(hub_token(p, q, 1.0, 1.0, omega, u))
-        if self.method == "global_resolution":
-            return _global_resolution_token(p, q, omega, self.scheme, self.tau, u[:2])
-        if self.method == "partial_resolution":
-            return _partial_resolution_token(p, q, omega, u)
-        return draw(self.law(p, q, omega), float(u[0]))
-
-
-def _rejection_token(
-    p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, u: FloatArray
-) -> int:
-    """Recursive rejection sampling ([SpecHub] Algorithm 1) run lazily: draft j is accepted
-    with probability min(1, p_j(x_j) / q_j(x_j)); only a rejection computes the residual
-    p_{j+1} = norm(max(p_j - q_j, 0)) (and, without replacement, q_{j+1} = q_j with x_j
-    removed, renormalised). One draft: speculative sampling."""
-    target, draft = p, q
-    for j, x in enumerate(omega):
-        if u[j] * draft[x] < target[x]:  # u < min(1, p_j(x) / q_j(x)), q_j(x) > 0
-            return int(x)
-        target = residual(target, draft)
-        if scheme == "without_replacement" and j < omega.shape[0] - 1:
-            draft = draft.copy()
-            draft[x] = 0.0
-            draft /= draft.sum()  # the rest summed: 1 - q(x) cancels when q(x) is near 1
-    return draw(target, float(u[omega.shape[0]]))
-
-
-def node_law(
-    p: FloatArray,
-    q: FloatArray,
-    omega: IntArray,
-    *,
-    method: str,
-    scheme: str = "iid",
-    tau: float = 1e-3,
-) -> FloatArray:
-    """Exact law pi(. | omega) of a node's verified token over the whole vocabulary.
-
-    ``p``, ``q`` are float64 probability vectors (the node's target and draft laws), ``omega``
-    the children's drafted tokens in draw order (q > 0 at each). Global resolution's law is
-    its plan's slice by the object API (the compiled kernel that :func:`verify_tree` samples
-    agrees with it to rounding). No drafts: p itself.
-    """
-    omega, (p, q) = check_node(omega, p=p, q=q)
-    n = omega.shape[0]
-    if n == 0:
-        return p
-    if method == "sps" or (method == "spechub" and n == 1):
-        return kernel_rows(*speculative_kernel(p, q), omega[:1])[0]
-    if method == "rrs":
-        accept, _, final = replacement_residuals(p, np.broadcast_to(q, (n, q.shape[0])))
-        return sequential_conditionals(omega[None], accept[np.arange(n), omega][None], final)[0]
-    if method == "rrs_without_replacement":
-        return sequential_conditionals(omega[None], *without_replacement_walk(p, q, omega[None]))[0]
-    if method == "kseq":
-        par = kseq_parameters(p, q, n)
-        return sequential_conditionals(omega[None], par.accept[omega][None], par.residual)[0]
-    if method == "spechub":
-        ver = hub_verification(p, q, int(np.argmax(q)))
-        return sequential_conditionals(*hub_candidates(ver, omega[None]))[0]
-    if method == "partial_resolution":
-        return _race_law(p, q, omega)
-    return _plan_law(p, q, omega, method, scheme, tau)
-
-
-def _race_law(p: FloatArray, q: FloatArray, omega: IntArray) -> FloatArray:
-    """Partial resolution's law given the drafted tuple: the clock race's
-    (:meth:`otlp.partial_resolution.ClockPartition.race_conditional`), what the node samples."""
-    from otlp.instance import Instance
-    from otlp.partial_resolution import ClockPartition
-
-    inst = Instance(p, q, omega.shape[0], "iid", renormalize=True)
-    local = ClockPartition.of(inst).race_conditional(inst.to_local(omega))
-    return np.clip(inst.global_law(local), 0.0, None)
-
-
-def _plan_law(
-    p: FloatArray, q: FloatArray, omega: IntArray, method: str, scheme: str, tau: float
-) -> FloatArray:
-    """pi(. | omega) from the solved plan of (p, q, n, scheme) (maxflow_cs, global resolution)."""
-    from otlp.api import solve
-    from otlp.instance import Instance
-
-    inst = Instance(p, q, omega.shape[0], scheme, renormalize=True)
-    if method == "global_resolution":
-        plan = solve(inst, method, check=False, tau=tau)
-    else:
-        plan = solve(inst, method, check=False)
-    return inst.global_law(np.clip(plan.local_slice(omega), 0.0, None))
-
-
-def _global_resolution_token(
-    p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, tau: float, u: FloatArray
-) -> int:
-    """Global resolution's token at a node by the compiled per-row paths of
-    :func:`otlp.verify_drafts` (i.i.d.: the fused kernel; without replacement: the fused
-    scheme row), on the node's checked, renormalised (and top-k restricted) laws."""
-    from otlp.global_resolution import check_unit_size
-    from otlp.verification.single_step import global_resolution_rows
-    from otlp.verification.single_step_schemes import scheme_row_token
-
-    check_unit_size(int(np.count_nonzero(q)), omega.shape[0])
-    if scheme == "without_replacement":
-        return scheme_row_token(
-            p, q[None, :], omega, scheme, tau=tau, uniforms=u, max_iter=MAX_ITER, atol=1e-9
-        )
-    result = global_resolution_rows(
-        p[None, :],
-        q[None, :],
-        np.ascontiguousarray(omega[None, :]),
-        np.ascontiguousarray(u[None, :2]),
-        top_k=None,
-        tau=tau,
-        max_iter=MAX_ITER,
-        atol=1e-9,
-    )
-    return int(result.tokens[0])
-
-
-def _partial_resolution_token(p: FloatArray, q: FloatArray, omega: IntArray, u: FloatArray) -> int:
-    """Partial resolution's token at a node: the fused decoder row of
-    :func:`otlp.verify_drafts` (the clock race, then the residual) on the node's checked,
-    renormalised (top-k restricted) laws; ``u[:n]`` are the clocks, ``u[n:n + 2]`` the
-    residual draw. Its law given the drafted tuple is :func:`node_law`'s (the race's exact
-    law, Lemma 6 of docs/partial-resolution.md), so :func:`outcome_law` is the sampler's."""
-    from otlp.verification.single_step import partial_resolution_rows
-
-    n = omega.shape[0]
-    result = partial_resolution_rows(
-        p[None, :],
-        q[None, :],
-        np.ascontiguousarray(omega[None, :], dtype=np.int64),
-        np.ascontiguousarray(u[None, : n + 2], dtype=np.float64),
-        top_k=None,
-        atol=1e-9,
-    )
-    return int(result.tokens[0])
-
-
-def draw(law: FloatArray, u: float) -> int:
-    """Inverse-CDF draw from a (possibly unnormalised) law with one uniform; never a token of
-    zero probability."""
-    cdf = np.cumsum(law)
-    idx = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
-    return min(idx, int(np.flatnonzero(law > 0)[-1]))
+        (n + 2 of them): the rule's kernel run as a procedure, with full-vocabulary work only
+        where it is needed (a residual after a rejection), or a compiled kernel."""
+        return node_kernel(self.method).token(p, q, omega, self.scheme, self.tau, u)
 
 
 def _checked_draft(
@@ -1099,14 +868,14 @@ class _Scratch:
 
 
 # ----- path methods -------------------------------------------------------------------------
-def _path_shape(parents: IntArray, method: str) -> tuple[int, int]:
+def _path_shape(parents: IntArray, rule: VerificationRule) -> tuple[int, int]:
     nodes = parents.shape[0]
     chained = np.array_equal(parents, np.arange(-1, nodes - 1))  # the common case, at once
     shape = (1, nodes) if chained else trees.path_shape(parents)
     if shape is None:
-        raise ValueError(f"parents: method {method!r} verifies path trees (path_tree(K, L))")
-    if method == "block" and shape[0] != 1:
-        raise ValueError(f"parents: method 'block' verifies one chain, got {shape[0]} paths")
+        raise ValueError(f"parents: method {rule.name!r} verifies path trees (path_tree(K, L))")
+    if rule.max_paths == 1 and shape[0] != 1:
+        raise ValueError(f"parents: method {rule.name!r} verifies one chain, got {shape[0]} paths")
     return shape
 
 
@@ -1155,7 +924,7 @@ def _selected_path(
     nodes = kept[:, None] * length + np.arange(steps)[None, :]
     contexts = np.hstack([np.zeros((kept.shape[0], 1), dtype=np.int64), nodes + 1])
     chosen = 0
-    if step.method == "gbv" and kept.shape[0] > 1:
+    if step.rule.selects_path and kept.shape[0] > 1:
         p_on = target.values_at(b, contexts[:, :-1], toks)
         q_on = draft.values_at(b, contexts[:, :-1], toks)
         if np.any(q_on <= 0):
@@ -1229,9 +998,10 @@ def _path_stops(
             "drafted (or is outside the top-k draft)"
         )
     skewed = dft[None]
-    if step.method == "gbv":
+    if step.rule.selects_path:
         keys = local_key(raw_p[:steps], raw_q, ranking)
         skewed, _ = skewed_conditionals(
             tgt[None], dft[None], path[None], paths, ranking, keys=keys[None]
         )
-    return nodes, single_path.block(tgt[None], skewed, path[None]), tgt[0]
+    assert step.rule.stop_law is not None
+    return nodes, step.rule.stop_law(tgt[None], skewed, path[None]), tgt[0]
