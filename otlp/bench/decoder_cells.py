@@ -58,10 +58,9 @@ def split_name(name: str) -> tuple[str, int, bool]:
 
 
 def _batched_methods() -> tuple[str, ...]:
-    from otlp.verification.single_step import METHODS
-    from otlp.verification.single_step_schemes import SCHEME_METHODS
+    from otlp.verification.rule_table import POSITION_SCHEMES, position_names
 
-    return tuple(dict.fromkeys([*METHODS, *(m for ms in SCHEME_METHODS.values() for m in ms)]))
+    return tuple(dict.fromkeys(m for s in POSITION_SCHEMES for m in position_names(s)))
 
 
 def known_decoders(names: Iterable[str], notes: dict[str, None]) -> list[str]:

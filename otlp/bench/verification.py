@@ -163,12 +163,14 @@ def _fastest(work: Callable[[], Any], repeats: int) -> tuple[float, float, list[
 def tree_rows(bench: VerificationBench, vocab: int) -> list[dict[str, Any]]:
     """verify_tree per visited node at ``vocab`` for every tree case, beside the floor."""
     from otlp.decoding import chain, children, path_tree, sample_children, verify_tree
+    from otlp.verification.rule_table import RULES
 
     rng = np.random.default_rng(bench.seed)
     out: list[dict[str, Any]] = []
     for text in bench.tree_cases:
         method, scheme, top_k = _case(text)
-        paths = 1 if method == "block" else 2 if scheme == "spechub" else bench.tree_paths
+        rule = RULES[method]
+        paths = 1 if rule.max_paths == 1 else 2 if scheme == "spechub" else bench.tree_paths
         depth = bench.tree_depth
         parents = chain(depth) if paths == 1 else path_tree(paths, depth)
         p, q = _laws(rng, (bench.tree_rows, parents.shape[0] + 1), vocab)

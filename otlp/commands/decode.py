@@ -62,7 +62,7 @@ from otlp.errors import ProblemTooLarge
 from otlp.multistep.models import check_toy_size
 from otlp.plotting.style import add_format_argument
 from otlp.verification.drafting import SCHEMES, check_scheme
-from otlp.verification.tree import METHODS
+from otlp.verification.rule_table import names
 
 MODELS = (SMOLLM2, GEMMA3, "toy")
 MAX_NEW_TOKENS = 64  # --max-new-tokens' default
@@ -149,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--method",
         type=flag_type(_speculative_method, "method"),
         default="gbv",
-        help=f"verification method: {', '.join(METHODS)} (ar is added: the speed-up is "
+        help=f"verification method: {', '.join(names())} (ar is added: the speed-up is "
         "measured against it)",
     )
     parser.add_argument("--paths", type=positive, default=4, help="draft paths K")
@@ -267,7 +267,7 @@ def _draft_model_argument(text: str) -> str:
 
 
 def _method(text: str) -> str:
-    (name,) = check_names("method", [text], [AUTOREGRESSIVE, *METHODS])
+    (name,) = check_names("method", [text], [AUTOREGRESSIVE, *names()])
     return name
 
 
@@ -277,7 +277,7 @@ def _speculative_method(text: str) -> str:
     if name == AUTOREGRESSIVE:
         raise ValueError(
             "ar runs beside every method as its baseline; name a speculative method "
-            f"({', '.join(METHODS)})"
+            f"({', '.join(names())})"
         )
     return name
 

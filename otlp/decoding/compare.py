@@ -31,6 +31,7 @@ import numpy as np
 from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult, Speculation, decode
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.prompts import FREE_PROMPTS, PROMPT_SETS
+from otlp.verification.rule_table import RULES, names
 
 ModelFactory = Callable[[float, str], tuple[TreeModel, TreeModel]]
 
@@ -82,14 +83,12 @@ class Config:
     def check(self) -> Config:
         """This config, if its method verifies its tree and its scheme's drafts; else a
         ``ValueError`` naming ``method`` or ``scheme`` (checked before any model loads)."""
-        from otlp.verification.tree import SCHEMES_OF
-
         if self.method == AUTOREGRESSIVE:
             return self
         self._check_tree_size()
         if not valid(self.method, self.paths, self.branching):
             raise ValueError(f"method: {self.method} does not verify a {self.shape} tree")
-        schemes = SCHEMES_OF[self.method]
+        schemes = RULES[self.method].schemes
         if self.scheme is not None and self.scheme not in schemes:
             raise ValueError(
                 f"scheme: method {self.method!r} verifies children drafted "
@@ -222,28 +221,27 @@ class Row:
         }
 
 
-# Methods whose K = 1 case is another method's: every single-step rule is speculative
-# sampling on one child, GBV with one path is block verification.
+# Methods whose K = 1 case is another method's (the rule table's same_at_one_child): every
+# single-step rule is speculative sampling on one child, GBV with one path is block
+# verification.
 SAME_AT_ONE_PATH = {
-    "rrs": "sps",
-    "rrs_without_replacement": "sps",
-    "kseq": "sps",
-    "spechub": "sps",
-    "global_resolution": "sps",
-    "maxflow_cs": "sps",
-    "gbv": "block",
+    name: rule.same_at_one_child for name, rule in RULES.items() if rule.same_at_one_child
 }
 
 
 def valid(method: str, paths: int, branching: Sequence[int] = ()) -> bool:
-    """Whether ``method`` verifies K = ``paths`` draft paths (block: one path; SpecHub's hub
-    drafts at most two children per node)."""
+    """Whether ``method`` verifies K = ``paths`` draft paths, or a tree of ``branching``
+    children per depth (the rule table's: a chain rule one path; a rule of a pair per node,
+    SpecHub's, at most two children per node; a rule selecting one of K paths no tree)."""
+    rule = RULES.get(method)
+    if rule is None:
+        return True
     widest = max(branching) if branching else paths
-    if method == "block":
+    if rule.max_paths == 1:
         return widest == 1
-    if method == "spechub":
+    if rule.drafts == 2:
         return widest <= 2
-    if method == "gbv":
+    if rule.selects_path:
         return not branching
     return True
 
@@ -450,7 +448,7 @@ class Grid:
             for depth in self.depths
             if valid(method, k)
             and not (k == 1 and method in SAME_AT_ONE_PATH)
-            and not (k > 1 and method == "sps")
+            and not (k > 1 and RULES.get(method) is not None and RULES[method].drafts == 1)
         ]
 
 
@@ -491,7 +489,8 @@ def _grid_entry(key: str, value: Any) -> Any:
     from otlp.decoding.models.precision import check_precision
     from otlp.decoding.models.selfdraft import check_draft_name
     from otlp.verification.drafting import check_scheme
-    from otlp.verification.tree import METHODS
+
+    methods = names()
 
     name = f"--config: {key}"
     checks: dict[str, Callable[[Any], Any]] = {
@@ -519,9 +518,9 @@ def _grid_entry(key: str, value: Any) -> Any:
             if not isinstance(value, list) or not value:
                 raise ValueError("must be a non-empty list")
             items = tuple(check(v) for v in value)
-            unknown = [m for m in items if key == "methods" and m not in (AUTOREGRESSIVE, *METHODS)]
+            unknown = [m for m in items if key == "methods" and m not in (AUTOREGRESSIVE, *methods)]
             if unknown:
-                raise ValueError(f"unknown {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+                raise ValueError(f"unknown {', '.join(unknown)}; choose from {', '.join(methods)}")
             return items
         return check(value)
     except ValueError as exc:

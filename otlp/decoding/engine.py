@@ -113,7 +113,7 @@ class Speculation:
 
     ``parents`` is the tree (``parents[i] < i``, ``-1`` = child of the root); ``method`` a
     method of :func:`otlp.verification.tree.verify_tree` or ``"ar"``; ``scheme`` how a node's
-    children are drafted (None: the method's own, :data:`otlp.verification.tree.SCHEMES_OF`);
+    children are drafted (None: the method's own, :mod:`otlp.verification.rule_table`);
     ``top_k`` restricts the single-step rules to the draft's top k ([GR] Appendix N); a k at
     least the vocabulary size keeps the whole vocabulary.
     """
@@ -160,23 +160,23 @@ def decode(
 
     ``seed``: one seed (rows get spawned generators) or one per row.
     """
+    from otlp.verification.rule_table import RULES
     from otlp.verification.shapes import check_parents
-    from otlp.verification.tree import METHODS, SCHEMES_OF
 
     if not isinstance(speculation, Speculation):
         raise ValueError(f"speculation: expected a Speculation, got {type(speculation).__name__}")
     method = canonical_name(speculation.method, "speculation.method")
-    if method != AUTOREGRESSIVE and method not in METHODS:
+    if method != AUTOREGRESSIVE and method not in RULES:
         raise ValueError(
-            f"speculation.method: expected ar or one of {', '.join(METHODS)}, got {method!r}"
+            f"speculation.method: expected ar or one of {', '.join(RULES)}, got {method!r}"
         )
     scheme = speculation.scheme
     if method != AUTOREGRESSIVE and scheme is None:
-        scheme = SCHEMES_OF[method][0]
-    elif method != AUTOREGRESSIVE and scheme not in SCHEMES_OF[method]:
+        scheme = RULES[method].default_scheme
+    elif method != AUTOREGRESSIVE and scheme not in RULES[method].schemes:
         raise ValueError(
             f"speculation.scheme: method {method!r} verifies children drafted "
-            f"{' or '.join(SCHEMES_OF[method])}, got {scheme!r}"
+            f"{' or '.join(RULES[method].schemes)}, got {scheme!r}"
         )
     max_new = positive_int("max_new_tokens", max_new_tokens)
     vocab = _check_model("target", target)

@@ -30,10 +30,14 @@ from typing import Any
 import numpy as np
 
 from otlp.referee.symbolic import NotEnumerable
+from otlp.verification.rule_table import RULES
 
 # Exact methods whose conditional is a solved plan's slice (one plan per case).
 _PLAN_SLICES = ("maxflow_cs", "partial_resolution")
-_EXACT_POSITION = ("sps", "rrs", "kseq", "rrs_without_replacement", *_PLAN_SLICES)
+# The rule table's exact position rules (no tau), SpecHub's pairs aside.
+_EXACT_POSITION = tuple(
+    name for name, r in RULES.items() if r.positions and not r.takes_tau and r.drafts != 2
+)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.reports import RowReport
 from otlp.global_resolution.rule_fallback import rule_seconds
 from otlp.instance import Instance
+from otlp.verification.rule_table import RULES, position_names
 from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
@@ -73,7 +74,8 @@ __all__ = [
     "verify_drafts",
 ]
 
-METHODS = ("global_resolution", "sps", "rrs", "kseq", "maxflow_cs", "partial_resolution")
+# The i.i.d. rows' rules (the rule table's; a SpecHub pair runs in single_step_schemes).
+METHODS = tuple(n for n in position_names("iid") if RULES[n].drafts != 2)
 
 
 def verify_drafts(
@@ -177,8 +179,8 @@ def verify_drafts(
     vocab = p_arr.shape[1]
     if top_k is not None:
         top_k = positive_int("top_k", top_k, maximum=vocab)
-    if method == "sps" and n != 1:
-        raise ValueError(f"method: 'sps' verifies one draft per row, got n = {n}")
+    if RULES[method].drafts == 1 and n != 1:
+        raise ValueError(f"method: {method!r} verifies one draft per row, got n = {n}")
     if not isinstance(parallel, bool):
         raise ValueError(f"parallel: expected True or False, got {parallel!r}")
     max_iter = positive_int("max_iter", max_iter, minimum=0)

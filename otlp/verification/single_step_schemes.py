@@ -43,6 +43,7 @@ from otlp.global_resolution.fused import RowResult, checked_row, scheme_row
 from otlp.global_resolution.reports import RowReport
 from otlp.global_resolution.rule_fallback import FALLBACK_RULES, rule_seconds
 from otlp.instance import Instance
+from otlp.verification.rule_table import POSITION_SCHEMES, RULES, position_names
 from otlp.verification.single_step_rows import (
     DraftVerification,
     batch_arrays,
@@ -61,11 +62,11 @@ from solvers.global_resolution.constants import (
     OK,
 )
 
+# Scheme -> the rules run here (the rule table's): every position rule of the schemes beyond
+# i.i.d., and SpecHub's pairs of i.i.d. drafts (the other i.i.d. rules run in single_step).
 SCHEME_METHODS = {
-    "iid": ("spechub",),  # the other i.i.d. methods run in otlp.verification.single_step
-    "without_replacement": ("global_resolution", "rrs_without_replacement", "maxflow_cs"),
-    "independent": ("global_resolution", "maxflow_cs"),
-    "greedy": ("global_resolution", "maxflow_cs"),
+    scheme: tuple(n for n in position_names(scheme) if scheme != "iid" or RULES[n].drafts == 2)
+    for scheme in POSITION_SCHEMES
 }
 
 
@@ -114,8 +115,8 @@ def verify_scheme_drafts(
     vocab = p_arr.shape[1]
     if scheme == "independent" and n != 2:
         raise ValueError(f"drafts: scheme 'independent' verifies two drafts per row, got n = {n}")
-    if method == "spechub" and n != 2:
-        raise ValueError(f"drafts: 'spechub' verifies a pair per row, got n = {n}")
+    if RULES[method].drafts == 2 and n != 2:
+        raise ValueError(f"drafts: {method!r} verifies a pair per row, got n = {n}")
     if scheme in ("without_replacement", "greedy"):
         ordered = np.sort(draft_arr, axis=1)
         repeats = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
