@@ -160,3 +160,17 @@ def test_a_broken_branch_cap_is_caught(monkeypatch):
 def test_unknown_variants_are_refused():
     with pytest.raises(ValueError, match="variant"):
         hsd.caps(np.ones((1, 3)), "raw")
+
+
+def test_a_subnormal_draft_probability_gives_a_finite_law_equal_to_blocks():
+    """The referee's minimal case (issue 38): q = 6.4e-310 on the path overflowed the prefix
+    ratio P / Q to inf and the branch caps to NaN; in logs the law stays block
+    verification's."""
+    target = np.array([[[0.09090909, 0.90909091], [0.9, 0.1], [0.9, 0.1]]])
+    draft = np.array([[[1.0, 6.43469883e-310], [2.54375266e-310, 1.0]]])
+    tokens = np.array([[1, 0]])
+    got = hsd.chain(target, draft, tokens)
+    want = single_path.block(target, draft, tokens)
+    assert np.isfinite(got.stop).all() and np.isfinite(got.correction).all()
+    np.testing.assert_allclose(got.stop, want.stop, atol=1e-12)
+    np.testing.assert_allclose(got.correction, want.correction, atol=1e-12)

@@ -62,27 +62,30 @@ IntArray = NDArray[np.int64]
 VARIANTS = ("capped", "joint", "clipped")
 
 
-def prefix_ratios(target: FloatArray, draft: FloatArray, tokens: IntArray) -> FloatArray:
-    """r_k = P_k / Q_k for k = 0..L (``(P, L + 1)``, r_0 = 1), as products of on-path
-    conditional ratios; a path the draft cannot produce gets ratio 1 from that token on (it
-    carries no draft mass, so its stop law is never weighted)."""
+def prefix_log_ratios(target: FloatArray, draft: FloatArray, tokens: IntArray) -> FloatArray:
+    """log r_k = log(P_k / Q_k) for k = 0..L (``(P, L + 1)``, r_0 = 1), as sums of on-path
+    conditional log ratios (a ratio over a subnormal draft probability overflows, its log does
+    not); a path the draft cannot produce gets ratio 1 from that token on (it carries no draft
+    mass, so its stop law is never weighted); -inf where the target's probability is 0."""
     num, den = on_path(target, tokens), on_path(draft, tokens)
     with np.errstate(divide="ignore", invalid="ignore"):
-        step = np.where(den > 0, num / den, 1.0)
-    ones = np.ones((tokens.shape[0], 1))
-    return np.cumprod(np.hstack([ones, step]), axis=1)
+        step = np.where(den > 0, np.log(num) - np.log(np.where(den > 0, den, 1.0)), 0.0)
+    zeros = np.zeros((tokens.shape[0], 1))
+    return np.cumsum(np.hstack([zeros, step]), axis=1)
 
 
-def caps(ratios: FloatArray, variant: str = "capped") -> tuple[FloatArray, FloatArray]:
-    """(c_0..c_{L-1}, accept): the branch caps and the full draft's acceptance probability."""
+def caps(log_ratios: FloatArray, variant: str = "capped") -> tuple[FloatArray, FloatArray]:
+    """(c_0..c_{L-1}, accept): the branch caps and the full draft's acceptance probability,
+    from the prefix log ratios (:func:`prefix_log_ratios`)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
     if variant == "clipped":
-        branch = np.minimum(ratios, 1.0)
+        branch = np.exp(np.minimum(log_ratios, 0.0))
     else:
         # r_k / max(1, r_1, ..., r_k): r_0 = 1 is the running maximum's floor.
-        branch = ratios / np.maximum.accumulate(ratios, axis=1)
-    accept = branch[:, -1] if variant == "capped" else np.minimum(ratios[:, -1], 1.0)
+        branch = np.exp(log_ratios - np.maximum.accumulate(log_ratios, axis=1))
+    last = np.exp(np.minimum(log_ratios[:, -1], 0.0))
+    accept = branch[:, -1] if variant == "capped" else last
     return branch[:, :-1], accept
 
 
@@ -91,7 +94,7 @@ def chain(
 ) -> StopLaw:
     """HSD's law on single draft paths as a :class:`StopLaw` (vectorised over paths)."""
     paths = tokens.shape[0]
-    branch, accept = caps(prefix_ratios(target, draft, tokens), variant)
+    branch, accept = caps(prefix_log_ratios(target, draft, tokens), variant)
     signed = branch[:, :, None] * target[:, :-1] - draft  # per unit of Q_k: target - draft
     owed = np.maximum(signed, 0.0)
     deficit = owed.sum(axis=2)
@@ -124,8 +127,7 @@ def sample(
     one per level while walking back, stopping at the first level that settles. Returns the
     accepted tokens followed by the emitted one."""
     steps = tokens.shape[0]
-    ratios = prefix_ratios(target[None], draft[None], tokens[None])
-    branch, accept = caps(ratios, variant)
+    branch, accept = caps(prefix_log_ratios(target[None], draft[None], tokens[None]), variant)
     if rng.random() < accept[0]:
         return [*tokens.tolist(), _draw(rng, target[steps])]
     for k in range(steps - 1, -1, -1):
