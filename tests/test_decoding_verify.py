@@ -117,6 +117,8 @@ CASES = [
     ("maxflow_cs", "without_replacement", ["tree2x2"]),
     ("partial_resolution", "iid", ["chain3", "paths2x2", "paths3x1", "tree2x2", "tree3x1"]),
     ("block", "iid", ["chain3"]),
+    ("hsd", "iid", ["chain3"]),
+    ("hsd", "without_replacement", ["chain3"]),
     ("gbv", "iid", ["paths2x2", "paths3x1"]),
 ]
 
@@ -147,7 +149,12 @@ def test_global_resolution_within_its_bound(scheme, shape):
 
 @pytest.mark.parametrize(
     ("method", "scheme", "shape"),
-    [("gbv", "iid", "paths2x2"), ("rrs", "iid", "tree2x2"), ("block", "iid", "chain3")],
+    [
+        ("gbv", "iid", "paths2x2"),
+        ("rrs", "iid", "tree2x2"),
+        ("block", "iid", "chain3"),
+        ("hsd", "iid", "chain3"),
+    ],
 )
 def test_exact_losslessness_under_top_k(method, scheme, shape):
     parents = SHAPES[shape]

@@ -269,7 +269,14 @@ def test_otlps_exact_rules_pass_in_exact_mode(method, scheme, max_n):
 
 
 @pytest.mark.parametrize(
-    ("method", "shapes"), [("rrs", None), ("sps", None), ("block", ("chain2",))]
+    ("method", "shapes"),
+    [
+        ("rrs", None),
+        ("sps", None),
+        ("block", ("chain2",)),
+        ("hsd", ("chain2",)),
+        ("traversal_verification", None),
+    ],
 )
 def test_otlps_tree_rules_pass_in_exact_mode(method, shapes):
     verdict = referee(adapters.tree(method), cases=6, mode="exact", shapes=shapes)

@@ -20,6 +20,7 @@ import pytest
 from scipy import stats
 
 from otlp.decoding import (
+    chain,
     children_probability,
     k_ary_tree,
     node_law,
@@ -228,6 +229,7 @@ TREE_CASES = [
     ("maxflow_cs", "without_replacement", k_ary_tree((2, 2))),
     ("partial_resolution", "iid", path_tree(2, 2)),
     ("partial_resolution", "iid", path_tree(3, 1)),
+    ("hsd", "iid", chain(3)),
 ]
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import canonical_name
-from otlp.multistep import single_path, traversal
+from otlp.multistep import hsd, single_path, traversal
 from otlp.verification.drafting import SCHEMES
 from solvers.node_rules import KSEQ_RULE, REJECTION, SPECHUB_RULE
 
@@ -143,6 +143,11 @@ RULES: dict[str, VerificationRule] = {
             "gbv", "path", ("iid",), "greedy multi-path block verification of K i.i.d. paths",
             "[GBV] §5", stop_law=single_path.block, selects_path=True,
             same_at_one_child="block",
+        ),
+        VerificationRule(
+            "hsd", "path", SCHEMES, "Hierarchical Speculative Decoding on one chain",
+            "Zhou et al., ICLR 2026, arXiv 2601.05724; docs/hsd.md", stop_law=hsd.chain,
+            max_paths=1,
         ),
         VerificationRule(
             "traversal_verification", "sequence", ("iid", "without_replacement"),
