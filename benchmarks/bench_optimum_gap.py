@@ -18,8 +18,9 @@ import time
 
 import numpy as np
 
-from otlp.multistep import model_pair, optimal_block_efficiency, rule_block_efficiency, tabulate
+from otlp.multistep import model_pair, optimal_block_efficiency, tabulate
 from otlp.validate.checks.optimum import RULES, TAU
+from otlp.verification import rule_block_efficiency
 
 GAMMA = 2
 COLUMNS = [

@@ -213,7 +213,7 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
         "gamma": 1,
         "shape": "paths2",
     },
-    "otlp.multistep.rule_block_efficiency": lambda: {
+    "otlp.verification.rule_block_efficiency": lambda: {
         "target": _models()[0],
         "draft": _models()[1],
         "gamma": 1,

@@ -24,13 +24,13 @@ from otlp.multistep import (
     multi_path_lp,
     optimal_block_efficiency,
     optimal_path_selection,
-    rule_block_efficiency,
     tabulate,
     tree_optimum,
 )
 from otlp.multistep.optimum import drafted_structures
 from otlp.multistep.table import PrefixTable
 from otlp.validate.checks.optimum import RULES, TAU
+from otlp.verification import rule_block_efficiency
 from solvers.base import LinearProgram
 from solvers.registry import get_backend
 from tests.test_multistep_lp import _definition_lp

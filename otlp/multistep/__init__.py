@@ -11,8 +11,8 @@
   optimal path selection on tiny trees (:func:`optimal_path_selection`).
 * The optimum of every valid verification algorithm for a tree drafting law (K paths, k-ary
   trees, i.i.d. or without replacement), as one exact LP on tiny trees
-  (:func:`optimal_block_efficiency`), and a tree rule's exact block efficiency on the same
-  law (:func:`rule_block_efficiency`).
+  (:func:`optimal_block_efficiency`); a tree rule's exact block efficiency on the same law is
+  :func:`otlp.verification.rule_block_efficiency` (the rules live there).
 """
 
 from otlp.multistep.exact import (
@@ -46,7 +46,6 @@ from otlp.multistep.optimal import OptimalSelection, optimal_path_selection
 from otlp.multistep.optimum import (
     TreeOptimum,
     optimal_block_efficiency,
-    rule_block_efficiency,
     tree_optimum,
 )
 from otlp.multistep.simulate import SimulationResult, simulate
@@ -84,7 +83,6 @@ __all__ = [
     "optimal_path_selection",
     "output_distribution",
     "output_law",
-    "rule_block_efficiency",
     "simulate",
     "single_path_lp",
     "skewed_table",

@@ -35,7 +35,6 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -326,64 +325,3 @@ def optimal_block_efficiency(
     return tree_optimum(
         target, draft, gamma, shape=shape, scheme=scheme, backend=backend, context=context
     ).block_efficiency
-
-
-def rule_block_efficiency(
-    target: Model | PrefixTable,
-    draft: Model | PrefixTable,
-    gamma: int,
-    method: str,
-    *,
-    shape: str | Sequence[int] = "paths1",
-    scheme: str = "iid",
-    context: tuple[int, ...] = (),
-    **options: Any,
-) -> float:
-    """A tree rule's exact block efficiency on the same drafting law: every drafted tree
-    (:func:`otlp.decoding.children_probability` node by node) times the expected length of
-    :func:`otlp.decoding.outcome_law` on it. ``options`` go to ``outcome_law`` (``tau``,
-    ``top_k``, ``ranking``); ``"paths{K}"`` is laid out as :func:`otlp.decoding.path_tree`,
-    other shapes as :func:`otlp.decoding.k_ary_tree`."""
-    from otlp.verification import children_probability, k_ary_tree, outcome_law, path_tree
-
-    gamma = positive_int("gamma", gamma)
-    branching = branching_of(shape, gamma)
-    scheme = check_scheme(scheme)
-    tgt = tabulate(target, gamma + 1, context=context, name="target")
-    dft = tabulate(draft, gamma, context=context, name="draft")
-    vocab = tgt.vocab_size
-    paths = isinstance(shape, str) and shape.strip().lower().startswith("paths")
-    parents = path_tree(branching[0], gamma) if paths else k_ary_tree(branching)
-    count = parents.shape[0]
-    check_work(
-        "drafted trees enumerated for a rule's exact law",
-        vocab**count,
-        advice="lower gamma, the branching or the vocabulary",
-    )
-    kids = [np.flatnonzero(parents == c - 1) for c in range(count + 1)]
-    uniform = np.full(vocab, 1.0 / vocab)
-    total = 0.0
-    for combo in itertools.product(range(vocab), repeat=count):
-        tokens = np.asarray(combo, dtype=np.int64)
-        index = np.zeros(count + 1, dtype=np.int64)  # each context's prefix index
-        level = np.zeros(count + 1, dtype=np.int64)
-        for i, parent in enumerate(parents):
-            index[i + 1] = index[parent + 1] * vocab + tokens[i]
-            level[i + 1] = level[parent + 1] + 1
-        mass = 1.0
-        for c, nodes in enumerate(kids):
-            if nodes.shape[0] and mass > 0.0:
-                law = dft.conditionals[level[c]][index[c]]
-                mass *= children_probability(law, tokens[nodes], scheme)
-        if mass == 0.0:
-            continue
-        p = np.array([tgt.conditionals[level[c]][index[c]] for c in range(count + 1)])
-        q = np.array(  # a leaf's draft law is never read
-            [
-                dft.conditionals[level[c]][index[c]] if level[c] < gamma else uniform
-                for c in range(count + 1)
-            ]
-        )
-        law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, **options)
-        total += mass * sum(len(s) * prob for s, prob in law.items())
-    return total

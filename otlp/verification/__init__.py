@@ -48,6 +48,7 @@ from otlp.verification.tree import (
     verify_chain,
     verify_tree,
 )
+from otlp.verification.tree_exact import rule_block_efficiency
 from otlp.verification.warming import warm_up
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "path_shape",
     "path_tree",
     "restrict_top_k",
+    "rule_block_efficiency",
     "sample_children",
     "verify_chain",
     "verify_drafts",

@@ -19,6 +19,7 @@ from otlp.rules.rrs import replacement_residuals, without_replacement_walk
 from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
 from otlp.rules.spechub import hub_candidates, hub_verification
+from otlp.verification import rule_table
 from otlp.verification.drafting import check_node
 from otlp.verification.rule_table import NodeKernel, node_kernel, register_node_kernel
 from solvers.node_rules import hub_token, kseq_token
@@ -44,10 +45,14 @@ def node_law(
     its plan's slice by the object API (the compiled kernel that :func:`verify_tree` samples
     agrees with it to rounding). No drafts: p itself.
     """
+    rule = rule_table.get(method)
+    if rule.protocol != "node":
+        names = ", ".join(rule_table.names("node"))
+        raise ValueError(f"method: {rule.name!r} is a {rule.protocol} rule; node rules: {names}")
     omega, (p, q) = check_node(omega, p=p, q=q)
     if omega.shape[0] == 0:
         return p
-    return node_kernel(method).law(p, q, omega, scheme, tau)
+    return node_kernel(rule.name).law(p, q, omega, scheme, tau)
 
 
 def draw(law: FloatArray, u: float) -> int:

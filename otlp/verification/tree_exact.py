@@ -15,14 +15,19 @@ models of :mod:`otlp.multistep.models`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otlp.args import positive_int
 from otlp.limits import check_size, power
+from otlp.multistep.models import Model as MultistepModel
+from otlp.multistep.models import prefix_index
+from otlp.multistep.optimum import branching_of, check_scheme
+from otlp.multistep.table import PrefixTable, tabulate
 from otlp.verification import shapes as trees
 from otlp.verification.drafting import children_probability
 from otlp.verification.tree import outcome_law
@@ -96,3 +101,47 @@ def call_law(
         for seq, prob in law.items():
             out[seq] = out.get(seq, 0.0) + mass * prob
     return CallLaw(out, vocab, depth)
+
+
+def rule_block_efficiency(
+    target: MultistepModel | PrefixTable,
+    draft: MultistepModel | PrefixTable,
+    gamma: int,
+    method: str,
+    *,
+    shape: str | Sequence[int] = "paths1",
+    scheme: str = "iid",
+    context: tuple[int, ...] = (),
+    **options: Any,
+) -> float:
+    """A tree rule's exact block efficiency on a tree drafting law, the number to set beside
+    :func:`otlp.multistep.optimal_block_efficiency` (same arguments): 1 + the expected
+    accepted length of :func:`call_law` on the tree ``shape`` lays out (``"paths{K}"`` as
+    :func:`~otlp.verification.shapes.path_tree`, ``"kary{k}"`` or children per depth as
+    :func:`~otlp.verification.shapes.k_ary_tree`), with the models tabulated after
+    ``context``. ``options`` go to :func:`~otlp.verification.tree.outcome_law` (``tau``,
+    ``top_k``, ``ranking``)."""
+    gamma = positive_int("gamma", gamma)
+    branching = branching_of(shape, gamma)
+    scheme = check_scheme(scheme)
+    tgt = tabulate(target, gamma + 1, context=context, name="target")
+    dft = tabulate(draft, gamma, context=context, name="draft")
+    paths = isinstance(shape, str) and shape.strip().lower().startswith("paths")
+    parents = trees.path_tree(branching[0], gamma) if paths else trees.k_ary_tree(branching)
+    law = call_law(_lookup(tgt), _lookup(dft), parents, method, scheme=scheme, **options)
+    return 1.0 + law.expected_accepted
+
+
+def _lookup(table: PrefixTable) -> Model:
+    """A tabulated model as a prefix -> law callable (uniform past its depth: a leaf's draft
+    law is never read)."""
+    vocab = table.vocab_size
+    uniform = np.full(vocab, 1.0 / vocab)
+
+    def law(prefix: tuple[int, ...]) -> FloatArray:
+        if len(prefix) >= table.depth:
+            return uniform
+        index = prefix_index(np.array([prefix], dtype=np.int64).reshape(1, -1), vocab)[0]
+        return table.conditionals[len(prefix)][index]
+
+    return law

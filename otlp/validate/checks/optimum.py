@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from otlp.multistep import model_pair, multi_path_lp, optimal_path_selection, tabulate
-from otlp.multistep.optimum import rule_block_efficiency, tree_nodes, tree_optimum
+from otlp.multistep.optimum import tree_nodes, tree_optimum
 from otlp.validate.registry import Case, Outcome, check, equality
+from otlp.verification.tree_exact import rule_block_efficiency
 
 # The exact tree rules per drafting scheme (global resolution is lossy: 15 tau per level).
 RULES = {
