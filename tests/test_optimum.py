@@ -29,7 +29,7 @@ from otlp.multistep import (
 )
 from otlp.multistep.optimum import drafted_structures
 from otlp.multistep.table import PrefixTable
-from otlp.validate.checks.optimum import RULES, TAU
+from otlp.validate.checks.optimum import TAU, tree_rules
 from otlp.verification import rule_block_efficiency
 from solvers.base import LinearProgram
 from solvers.registry import get_backend
@@ -160,7 +160,7 @@ def test_no_tree_rule_exceeds_the_optimum(vocab: int, gamma: int, width: int, sc
     elif width == vocab:  # V distinct children hold every path: everything is accepted
         assert abs(optimum - (gamma + 1)) < TOL
     values = {}
-    for method in RULES[scheme]:
+    for method in tree_rules(scheme, (width,) * gamma):
         options = {"tau": TAU} if method == "global_resolution" else {}
         values[method] = rule_block_efficiency(
             tgt, dft, gamma, method, shape=shape, scheme=scheme, **options
@@ -180,7 +180,8 @@ def test_path_rules_stay_below_the_optimum(scheme: str) -> None:
     vocab, gamma = 3, 2
     tgt, dft = tables(vocab, gamma, seed=5)
     optimum = optimal_block_efficiency(tgt, dft, gamma, "paths2", scheme)
-    methods = RULES[scheme] + (("gbv",) if scheme == "iid" else ())
+    methods = tree_rules(scheme, paths=2)
+    assert ("gbv" in methods) == (scheme == "iid")
     for method in methods:
         options = {"tau": TAU} if method == "global_resolution" else {}
         value = rule_block_efficiency(

@@ -231,19 +231,10 @@ SAME_AT_ONE_PATH = {
 
 def valid(method: str, paths: int, branching: Sequence[int] = ()) -> bool:
     """Whether ``method`` verifies K = ``paths`` draft paths, or a tree of ``branching``
-    children per depth (the rule table's: a chain rule one path; a rule of a pair per node,
-    SpecHub's, at most two children per node; a rule selecting one of K paths no tree)."""
+    children per depth (:meth:`VerificationRule.verifies
+    <otlp.verification.rule_table.VerificationRule.verifies>`); ``ar`` any."""
     rule = RULES.get(method)
-    if rule is None:
-        return True
-    widest = max(branching) if branching else paths
-    if rule.max_paths == 1:
-        return widest == 1
-    if rule.drafts == 2:
-        return widest <= 2
-    if rule.selects_path:
-        return not branching
-    return True
+    return rule is None or rule.verifies(paths, branching)
 
 
 @dataclass(frozen=True)

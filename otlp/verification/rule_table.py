@@ -27,7 +27,7 @@ method's name changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -88,6 +88,17 @@ class VerificationRule:
     def default_scheme(self) -> str:
         """The scheme assumed where a caller names none."""
         return self.schemes[0]
+
+    def verifies(self, paths: int, branching: Sequence[int] = ()) -> bool:
+        """Whether it verifies K = ``paths`` draft paths, or a tree of ``branching`` children
+        per depth: a chain rule one path, a rule of a pair per node (SpecHub's) at most two
+        children per node, a rule that selects one of K paths no tree."""
+        widest = max(branching) if branching else paths
+        if self.max_paths == 1:
+            return widest == 1
+        if self.drafts == 2:
+            return widest <= 2
+        return not (self.selects_path and branching)
 
 
 RULES: dict[str, VerificationRule] = {

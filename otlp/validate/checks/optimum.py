@@ -3,32 +3,28 @@ rule of otlp stays below it, and on K i.i.d. paths it is [GBV] Theorem 4.6's opt
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from otlp.multistep import model_pair, multi_path_lp, optimal_path_selection, tabulate
 from otlp.multistep.optimum import tree_nodes, tree_optimum
 from otlp.validate.registry import Case, Outcome, check, equality
+from otlp.verification.rule_table import RULES
 from otlp.verification.tree_exact import rule_block_efficiency
 
-# The exact tree rules per drafting scheme (global resolution is lossy: 15 tau per level).
-RULES = {
-    "iid": (
-        "sps",
-        "rrs",
-        "kseq",
-        "maxflow_cs",
-        "partial_resolution",
-        "global_resolution",
-        "traversal_verification",
-    ),
-    "without_replacement": (
-        "sps",
-        "rrs_without_replacement",
-        "maxflow_cs",
-        "global_resolution",
-        "traversal_verification",
-    ),
-}
+SCHEMES = ("iid", "without_replacement")
+
+
+def tree_rules(scheme: str, branching: Sequence[int] = (), paths: int = 1) -> list[str]:
+    """The rule table's rules that verify the tree of ``branching`` children per depth (or
+    K = ``paths`` paths) drafted by ``scheme``."""
+    return [
+        name
+        for name, rule in RULES.items()
+        if scheme in rule.schemes and rule.verifies(paths, branching)
+    ]
+
+
 TAU = 1e-4
 MAX_TREES = 729  # drafted token assignments a rule's exact law enumerates
 
@@ -49,10 +45,9 @@ def _tiny_models(case: Case, max_gamma: int = 2):
     "opt.rules_below_optimum",
     "GBV",
     "Def. 4.1 (trees)",
-    "no exact tree rule (sps, rrs, kseq, maxflow_cs, partial resolution, traversal "
-    "verification; global resolution within 15 tau per level) has a block efficiency above "
-    "the optimum LP over every valid algorithm, on random tiny k-ary trees (i.i.d. and "
-    "without replacement)",
+    "no rule of the rule table that verifies the tree (exact; global resolution within 15 "
+    "tau per level) has a block efficiency above the optimum LP over every valid algorithm, "
+    "on random tiny k-ary trees (i.i.d. and without replacement)",
     suite=False,
 )
 def _rules_below(case: Case) -> Outcome:
@@ -60,13 +55,13 @@ def _rules_below(case: Case) -> Outcome:
     vocab = tgt.vocab_size
     widths = [k for k in (1, 2, 3) if vocab ** tree_nodes((k,) * gamma) <= MAX_TREES]
     width = int(case.rng.choice(widths))
-    schemes = ["iid"] if width > vocab or case.recorded["sparsity"] > 0 else list(RULES)
+    schemes = ["iid"] if width > vocab or case.recorded["sparsity"] > 0 else list(SCHEMES)
     scheme = str(case.rng.choice(schemes))
     case.record(shape=f"kary{width}", scheme=scheme)
     optimum = tree_optimum(tgt, dft, gamma, shape=f"kary{width}", scheme=scheme)
     margin, values = 1.0, {"optimum": optimum.block_efficiency}
-    for method in RULES[scheme]:
-        lossy = method == "global_resolution"
+    for method in tree_rules(scheme, (width,) * gamma):
+        lossy = RULES[method].takes_tau
         options: dict[str, Any] = {"tau": TAU} if lossy else {}
         value = rule_block_efficiency(
             tgt, dft, gamma, method, shape=f"kary{width}", scheme=scheme, **options
