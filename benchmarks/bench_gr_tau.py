@@ -21,7 +21,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 import otlp
-from instances.generators import softmax
+from otlp.instances.generators import softmax
 
 TAUS = (1e-3, 1e-4, 1e-6)
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-import instances
 import otlp
+import otlp.instances
 
 NS = (2, 3, 4, 5, 6, 7, 8)
 KS = (10, 30, 100, 300, 1000)
@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     items = [
         it
-        for it in instances.load("smollm2")
+        for it in otlp.instances.load("smollm2")
         if it.meta["draft"] == args.draft and it.meta["temperature"] == args.temperature
     ]
     start = time.perf_counter()

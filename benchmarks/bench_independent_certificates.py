@@ -1,7 +1,7 @@
 """How often the independent-draft certificates hold, and what they cost ([GR] §6, App. S).
 
 For two independent drafts, H* comes from a certified branch and bound and the outer targets
-from a certified removal chain (:mod:`solvers.global_resolution.independent`); where a
+from a certified removal chain (:mod:`otlp.solvers.global_resolution.independent`); where a
 certificate fails, the exact QPBO min cut or the outer max-flow is used instead. This counts,
 per suite and k, the tokens whose H* search or chain was not certified (the share that needs
 the max-flow fallback) and times both steps against the exact methods they replace.
@@ -31,10 +31,10 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import otlp  # noqa: E402
-from instances.suites import load  # noqa: E402
 from otlp.builders import outer_system  # noqa: E402
 from otlp.global_resolution.exact import max_flow_values  # noqa: E402
-from solvers.global_resolution.independent import (  # noqa: E402
+from otlp.instances.suites import load  # noqa: E402
+from otlp.solvers.global_resolution.independent import (  # noqa: E402
     chain_blocks,
     independent_outer,
     minimise_psi,

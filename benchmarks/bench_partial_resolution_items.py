@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import otlp
-from instances.suites import load
+from otlp.instances.suites import load
 
 METHODS = ("partial_resolution", "global_resolution")
 

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import otlp  # noqa: E402
-from instances import zipf_llm_pair  # noqa: E402
+from otlp.instances import zipf_llm_pair  # noqa: E402
 
 GRID = ((10, 2), (10, 3), (10, 4), (10, 5), (100, 2), (100, 3), (1000, 2))
 SCHEMES = ("iid", "without_replacement", "independent")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-import instances
+import otlp.instances
 from otlp import sketch
 
 SIZES = (8, 16, 32, 64, 128, 256)
@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("otlp-results"))
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    suite = instances.load("smollm2")
+    suite = otlp.instances.load("smollm2")
     picks = rng.choice(len(suite), size=args.pairs, replace=False)
     start = time.perf_counter()
     errors: dict[str, dict[int, list[float]]] = {k: {m: [] for m in SIZES} for k in sketch.METHODS}

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 import otlp
-from instances.generators import spechub_toy_pair
 from otlp import rules
+from otlp.instances.generators import spechub_toy_pair
 
 COLUMNS = ("RRS", "RRSw", "OTM", "OTMw", "SpecHub")
 TABLE_4 = {  # (T, lambda): RRS, RRSw, OTM, OTMw, SpecHub as printed

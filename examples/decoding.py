@@ -10,7 +10,7 @@ row). Over many rows the share of accepted drafts approaches α*. See the guide 
 import numpy as np
 
 import otlp
-from instances import zipf_llm_pair
+from otlp.instances import zipf_llm_pair
 
 p, q = zipf_llm_pair(8_000, temperature=1.0, similarity=0.7, seed=5)
 n, k, rows = 2, 100, 1_000

@@ -10,7 +10,7 @@ third token). See the guide page "Instances, draft schemes and suites".
 import numpy as np
 
 import otlp
-from instances import zipf_llm_pair
+from otlp.instances import zipf_llm_pair
 
 p, q = zipf_llm_pair(5_000, temperature=0.7, similarity=0.6, seed=2)
 print("n   iid       without_replacement  greedy")

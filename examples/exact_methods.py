@@ -7,7 +7,7 @@ verifier checks each plan's marginals, sign, acceptance against α* and every co
 """
 
 import otlp
-from instances import zipf_llm_pair
+from otlp.instances import zipf_llm_pair
 
 p, q = zipf_llm_pair(2_000, temperature=1.0, similarity=0.7, seed=1)
 inst = otlp.Instance(p, q, n=2, scheme="iid", top_k=10)

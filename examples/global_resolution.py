@@ -9,7 +9,7 @@ acceptance gap ≤ 10τ). See the guide page "Global resolution".
 import numpy as np
 
 import otlp
-from instances import zipf_llm_pair
+from otlp.instances import zipf_llm_pair
 
 p, q = zipf_llm_pair(10_000, temperature=1.0, similarity=0.7, seed=3)
 inst = otlp.Instance(p, q, n=3, scheme="iid", top_k=20)

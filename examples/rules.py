@@ -10,7 +10,7 @@ import numpy as np
 
 import otlp
 import otlp.rules
-from instances import zipf_llm_pair
+from otlp.instances import zipf_llm_pair
 
 p, q = zipf_llm_pair(1_000, temperature=1.0, similarity=0.6, seed=4)
 inst = otlp.Instance(p, q, n=2, top_k=20)

@@ -9,7 +9,7 @@ vectors). See the guide page "Inner-product sketching".
 
 import numpy as np
 
-from instances import zipf_llm_pair
+from otlp.instances import zipf_llm_pair
 from otlp.sketch import METHODS, estimate_inner_products
 
 p, q = zipf_llm_pair(1_000, temperature=0.5, similarity=0.7, seed=6)

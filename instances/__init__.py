@@ -1,7 +1,7 @@
 """Instance generators and shipped instance suites."""
 
-from instances.generators import GENERATORS, dirichlet_pair, spechub_toy_pair, zipf_llm_pair
-from instances.suites import Suite, SuiteItem, load, register_suite, suite_names
+from otlp.instances.generators import GENERATORS, dirichlet_pair, spechub_toy_pair, zipf_llm_pair
+from otlp.instances.suites import Suite, SuiteItem, load, register_suite, suite_names
 
 __all__ = [
     "GENERATORS",

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from instances.generators import dirichlet_pair, spechub_toy_pair, zipf_llm_pair
-from instances.realmodel.load import load_gemma3, load_smollm2
+from otlp.instances.generators import dirichlet_pair, spechub_toy_pair, zipf_llm_pair
+from otlp.instances.realmodel.load import load_gemma3, load_smollm2
 from otlp.reprs import dataclass_repr
 
 FloatArray = NDArray[np.float64]

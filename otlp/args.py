@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from solvers.node_rules import row_total
+from otlp.solvers.node_rules import row_total
 
 DEFAULT_SUM_TOL = 1e-6
 
@@ -23,7 +23,7 @@ def probability_vector(
     Rejects non-1-D input, empty input, NaN/inf, negative entries and sums off by more than
     ``atol``. With ``renormalize=True`` any positive total is rescaled to 1 instead. The
     entries are checked and summed in one compiled pass
-    (:func:`solvers.node_rules.row_total`).
+    (:func:`otlp.solvers.node_rules.row_total`).
     """
     atol = real_number("atol", atol, minimum=0.0)
     try:

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
 from otlp.limits import check_size
-from solvers.base import LinearProgram, MaxFlowProblem, TransportProblem
+from otlp.solvers.base import LinearProgram, MaxFlowProblem, TransportProblem
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]

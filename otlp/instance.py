@@ -24,7 +24,7 @@ from otlp.args import (
 )
 from otlp.columns import DraftColumns, build_columns
 from otlp.limits import check_drafts, check_size
-from solvers.global_resolution.sorting import top_tokens
+from otlp.solvers.global_resolution.sorting import top_tokens
 
 SCHEMES = ("iid", "independent", "without_replacement", "greedy")
 FloatArray = NDArray[np.float64]
@@ -279,7 +279,7 @@ def _vector_length(values: ArrayLike) -> int | None:
 def _top_tokens(row: FloatArray, top_k: int | None) -> NDArray[np.int64]:
     """Positive-probability tokens of ``row``, the top_k largest (ties by token id).
 
-    The project's one top-k selection, :func:`solvers.global_resolution.sorting.top_tokens`
+    The project's one top-k selection, :func:`otlp.solvers.global_resolution.sorting.top_tokens`
     (O(V): a bounded heap or a histogram selection, then a sort of the k survivors), which
     the fused decoder path calls on the same rows.
     """

@@ -23,10 +23,10 @@ from otlp.builders import (
 )
 from otlp.instance import Instance
 from otlp.plan import TransportPlan
+from otlp.solvers.base import SolveResult
+from otlp.solvers.registry import backend_class, get_backend
 from otlp.subset import optimal_acceptance
 from otlp.verify import Tolerances
-from solvers.base import SolveResult
-from solvers.registry import backend_class, get_backend
 
 Method = Callable[..., TransportPlan]
 _METHODS: dict[str, tuple[Method, str]] = {}

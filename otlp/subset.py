@@ -6,7 +6,7 @@ psi(H) = p(H) - P(all n drafts fall in H). Methods:
   (O(k log k), [GR] §5.1 and Lemma 6.3, for i.i.d. drafts). For sampling without
   replacement (Hu et al. 2025, Thm 4, cited in [GR] Appendix S) P(all drafts in H) has no
   product form; all k + 1 prefix values come from one certified quadrature in O(R k n)
-  (:mod:`solvers.global_resolution.clocks`), and the prefix rule is checked against brute
+  (:mod:`otlp.solvers.global_resolution.clocks`), and the prefix rule is checked against brute
   force in the tests.
 * ``mincut``  — n = 2 independent drafts: psi is a submodular quadratic pseudo-boolean
   function, minimised by one s-t minimum cut ([GR] Appendix D).
@@ -29,7 +29,7 @@ from otlp import greedy
 from otlp.instance import Instance, require_instance
 from otlp.limits import check_size
 from otlp.reprs import dataclass_repr
-from solvers.global_resolution.clocks import (
+from otlp.solvers.global_resolution.clocks import (
     QuadratureRangeError,
     complement_in,
     prefix_psi_without_replacement,
@@ -208,8 +208,8 @@ def _qpbo_min_cut(inst: Instance) -> NDArray[np.bool_]:
 
     x_i = 1 (i in H) puts node i on the sink side; x_i (1 - x_j) is an arc j -> i.
     """
-    from solvers.base import MaxFlowProblem
-    from solvers.registry import get_backend
+    from otlp.solvers.base import MaxFlowProblem
+    from otlp.solvers.registry import get_backend
 
     k = inst.k
     check_size(f"n = 2 min-cut network (k={k})", k * k)
@@ -228,7 +228,7 @@ def _qpbo_min_cut(inst: Instance) -> NDArray[np.bool_]:
 
 def _relaxed_min_cut(inst: Instance) -> NDArray[np.bool_]:
     from otlp.builders import relaxed_system
-    from solvers.registry import get_backend
+    from otlp.solvers.registry import get_backend
 
     system = relaxed_system(inst)
     result = get_backend("ortools-maxflow").solve(system.to_maxflow(), want_cut=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Backend, LinearProgram, SolveResult, Status, stopwatch
+from otlp.solvers.base import Backend, LinearProgram, SolveResult, Status, stopwatch
 
 # cvxpy's status words (cvxpy.settings) in scipy's codes; "..._inaccurate" and any other word
 # is Status.OTHER.

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from solvers.base import Backend, LinearProgram, SolveResult, Status, stopwatch
+from otlp.solvers.base import Backend, LinearProgram, SolveResult, Status, stopwatch
 
 IPM_THRESHOLD = 20_000
 # HiGHS model statuses (``modelStatusToString``) in scipy's codes, as scipy's linprog maps them;

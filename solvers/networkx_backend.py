@@ -1,6 +1,6 @@
 """networkx preflow-push max-flow: pure Python, kept as the reference implementation.
 
-It runs on the same exact integer capacities as OR-Tools (:mod:`solvers.scaling`):
+It runs on the same exact integer capacities as OR-Tools (:mod:`otlp.solvers.scaling`):
 preflow-push on floating-point capacities failed inside networkx on a real instance.
 """
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Backend, MaxFlowProblem, SolveResult, Status, stopwatch
-from solvers.scaling import DEFAULT_SCALE_BITS, INFINITE_CAPACITY, integer_capacities
+from otlp.solvers.base import Backend, MaxFlowProblem, SolveResult, Status, stopwatch
+from otlp.solvers.scaling import DEFAULT_SCALE_BITS, INFINITE_CAPACITY, integer_capacities
 
 
 class NetworkxMaxFlow(Backend):

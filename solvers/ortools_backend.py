@@ -1,5 +1,5 @@
 """OR-Tools push-relabel max-flow (``SimpleMaxFlow``) on int64 capacities (see
-:mod:`solvers.scaling` for the scaling and the precision it gives)."""
+:mod:`otlp.solvers.scaling` for the scaling and the precision it gives)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Backend, MaxFlowProblem, SolveResult, Status, stopwatch
-from solvers.scaling import DEFAULT_SCALE_BITS, integer_capacities
+from otlp.solvers.base import Backend, MaxFlowProblem, SolveResult, Status, stopwatch
+from otlp.solvers.scaling import DEFAULT_SCALE_BITS, integer_capacities
 
 
 class OrToolsMaxFlow(Backend):

@@ -5,18 +5,18 @@ and A. Pal, NeurIPS 2025; abstract only) announces exact optimal transport per t
 i.i.d. drafts. This is otlp's construction (docs/partial-resolution.md, Lemmas 1-5) as one
 compiled pass per row, nothing materialised that the drafts do not read:
 
-1. the checks and the draft's top k (:func:`solvers.global_resolution.token.scan`,
-   :func:`~solvers.global_resolution.sorting.top_tokens`, O(V)) and the restricted rows
-   ([GR] Appendix N, :func:`~solvers.global_resolution.token.restrict`);
+1. the checks and the draft's top k (:func:`otlp.solvers.global_resolution.token.scan`,
+   :func:`~otlp.solvers.global_resolution.sorting.top_tokens`, O(V)) and the restricted rows
+   ([GR] Appendix N, :func:`~otlp.solvers.global_resolution.token.restrict`);
 2. H* by the prefix rule of the q/p order and the accepted masses A: p on H*, the outer
    targets with their tight blocks elsewhere ([GR] Theorems 3.1 and 6.2;
    :func:`accepted_targets_kernel`, the one implementation the object API uses too);
 3. gap filling (Lemma 3) of the drafted tokens' segments only, and in each only up to its
-   last drafted token (:func:`~solvers.partial_resolution.clock_pieces_until`): a token's
+   last drafted token (:func:`~otlp.solvers.partial_resolution.clock_pieces_until`): a token's
    set depends only on the tokens before it in its own segment;
-4. the clock race of the drafts (Lemma 4, :func:`~solvers.partial_resolution.clock_winner`)
+4. the clock race of the drafts (Lemma 4, :func:`~otlp.solvers.partial_resolution.clock_winner`)
    and, on rejection, the residual p - A (drawn over the draft vocabulary plus the outside
-   row, :func:`~solvers.global_resolution.token.draw`).
+   row, :func:`~otlp.solvers.global_resolution.token.draw`).
 
 The token's law given the drafted tuple is the tuple-level refinement of the object API's
 set conditional (``otlp.solve(inst, "partial_resolution").slice``): same H*, same targets,
@@ -30,11 +30,11 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.constants import BAD_DRAFT, OK
-from solvers.global_resolution.polymatroid import target_blocks
-from solvers.global_resolution.sorting import stable_argsort, top_tokens
-from solvers.global_resolution.token import draw, local_drafts, restrict, scan
-from solvers.partial_resolution import clock_pieces_until, clock_winner
+from otlp.solvers.global_resolution.constants import BAD_DRAFT, OK
+from otlp.solvers.global_resolution.polymatroid import target_blocks
+from otlp.solvers.global_resolution.sorting import stable_argsort, top_tokens
+from otlp.solvers.global_resolution.token import draw, local_drafts, restrict, scan
+from otlp.solvers.partial_resolution import clock_pieces_until, clock_winner
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -181,7 +181,7 @@ def batch(
     (B, V) (any float dtype; top_k <= 0: every positive draft token) with n + 2 ``uniforms``
     per row (n clocks, two for the residual draw). Returns (tokens, table): the table's rows
     are (status, draw) with the status codes of
-    :mod:`solvers.global_resolution.constants` (OK, BAD_P, SUM_Q, BAD_DRAFT ...); a bad row's
+    :mod:`otlp.solvers.global_resolution.constants` (OK, BAD_P, SUM_Q, BAD_DRAFT ...); a bad row's
     token is -1. Consecutive rows with the same (p, q) (one shared (1, V) pair, or equal
     rows of a (B, V) batch, as a tiled batch has) build one partition for the union of their
     drafts: a row's token does not depend on how far gap filling went past its own drafts."""

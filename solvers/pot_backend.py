@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Backend, SolveResult, Status, TransportProblem, stopwatch
+from otlp.solvers.base import Backend, SolveResult, Status, TransportProblem, stopwatch
 
 # ot.emd's ``result_code`` in scipy's codes (1 is optimal; a warning makes it Status.OTHER)
 STATUS = {

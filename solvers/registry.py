@@ -8,12 +8,12 @@ whether a library is installed, without importing it.
 
 from __future__ import annotations
 
-from solvers.base import Backend
-from solvers.cvxpy_backend import CvxpyLP
-from solvers.highs_backend import HighsLP
-from solvers.networkx_backend import NetworkxMaxFlow
-from solvers.ortools_backend import OrToolsMaxFlow
-from solvers.pot_backend import PotEmd
+from otlp.solvers.base import Backend
+from otlp.solvers.cvxpy_backend import CvxpyLP
+from otlp.solvers.highs_backend import HighsLP
+from otlp.solvers.networkx_backend import NetworkxMaxFlow
+from otlp.solvers.ortools_backend import OrToolsMaxFlow
+from otlp.solvers.pot_backend import PotEmd
 
 BUILTIN_BACKENDS: tuple[type[Backend], ...] = (
     HighsLP,

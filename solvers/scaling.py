@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.base import MaxFlowProblem
+from otlp.solvers.base import MaxFlowProblem
 
 DEFAULT_SCALE_BITS = 50
 INFINITE_CAPACITY = 2**61

@@ -78,7 +78,7 @@ def test_unknown_method_is_rejected() -> None:
 def test_spechub_lp_on_the_scheme_joint_reaches_alpha_star(inst: otlp.Instance) -> None:
     """[SpecHub] Theorem 1: the simplified LP has the OTLP's optimal value."""
     from otlp.builders import spechub_lp
-    from solvers import get_backend
+    from otlp.solvers import get_backend
 
     tuples = inst.columns("tuples")
     model = spechub_lp(inst.p_local, tuples.members, tuples.mass)
@@ -89,9 +89,9 @@ def test_spechub_lp_on_the_scheme_joint_reaches_alpha_star(inst: otlp.Instance) 
 
 def test_networkx_on_a_real_instance_that_broke_float_preflow_push() -> None:
     """SmolLM2 item 592 at (k, n) = (10, 5): networkx failed on float capacities."""
-    import instances
+    import otlp.instances
 
-    item = instances.load("smollm2").items[592]
+    item = otlp.instances.load("smollm2").items[592]
     inst = otlp.Instance(item.p, item.q, 5, top_k=10)
     plan = otlp.solve(inst, "networkx", strict=True)
     assert plan.acceptance == pytest.approx(otlp.optimal_acceptance(inst).alpha_star, abs=1e-9)

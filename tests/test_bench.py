@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import otlp
-from instances.suites import load
 from otlp.bench import (
     Catalog,
     Cell,
@@ -29,6 +28,7 @@ from otlp.bench.aggregate import summarize
 from otlp.bench.cells import ALPHA, METHOD, draft_columns, select_items, suite_indices
 from otlp.bench.worker import FAILED, OK, draw_token, measure
 from otlp.cli import main
+from otlp.instances.suites import load
 from otlp.methods import _METHODS, solve_maxflow
 from otlp.plan import TransportPlan
 

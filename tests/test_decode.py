@@ -13,10 +13,10 @@ from scipy import stats
 
 import otlp
 import otlp.rules
-from instances import dirichlet_pair, zipf_llm_pair
-from solvers.global_resolution import token
+from otlp.instances import dirichlet_pair, zipf_llm_pair
+from otlp.solvers.global_resolution import token
 
-newton = importlib.import_module("solvers.global_resolution.newton")  # the package shadows it
+newton = importlib.import_module("otlp.solvers.global_resolution.newton")  # the package shadows it
 
 
 @settings(deadline=None)

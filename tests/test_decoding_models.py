@@ -92,8 +92,8 @@ def test_layers_are_checked(tiny: object):
 # ----- SmolLM2-135M (the llm extra and the GGUF; ~30 s to load once) ------------------------
 @pytest.fixture(scope="session")
 def smollm2() -> object:
-    from instances.realmodel.fetch import fetch
     from otlp.decoding.models import smollm2 as module
+    from otlp.instances.realmodel.fetch import fetch
 
     try:
         fetch()

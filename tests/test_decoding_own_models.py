@@ -340,7 +340,7 @@ def test_cli_prints_the_fidelity_beside_the_timings(
 # ----- the SmolLM2 GGUF as a model file (the llm extra and the fetched weights) ----------------
 @pytest.fixture(scope="module")
 def gguf() -> Path:
-    from instances.realmodel.fetch import fetch
+    from otlp.instances.realmodel.fetch import fetch
 
     try:
         return fetch()

@@ -519,8 +519,8 @@ def test_a_fused_node_the_row_cannot_certify_gets_the_fallback_token(monkeypatch
     """A node without replacement whose fused row falls back (here: forced) gets its token
     from the object API's exact fallback, built from the float32 rows as given."""
     from otlp.global_resolution.fused import RowResult
+    from otlp.solvers.global_resolution.constants import FALLBACK
     from otlp.verification import single_step_schemes
-    from solvers.global_resolution.constants import FALLBACK
 
     calls = []
 

@@ -203,8 +203,8 @@ def test_mentored_frontier_is_monotone_when_p_equals_q_up_to_rounding() -> None:
 def test_max_flow_with_a_subnormal_total_capacity(backend: str) -> None:
     """The integer scale 2^50 / total overflowed to inf below total ~ 1e-293 (flows 0 or NaN
     casts); capacities are now divided by total first."""
-    from solvers.base import MaxFlowProblem
-    from solvers.registry import get_backend
+    from otlp.solvers.base import MaxFlowProblem
+    from otlp.solvers.registry import get_backend
 
     tails, heads = np.array([0, 0, 1, 2]), np.array([1, 2, 3, 3])
     caps = np.array([3e-310, 1e-310, np.inf, 0.5])

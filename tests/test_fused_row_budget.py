@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import otlp
-from instances import dirichlet_pair
+from otlp.instances import dirichlet_pair
 from tests.test_guarantees import _budget_shares, _four_outer_blocks, _gr_plan
 
 

@@ -11,11 +11,11 @@ import otlp
 from otlp.global_resolution.constants import BUDGET_FACTOR
 from otlp.global_resolution.fused import row_slice, scheme_row
 from otlp.rules.joints import DraftJoint
-from solvers.global_resolution.budget import Deadline
-from solvers.global_resolution.clocks import QuadratureRangeError
-from solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
-from solvers.global_resolution.newton import MESSAGES, OUT_OF_TIME
-from solvers.global_resolution.token import draw
+from otlp.solvers.global_resolution.budget import Deadline
+from otlp.solvers.global_resolution.clocks import QuadratureRangeError
+from otlp.solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
+from otlp.solvers.global_resolution.newton import MESSAGES, OUT_OF_TIME
+from otlp.solvers.global_resolution.token import draw
 from tests.test_decode_schemes import _case
 
 TAU = 1e-3

@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 import otlp
 import otlp.errors
 import otlp.global_resolution as gr
-from instances import dirichlet_pair, zipf_llm_pair
-from solvers.global_resolution import (
+from otlp.instances import dirichlet_pair, zipf_llm_pair
+from otlp.solvers.global_resolution import (
     GroupedObjective,
     SoftmaxSystem,
     evaluate,
     newton,
     outer_targets,
 )
-from solvers.global_resolution.expsum import (
+from otlp.solvers.global_resolution.expsum import (
     HESSIAN_REL_ERRORS,
     KERNEL_REL_ERRORS,
     STEPS,

@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import otlp
-from instances import zipf_llm_pair
 from otlp.builders import outer_system
 from otlp.global_resolution.constants import INNER
 from otlp.global_resolution.schemes import SchemeGlobalResolution
-from solvers.global_resolution.explicit_system import ExplicitSystem
-from solvers.global_resolution.pair_system import PairSystem
-from solvers.registry import get_backend
+from otlp.instances import zipf_llm_pair
+from otlp.solvers.global_resolution.explicit_system import ExplicitSystem
+from otlp.solvers.global_resolution.pair_system import PairSystem
+from otlp.solvers.registry import get_backend
 from tests.strategies import instances
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -220,7 +220,7 @@ def test_scheme_system_solve_stops_at_its_deadline(monkeypatch, n: int) -> None:
     """The compiled loop (pair system at n = 2, the double quadrature at n = 3) reads its
     deadline: a solve of several iterations with a deadline already passed starts none (its
     first iteration's predicted seconds do not fit, as in the i.i.d. loop) and says why."""
-    from solvers.global_resolution.system_newton import NEWTON, system_newton
+    from otlp.solvers.global_resolution.system_newton import NEWTON, system_newton
 
     engine = SchemeGlobalResolution(_wor(3, 12, n), 1e-6)
     _, system = engine._system((INNER, None))

@@ -9,11 +9,11 @@ import pytest
 
 import otlp
 import otlp.errors
-from instances import dirichlet_pair
-from instances.generators import softmax
 from otlp.global_resolution import DEFAULT_TIME_BUDGET, GlobalResolutionPlan
-from solvers.global_resolution import newton, token
-from solvers.global_resolution.wor_system import WithoutReplacementSystem
+from otlp.instances import dirichlet_pair
+from otlp.instances.generators import softmax
+from otlp.solvers.global_resolution import newton, token
+from otlp.solvers.global_resolution.wor_system import WithoutReplacementSystem
 
 
 def _peaked_without_replacement() -> otlp.Instance:

@@ -14,7 +14,7 @@ import otlp
 import otlp.limits
 from otlp.global_resolution import GlobalResolutionPlan
 from otlp.rules.rrs import RecursiveRejection, RecursiveRejectionWithoutReplacement
-from solvers.global_resolution import direction as step
+from otlp.solvers.global_resolution import direction as step
 
 
 def _plan(inst: otlp.Instance, **options: object) -> GlobalResolutionPlan:
@@ -241,7 +241,7 @@ def test_compilation_is_the_calls_time() -> None:
     its rows out of time; otlp.warm_up compiles ahead)."""
     import numba
 
-    from solvers.global_resolution.budget import Deadline, compile_seconds
+    from otlp.solvers.global_resolution.budget import Deadline, compile_seconds
 
     deadline = Deadline.after(10.0)
     before, compiled = deadline.now(), compile_seconds()
@@ -257,12 +257,12 @@ import sys, time
 import numpy as np
 import otlp
 from numba.core.dispatcher import Dispatcher
-from solvers.global_resolution.budget import compile_seconds
+from otlp.solvers.global_resolution.budget import compile_seconds
 
 def signatures():
     found = {}
     for name, module in list(sys.modules.items()):
-        if name.split(".")[0] in ("otlp", "solvers"):
+        if name.split(".")[0] == "otlp":
             for obj in list(vars(module).values()):
                 if isinstance(obj, Dispatcher):
                     found[obj.py_func.__module__ + "." + obj.py_func.__qualname__] = set(
@@ -400,8 +400,8 @@ def test_newton_steps_run_with_one_blas_thread(
     pinned to one thread (threadpoolctl), and small rows skip the pinning's ~10 us."""
     from threadpoolctl import threadpool_info
 
-    import solvers.global_resolution.system_newton as system_newton
-    from solvers.global_resolution.budget import BLAS_SIZE, blas_pinned
+    import otlp.solvers.global_resolution.system_newton as system_newton
+    from otlp.solvers.global_resolution.budget import BLAS_SIZE, blas_pinned
 
     seen: list[int] = []
     kernel = system_newton.system_newton_kernel  # the compiled loop: every direction inside

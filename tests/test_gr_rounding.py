@@ -5,7 +5,7 @@ For i.i.d. drafts the receipts come from power series that alternate in sign; wi
 to n! (q / pi)^n and cancel to garbage. Fuzz seed 14 found two such plans (n = 30 on V = 2
 and 3) whose certified deviation was 0.0045 while the materialised target marginal was off
 by 1.65 in L1. The certificate now adds the rounding estimate of
-:func:`solvers.global_resolution.softmax_system.rounding_error`, so such a unit falls back
+:func:`otlp.solvers.global_resolution.softmax_system.rounding_error`, so such a unit falls back
 to its exact network instead of reporting a wrong plan as certified.
 """
 
@@ -20,10 +20,10 @@ from otlp import verify_drafts
 from otlp.api import solve
 from otlp.fuzz.cases import REPRODUCERS
 from otlp.instance import Instance
+from otlp.solvers.global_resolution import GroupedObjective
+from otlp.solvers.global_resolution.newton import UNRESOLVED, newton_kernel
+from otlp.solvers.global_resolution.softmax_system import SoftmaxSystem, evaluate
 from otlp.subset import optimal_acceptance
-from solvers.global_resolution import GroupedObjective
-from solvers.global_resolution.newton import UNRESOLVED, newton_kernel
-from solvers.global_resolution.softmax_system import SoftmaxSystem, evaluate
 
 CASES = [
     (np.array([1.0]), 0.0),

@@ -1,6 +1,6 @@
 """Two independent drafts without max-flow: H* and the outer targets against brute force.
 
-:mod:`solvers.global_resolution.independent` certifies H* by branch and bound and the outer
+:mod:`otlp.solvers.global_resolution.independent` certifies H* by branch and bound and the outer
 targets by a removal chain with per-phase checks. Here every certified answer is compared
 with the exhaustive one on thousands of small instances (a seeded sweep over instance
 classes and a hypothesis property), and the targets at larger k with the exact max-flow.
@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otlp
-from instances import zipf_llm_pair
 from otlp.builders import outer_system
-from solvers.global_resolution.independent import (
+from otlp.instances import zipf_llm_pair
+from otlp.solvers.global_resolution.independent import (
     CERTIFIED,
     REFUTED,
     certify,
@@ -28,7 +28,7 @@ from solvers.global_resolution.independent import (
     independent_outer,
     minimise_psi,
 )
-from solvers.registry import get_backend
+from otlp.solvers.registry import get_backend
 
 TOL = 1e-13
 

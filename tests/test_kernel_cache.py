@@ -1,5 +1,5 @@
 """numba's kernel cache is cleared when any source of the package changes
-(:mod:`solvers.kernel_cache`): a kernel calling a kernel of another module must not keep the
+(:mod:`otlp.solvers.kernel_cache`): a kernel calling a kernel of another module must not keep the
 old callee's machine code."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from solvers.kernel_cache import STAMP, refresh
+from otlp.solvers.kernel_cache import STAMP, refresh
 
 
 def _package(root: Path) -> Path:
@@ -52,7 +52,7 @@ CALLER = textwrap.dedent(
 
     import numba
 
-    from solvers.kernel_cache import refresh
+    from otlp.solvers.kernel_cache import refresh
 
     refresh(Path(__file__).parent)
 
@@ -91,10 +91,10 @@ def test_the_whole_solvers_package_is_stamped() -> None:
     (partial resolution's row calls the gap filling of ``solvers/partial_resolution.py`` and
     global resolution's scan): the stamp covers every source of ``solvers/``. Before, only
     ``solvers/global_resolution/`` was stamped, and the row kept the old gap filling's code."""
-    import solvers
-    from solvers.kernel_cache import sources_stamp
+    import otlp.solvers
+    from otlp.solvers.kernel_cache import sources_stamp
 
-    root = Path(solvers.__file__).parent
+    root = Path(otlp.solvers.__file__).parent
     stamp = root / "__pycache__" / STAMP
     if os.environ.get("NUMBA_CACHE_DIR") or not os.access(root, os.W_OK):
         pytest.skip("numba's own cache rules apply")

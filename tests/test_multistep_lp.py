@@ -34,8 +34,8 @@ from otlp.multistep import (
 from otlp.multistep.lp import best_antichain, phi
 from otlp.multistep.models import prefix_digits
 from otlp.multistep.table import PrefixTable
-from solvers.base import LinearProgram
-from solvers.registry import get_backend
+from otlp.solvers.base import LinearProgram
+from otlp.solvers.registry import get_backend
 from tests.strategies import model_pairs
 
 LP_TOL = 1e-7

@@ -1,4 +1,4 @@
-"""The compiled node kernels (solvers.node_rules) against the float64 procedures they replace.
+"""The compiled node kernels (otlp.solvers.node_rules) against the float64 procedures they replace.
 
 verify_tree runs sps, rrs, rrs without replacement and SpecHub's one-child nodes on the
 caller's rows as given (float32 or float64, never copied); the same uniforms must give the
@@ -14,9 +14,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from otlp.verification import node_steps
-from otlp.verification.laws import ContextLaws
-from solvers.node_rules import (
+from otlp.solvers.node_rules import (
     KSEQ_RULE,
     SPECHUB_RULE,
     buckets_work,
@@ -26,6 +24,8 @@ from solvers.node_rules import (
     rejection_token,
     row_total,
 )
+from otlp.verification import node_steps
+from otlp.verification.laws import ContextLaws
 
 
 def _pair(rng: np.random.Generator, vocab: int, sparse: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -230,7 +230,7 @@ def _sequential_token(candidates, accept, final, u):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kseq_node_token_equals_the_parameters_procedure(dtype):
     """K-SEQ at a node reads acceptances at the drafts and the residual only after n
-    rejections (solvers.node_rules.kseq_token), on the rows as given; the same uniforms give
+    rejections (otlp.solvers.node_rules.kseq_token), on the rows as given; the same uniforms give
     the token of the procedure on kseq_parameters' full vectors of the renormalised rows."""
     from otlp.rules.kseq import kseq_parameters
 
@@ -281,7 +281,7 @@ def test_kseq_rho_is_the_smallest_valid_rho():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_spechub_node_token_equals_the_hub_procedure(dtype):
-    """SpecHub's pair at a node (solvers.node_rules.hub_token, rows as given) gives, from the
+    """SpecHub's pair at a node (otlp.solvers.node_rules.hub_token, rows as given) gives, from the
     same uniforms, the token of Algorithm 3's procedure on hub_verification's full vectors
     (otlp.rules.spechub), pairs (x, a) and (a, x), one-hot and near-one-hot drafts."""
     from otlp.rules.spechub import hub_candidates, hub_verification

@@ -1,4 +1,4 @@
-"""The compiled node kernels (solvers.node_rules) where the toy trees do not reach them.
+"""The compiled node kernels (otlp.solvers.node_rules) where the toy trees do not reach them.
 
 tests/test_node_rules.py and tests/test_verify_tree_laws.py check the rejection, K-SEQ and
 SpecHub kernels on vocabularies of at most 12 tokens with continuous uniforms, and GBV's
@@ -17,8 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from otlp.verification import node_steps
-from solvers.node_rules import (
+from otlp.solvers.node_rules import (
     KSEQ_RULE,
     REJECTION,
     SPECHUB_RULE,
@@ -28,6 +27,7 @@ from solvers.node_rules import (
     path_token,
     row_total,
 )
+from otlp.verification import node_steps
 
 GRID = (np.arange(400) + 0.5) / 400
 

@@ -29,10 +29,10 @@ from otlp.multistep import (
 )
 from otlp.multistep.optimum import drafted_structures
 from otlp.multistep.table import PrefixTable
+from otlp.solvers.base import LinearProgram
+from otlp.solvers.registry import get_backend
 from otlp.validate.checks.optimum import TAU, tree_rules
 from otlp.verification import rule_block_efficiency
-from solvers.base import LinearProgram
-from solvers.registry import get_backend
 from tests.test_multistep_lp import _definition_lp
 
 TOL = 1e-9

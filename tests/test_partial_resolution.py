@@ -16,9 +16,9 @@ import pytest
 from scipy.stats import chisquare
 
 import otlp
-from instances import zipf_llm_pair
+from otlp.instances import zipf_llm_pair
 from otlp.partial_resolution import ClockPartition, accepted_targets
-from solvers.partial_resolution import (
+from otlp.solvers.partial_resolution import (
     _fill_segment,
     _new_tree,
     clock_pieces,
@@ -356,7 +356,7 @@ def test_many_drafts_of_a_near_one_hot_pair_keep_the_weights_of_the_clock_sets(n
     a true 0.99996) and 0 at n = 100 (the plan's target marginal off by 7e-5, a conditional
     entry of -6.5e9). Summed from the largest term, the plan verifies and the two-token set's
     conditional is the exact max-flow's."""
-    from solvers.partial_resolution import weight_between
+    from otlp.solvers.partial_resolution import weight_between
 
     p = np.array([1.0, 4.166364669799805e-05])
     q = np.array([1.0, 4.351139068603516e-06])

@@ -1,8 +1,8 @@
 """The fused decoder row of partial resolution against the object API's exact slices.
 
 ``verify_drafts(method="partial_resolution")`` runs one compiled pass per row
-(:mod:`solvers.partial_resolution_row`): top k, H*, the accepted masses, gap filling only as far
-as the drafted tokens and the clock race. Two checks of its emitted law:
+(:mod:`otlp.solvers.partial_resolution_row`): top k, H*, the accepted masses, gap filling only
+as far as the drafted tokens and the clock race. Two checks of its emitted law:
 
 * exact: the set conditional of the row's own (partially filled) partition (Lemma 5 on the
   pieces the row built) equals ``plan.local_slice`` of ``otlp.solve(inst,
@@ -22,10 +22,10 @@ import pytest
 from scipy.stats import chisquare
 
 import otlp
-from solvers.global_resolution.sorting import top_tokens
-from solvers.global_resolution.token import local_drafts, restrict, scan
-from solvers.partial_resolution import accepted_mass, cover_coefficient
-from solvers.partial_resolution_row import batch, drafted_partition
+from otlp.solvers.global_resolution.sorting import top_tokens
+from otlp.solvers.global_resolution.token import local_drafts, restrict, scan
+from otlp.solvers.partial_resolution import accepted_mass, cover_coefficient
+from otlp.solvers.partial_resolution_row import batch, drafted_partition
 
 
 def fused_set_law(

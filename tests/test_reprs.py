@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 import otlp
-from instances import load, zipf_llm_pair
 from otlp.bench.runner import BenchOutcome
+from otlp.instances import load, zipf_llm_pair
 from otlp.reprs import summarize
 
 SHORT = 300

@@ -8,8 +8,8 @@ import pytest
 
 import otlp
 import otlp.validate
-from instances.generators import spechub_toy_pair
 from otlp import rules
+from otlp.instances.generators import spechub_toy_pair
 from otlp.rules.mentored import kl_divergence
 
 CHECKS = sorted(otlp.validate.checks())
@@ -78,10 +78,12 @@ def test_spechub_is_lossless_when_the_hub_holds_almost_all_draft_mass() -> None:
 def test_spechub_toy_suite_reproduces_a_table_4_cell() -> None:
     """[SpecHub] Table 4, T = 0.25, lambda = 0.7 (RRS, OTM, SpecHub): the shipped suite's 100
     pairs land within 3 standard errors; Appendix E's literal U(0, 1) logits do not."""
-    import instances
+    import otlp.instances
 
     paper = np.array([0.7354, 0.7846, 0.8113])
-    items = [it for it in instances.load("spechub-toy") if it.name.startswith("toy-T0.25-l0.7-")]
+    items = [
+        it for it in otlp.instances.load("spechub-toy") if it.name.startswith("toy-T0.25-l0.7-")
+    ]
     assert len(items) == 100
 
     def rates(p: np.ndarray, q: np.ndarray) -> list[float]:

@@ -142,7 +142,7 @@ def test_polishing_moves_acceptance_by_the_repaired_infeasibility_only(
     5e-14 beyond the repaired infeasibility (HiGHS), 7e-15 (max-flow)."""
     from otlp.builders import relaxed_system
     from otlp.plan import POLISH_LIMIT, TransportPlan
-    from solvers.registry import get_backend
+    from otlp.solvers.registry import get_backend
 
     system = relaxed_system(inst)
     for backend, problem, values in (

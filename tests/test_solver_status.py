@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from solvers import get_backend
-from solvers.base import LinearProgram, MaxFlowProblem, SolveResult, Status, TransportProblem
+from otlp.solvers import get_backend
+from otlp.solvers.base import LinearProgram, MaxFlowProblem, SolveResult, Status, TransportProblem
 
 OPTIMAL_LP = LinearProgram(np.array([1.0, 1.0]), A_ub=sp.csr_matrix(np.eye(2)), b_ub=np.ones(2))
 # x0 + x1 <= 1 and x0 + x1 >= 2 (as -x0 - x1 <= -2): no x >= 0 meets both
@@ -87,8 +87,8 @@ def test_success_follows_the_status() -> None:
 
 
 def test_a_further_backend_joins_the_table_by_register() -> None:
-    from solvers import registry
-    from solvers.base import Backend
+    from otlp.solvers import registry
+    from otlp.solvers.base import Backend
 
     class Echo(Backend):
         name = "echo-test"

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.global_resolution import token
-from solvers.global_resolution.sorting import largest, stable_argsort
+from otlp.solvers.global_resolution import token
+from otlp.solvers.global_resolution.sorting import largest, stable_argsort
 
 SPECIAL = [0.0, -0.0, -np.inf, np.inf, 1.5, -2.0, 1e-310, -1e-310, 5e-324, 1.0]
 

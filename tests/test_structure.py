@@ -1,4 +1,4 @@
-"""The shape of the code: no import cycles between modules, ``solvers`` stands alone.
+"""The shape of the code: no import cycles between modules, ``otlp.solvers`` stands alone.
 
 The import graph is read from the sources with :mod:`ast` (nothing is imported): an arrow
 A -> B for every ``import``/``from ... import`` in module A, at any depth (imports inside
@@ -17,7 +17,9 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("otlp", "solvers", "instances")
+# Import name -> its folder: solvers/ and instances/ install as otlp.solvers and otlp.instances
+# (otlp/solvers and otlp/instances link to them; the walk below does not follow links).
+PACKAGES = {"otlp": "otlp", "otlp.solvers": "solvers", "otlp.instances": "instances"}
 
 # Cycles tolerated while a restructure is under way (none today). The test fails on any cycle
 # not listed here AND on a listed cycle that is gone: delete its entry then, so the list only
@@ -25,8 +27,8 @@ PACKAGES = ("otlp", "solvers", "instances")
 KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(package: str, folder: str, path: Path) -> str:
+    parts = [package, *path.relative_to(ROOT / folder).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -36,9 +38,9 @@ def _module_name(path: Path) -> str:
 def modules() -> dict[str, Path]:
     """Every module of the packages: dotted name -> file."""
     found = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            found[_module_name(path)] = path
+    for package, folder in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found[_module_name(package, folder, path)] = path
     return found
 
 
@@ -188,7 +190,7 @@ def test_the_cycle_finder_finds_loops_and_only_loops() -> None:
 def test_the_import_graph_reads_the_code() -> None:
     graph = import_graph()
     assert "otlp.instance" in graph["otlp.api"]  # from otlp.instance import ...
-    assert "solvers.base" in graph["solvers.scaling"]
+    assert "otlp.solvers.base" in graph["otlp.solvers.scaling"]
     assert "otlp.api" in graph["otlp"]  # __init__ re-exports solve from otlp.api
     # `from otlp.rules import Rule`: Rule is re-exported by otlp/rules/__init__ from base
     assert "otlp.rules.base" in graph["otlp.commands.compare"]
@@ -211,29 +213,39 @@ def _fresh_import(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_solvers_imports_nothing_from_otlp() -> None:
-    """Issue 18's done-when line: every module of ``solvers`` (global_resolution included),
-    and every backend of the table constructed, loads without ``otlp``."""
-    everything = sorted(n for n in modules() if n.startswith("solvers"))
+    """Issue 18's done-when line: no module of ``otlp.solvers`` (global_resolution included)
+    imports the rest of otlp, and every module and every backend of the table loads."""
+    everything = sorted(n for n in modules() if n.startswith("otlp.solvers"))
     code = (
-        "import importlib, sys\n"
-        "import solvers\n"
-        "assert 'otlp' not in sys.modules\n"
+        "import importlib\n"
+        "import otlp.solvers\n"
         f"for name in {everything!r}:\n"
         "    importlib.import_module(name)\n"
-        "for name in solvers.available_backends():\n"
-        "    solvers.get_backend(name)\n"
-        "assert 'otlp' not in sys.modules, sorted(m for m in sys.modules if m.startswith('otlp'))\n"
+        "for name in otlp.solvers.available_backends():\n"
+        "    otlp.solvers.get_backend(name)\n"
     )
     done = _fresh_import(code)
     assert done.returncode == 0, done.stderr
     arrows = {
         (name, target)
         for name, targets in import_graph().items()
-        if name.startswith("solvers")
+        if name.startswith("otlp.solvers")
         for target in targets
-        if not target.startswith("solvers")
+        if not target.startswith("otlp.solvers")
     }
     assert not arrows
+
+
+def test_solvers_and_instances_install_under_otlp_only() -> None:
+    """Issue 34: no generic top-level import names in site-packages. The build finds otlp's
+    packages only, otlp.solvers and otlp.instances among them (through the links)."""
+    from setuptools import find_packages
+
+    found = find_packages(str(ROOT), include=["otlp", "otlp.*"])
+    assert "otlp.solvers.global_resolution" in found and "otlp.instances.realmodel" in found
+    assert not [name for name in found if not name.startswith("otlp")]
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'include = ["otlp", "otlp.*"]' in text
 
 
 def test_verification_sits_under_the_decode_loop() -> None:
@@ -257,9 +269,10 @@ def test_the_backend_table_loads_no_solver_library() -> None:
     imports its library inside ``solve``."""
     libraries = ["highspy", "ortools", "networkx", "cvxpy", "ot"]
     code = (
-        "import sys, solvers\n"
-        "assert solvers.backend_names() == sorted(solvers.backend_names())\n"
-        "print(','.join(solvers.backend_names()), ','.join(solvers.available_backends()))\n"
+        "import sys, otlp.solvers\n"
+        "assert otlp.solvers.backend_names() == sorted(otlp.solvers.backend_names())\n"
+        "from otlp.solvers import available_backends, backend_names\n"
+        "print(','.join(backend_names()), ','.join(available_backends()))\n"
         f"assert not [m for m in {libraries!r} if m in sys.modules], sys.modules.keys()\n"
     )
     done = _fresh_import(code)

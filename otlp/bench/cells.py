@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from instances.suites import suite_names
 from otlp.bench.config import BenchConfig, MethodSettings, Selection, Sweep, resolve_suite
 from otlp.bench.decoder_cells import DECODE, known_decoders, takes_tau
 from otlp.columns import column_count
+from otlp.instances.suites import suite_names
 from otlp.methods import get_method, method_names
 
 ALPHA = "alpha"  # the reference: alpha* by subset selection, computed for every token

@@ -10,7 +10,7 @@ ids to the output token, side by side with the sweep's other cells:
   ``maxflow_cs``, and per draft scheme ``rrs_without_replacement``, ``spechub``): that call
   on the token (B = 1) with the cell's ``scheme``, top-k inside the clock (two independent
   drafts: the suite item's draft and the same draft at a higher temperature,
-  :meth:`instances.suites.SuiteItem.draft`);
+  :meth:`otlp.instances.suites.SuiteItem.draft`);
 * ``NAME@B`` (e.g. ``global_resolution@64``): :func:`otlp.verify_drafts` on B rows (the
   token's pair repeated, drafts i.i.d. from its draft); the time per token is the batch
   time over B, shown as tokens/s in the throughput table; ``NAME@B:parallel`` passes

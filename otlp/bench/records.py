@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from instances.suites import SuiteItem
+from otlp.instances.suites import SuiteItem
 
 # Token statuses.
 OK, FAILED, ERROR, TOO_LARGE, NOT_APPLICABLE = "ok", "failed", "error", "too_large", "n/a"

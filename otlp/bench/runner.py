@@ -19,7 +19,6 @@ from typing import Any
 
 from rich.console import Console
 
-from instances.suites import load
 from otlp.bench.aggregate import SUMMARY_FIELDS, summarize_all
 from otlp.bench.cells import (
     Catalog,
@@ -38,6 +37,7 @@ from otlp.bench.plots import draw_figures
 from otlp.bench.report import render_report
 from otlp.bench.store import ResultStore
 from otlp.bench.tables import slices
+from otlp.instances.suites import load
 from otlp.reprs import dataclass_repr
 
 log = logging.getLogger("otlp")

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from instances.suites import Suite, SuiteItem, load
 from otlp.api import solve
 from otlp.bench.cells import ALPHA, METHOD, Cell, WorkUnit, suite_indices
 from otlp.bench.decoder_cells import DECODE, measure_decode
@@ -40,6 +39,7 @@ from otlp.bench.records import (
 )
 from otlp.errors import ProblemTooLarge
 from otlp.instance import SCHEMES, Instance
+from otlp.instances.suites import Suite, SuiteItem, load
 from otlp.subset import optimal_acceptance
 from otlp.verify import Tolerances, verify
 

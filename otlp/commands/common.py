@@ -29,9 +29,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from instances.generators import GENERATORS
 from otlp.args import canonical_name
 from otlp.instance import SCHEMES, Instance
+from otlp.instances.generators import GENERATORS
 
 GENERATED_TOP_K = 20
 RESULTS_ROOT = Path("otlp-results")  # git-ignored; every command's default output folder

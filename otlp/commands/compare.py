@@ -19,7 +19,6 @@ from pathlib import Path
 
 from rich.table import Table
 
-from instances.suites import load, suite_names
 from otlp.args import canonical_name
 from otlp.commands.common import (
     CommaList,
@@ -40,6 +39,7 @@ from otlp.commands.common import (
     stderr_console,
 )
 from otlp.instance import Instance
+from otlp.instances.suites import load, suite_names
 from otlp.plotting.compare import plot
 from otlp.plotting.style import add_format_argument
 from otlp.rules import Rule, get, names

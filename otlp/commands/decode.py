@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "decode",
         summary="speculative decoding on a real model: text and step statistics",
         description="Decode prompts with SmolLM2-135M-Instruct (the llm extra; weights from "
-        "python -m instances.realmodel.fetch), your own model (--model PATH: a transformers "
+        "python -m otlp.instances.realmodel.fetch), your own model (--model PATH: a transformers "
         "folder or a GGUF file of a Llama, Mistral, Qwen2 or Qwen3 decoder) or a toy model "
         "pair, drafting K paths of L tokens — from a draft model sharing the target's tokenizer "
         "(--draft-model PATH) or a self-speculative draft (--draft: exitN, the first N layers; "
@@ -118,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=SMOLLM2,
         metavar="NAME|PATH",
         help="target model: smollm2, gemma3 (Gemma 3 270M, V = 262,144; fetch it first: python "
-        "-m instances.realmodel.fetch_gemma3), toy, or the path of a transformers folder "
+        "-m otlp.instances.realmodel.fetch_gemma3), toy, or the path of a transformers folder "
         "(config.json, weights, tokenizer) or GGUF file",
     )
     parser.add_argument(

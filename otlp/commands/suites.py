@@ -1,11 +1,11 @@
-"""``otlp suites``: list the instance suites that ``instances.load`` knows."""
+"""``otlp suites``: list the instance suites that ``otlp.instances.load`` knows."""
 
 from __future__ import annotations
 
 import argparse
 
-from instances.suites import load, suite_names
 from otlp.commands.common import add_command, print_json
+from otlp.instances.suites import load, suite_names
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         positive_int("--count", args.count)
     positive_int("--seed", args.seed, minimum=0)
     if args.suite is not None:
-        from instances import suite_names
+        from otlp.instances import suite_names
 
         if args.suite not in suite_names():
             known = ", ".join(suite_names())

@@ -44,13 +44,13 @@ from otlp.methods import method_names
 from otlp.multistep.exact import output_distribution, output_law, target_distribution
 from otlp.multistep.models import model_pair
 from otlp.rules.mentored import MentoredDecoding
+from otlp.solvers.global_resolution.budget import compile_seconds
 from otlp.subset import optimal_acceptance
 from otlp.tensors import as_float64
 from otlp.verification.single_step import METHODS as DECODE_METHODS
 from otlp.verification.single_step import verify_drafts
 from otlp.verification.single_step_schemes import SCHEME_METHODS
 from otlp.verify import verify
-from solvers.global_resolution.budget import compile_seconds
 
 SLICE_TOL = 1e-9  # per-conditional sign and sum tolerance (exact methods and rules)
 LOOSE_TOL = {"cvxpy": 1e-6, "global_resolution": 1e-6}  # interior point; tau-certified
@@ -538,7 +538,7 @@ def _check_decode(
 BUDGET_ROWS = 1  # decoder rows per budget case
 # One bounded step: a Newton iteration (its direction at most EXACT_WORK + CG_WORK flops;
 # 1-3 s on this 2-core machine under load) or a stage (H*, an evaluation, a unit's exact
-# fallback) that its estimate let start (solvers.global_resolution.budget).
+# fallback) that its estimate let start (otlp.solvers.global_resolution.budget).
 BOUNDED_STEP_S = 3.0
 
 

@@ -9,9 +9,9 @@ plan, so further slices of the same (p, q) are free.
 Two minimisers:
 
 * ``"newton"`` (default) — no truncation: receipts and Hessians over *all* draft sets via
-  exponential sums (:mod:`solvers.global_resolution.softmax_system`), damped Newton with the
+  exponential sums (:mod:`otlp.solvers.global_resolution.softmax_system`), damped Newton with the
   exact Hessian, and the outer system split into its tight-set blocks
-  (:mod:`solvers.global_resolution.polymatroid`); blocks of one token are exact and free.
+  (:mod:`otlp.solvers.global_resolution.polymatroid`); blocks of one token are exact and free.
   A system's deviation is certified as ||grad||_1 plus the quadrature bound.
 * ``"seed"`` — the seed's configuration (Appendix K): the smallest truncation T with
   eps_T <= tau (gamma_T <= tau), |T| capped at 50/20/10/10 for n = 2/3/4/5, grouped sets,
@@ -30,8 +30,8 @@ The package, one module per job: :mod:`.method` (the ``global_resolution`` metho
 engine for a scheme), :mod:`.engine` (i.i.d. drafts), :mod:`.schemes` (without replacement,
 two independent drafts), :mod:`.exact` (the per-unit max-flow fallback), :mod:`.plan` (the
 lazy plan), :mod:`.reports` and :mod:`.constants`. The compiled kernels, numeric only, are
-in :mod:`solvers.global_resolution`; the fused per-token decoder path is
-:mod:`solvers.global_resolution.token`.
+in :mod:`otlp.solvers.global_resolution`; the fused per-token decoder path is
+:mod:`otlp.solvers.global_resolution.token`.
 """
 
 from otlp.global_resolution.constants import (

@@ -1,7 +1,7 @@
 """Global resolution's constants, unit names and argument checks ([GR] §6, Appendix K).
 
 The numeric constants shared with the compiled kernels (``PSI_TIE``, ``BUDGET_FACTOR`` and
-the integer unit codes) have their one home in :mod:`solvers.global_resolution.constants`;
+the integer unit codes) have their one home in :mod:`otlp.solvers.global_resolution.constants`;
 :class:`System` names those codes for the object API and its reports.
 """
 
@@ -13,8 +13,8 @@ import numpy as np
 
 from otlp.args import real_number
 from otlp.limits import check_size
-from solvers.global_resolution import constants as kernel
-from solvers.global_resolution.clocks import QuadratureRangeError
+from otlp.solvers.global_resolution import constants as kernel
+from otlp.solvers.global_resolution.clocks import QuadratureRangeError
 
 PSI_TIE = kernel.PSI_TIE
 BUDGET_FACTOR = kernel.BUDGET_FACTOR

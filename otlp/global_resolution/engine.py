@@ -10,7 +10,7 @@ picks the engine.
 
 A slice (:meth:`GlobalResolution.local_slice`, behind ``plan.token_report`` and
 ``plan.local_slice``) is one call with one deadline, ``time_budget`` seconds from its entry
-(:mod:`solvers.global_resolution.budget`): H* and the outer targets, Newton (its initial
+(:mod:`otlp.solvers.global_resolution.budget`): H* and the outer targets, Newton (its initial
 evaluation, then each iteration) and the exact max-flow on the unit's own network each start
 only if their estimated seconds fit what is left; where one cannot, or where the exact
 network is over ``otlp.limits``, the token comes from the scheme's lossless rule
@@ -62,8 +62,7 @@ from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
 from otlp.plan import carry_stranded_columns, fit_columns, negligible_column_slice
-from otlp.subset import SubsetSelection
-from solvers.global_resolution import (
+from otlp.solvers.global_resolution import (
     ALPHA_LIMIT,
     MinimizeResult,
     OuterTargets,
@@ -71,7 +70,7 @@ from solvers.global_resolution import (
     lbfgs,
     newton,
 )
-from solvers.global_resolution.budget import (
+from otlp.solvers.global_resolution.budget import (
     NO_DEADLINE,
     Deadline,
     OutOfTime,
@@ -80,7 +79,8 @@ from solvers.global_resolution.budget import (
     require,
     setup_seconds,
 )
-from solvers.global_resolution.token import analyse, budget_share, slice_of
+from otlp.solvers.global_resolution.token import analyse, budget_share, slice_of
+from otlp.subset import SubsetSelection
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -203,7 +203,7 @@ class GlobalResolution:
         """Solve one unit (cached). If it misses its budget, solve it exactly by max-flow;
         if that network is over ``otlp.limits``, the unit is recorded in ``over_limits`` and
         :class:`~otlp.errors.ProblemTooLarge` raised; if the max-flow cannot fit the slice
-        call's deadline, :class:`~solvers.global_resolution.budget.OutOfTime` is raised and
+        call's deadline, :class:`~otlp.solvers.global_resolution.budget.OutOfTime` is raised and
         the unit stays unsolved (a later call tries it again)."""
         if unit not in self.reports:
             tokens, system = self._system(unit)

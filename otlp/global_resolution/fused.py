@@ -1,11 +1,11 @@
 """Global resolution per decoder row beyond i.i.d. drafts ([GR] §6, App. N, O, S).
 
 One row, from full-vocabulary arrays to a token, in compiled steps with a thin Python
-driver (the i.i.d. row runs entirely compiled: :func:`solvers.global_resolution.token.batch`):
+driver (the i.i.d. row runs entirely compiled: :func:`otlp.solvers.global_resolution.token.batch`):
 
 1. an O(V) scan of p and each draft row, the top-k selection and the restriction to the
-   draft vocabulary (:mod:`solvers.global_resolution.token`,
-   :func:`~solvers.global_resolution.scheme_token.independent_vocabulary`);
+   draft vocabulary (:mod:`otlp.solvers.global_resolution.token`,
+   :func:`~otlp.solvers.global_resolution.scheme_token.independent_vocabulary`);
 2. H* and the outer targets with their tight-set blocks
    (:mod:`otlp.global_resolution.scheme_parts`: the q/p prefix rule and one quadrature
    without replacement; the certified branch and bound and removal chain for two
@@ -13,12 +13,12 @@ driver (the i.i.d. row runs entirely compiled: :func:`solvers.global_resolution.
 3. only the unit omega needs (the earliest outer block it meets, else the inner system),
    solved by Newton to its 5 tau budget (its share for an outer block);
    steps 2 and 3 start only if their estimated seconds fit what is left of the call's
-   ``deadline`` (:mod:`solvers.global_resolution.budget`), else the row is ``out_of_time``;
-4. the slice of Eq. (18) (:func:`~solvers.global_resolution.token.slice_of`, the kernel the
+   ``deadline`` (:mod:`otlp.solvers.global_resolution.budget`), else the row is ``out_of_time``;
+4. the slice of Eq. (18) (:func:`~otlp.solvers.global_resolution.token.slice_of`, the kernel the
    i.i.d. path and the object API use) and the draw.
 
 The greedy scheme needs no solve: its optimal plan has a closed form
-(:func:`~solvers.global_resolution.scheme_token.greedy_slice`). Every step uses the same
+(:func:`~otlp.solvers.global_resolution.scheme_token.greedy_slice`). Every step uses the same
 functions as the object API (:class:`~otlp.global_resolution.schemes.SchemeGlobalResolution`),
 so both give the same slice to rounding. A row that needs what this path does not do — a
 certificate that fails, a unit over its budget, masses the quadrature cannot certify, a
@@ -44,8 +44,8 @@ from otlp.global_resolution.scheme_parts import (
     without_replacement_analysis,
 )
 from otlp.instance import impossible_draw
-from solvers.global_resolution import OuterTargets
-from solvers.global_resolution.budget import (
+from otlp.solvers.global_resolution import OuterTargets
+from otlp.solvers.global_resolution.budget import (
     NO_DEADLINE,
     Deadline,
     OutOfTime,
@@ -54,17 +54,17 @@ from solvers.global_resolution.budget import (
     require,
     setup_seconds,
 )
-from solvers.global_resolution.clocks import QuadratureRangeError
-from solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
-from solvers.global_resolution.newton import ITERATION_LIMIT, MESSAGES, OUT_OF_TIME
-from solvers.global_resolution.scheme_token import (
+from otlp.solvers.global_resolution.clocks import QuadratureRangeError
+from otlp.solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
+from otlp.solvers.global_resolution.newton import ITERATION_LIMIT, MESSAGES, OUT_OF_TIME
+from otlp.solvers.global_resolution.scheme_token import (
     greedy_last,
     greedy_slice,
     independent_vocabulary,
 )
-from solvers.global_resolution.sorting import top_tokens
-from solvers.global_resolution.system_newton import system_newton
-from solvers.global_resolution.token import (
+from otlp.solvers.global_resolution.sorting import top_tokens
+from otlp.solvers.global_resolution.system_newton import system_newton
+from otlp.solvers.global_resolution.token import (
     budget_share,
     draw,
     local_drafts,
@@ -81,7 +81,7 @@ FUSED_SCHEMES = ("without_replacement", "independent", "greedy")
 
 @dataclass(frozen=True)
 class RowResult:
-    """One row: ``status`` (a code of :mod:`solvers.global_resolution.constants`), the
+    """One row: ``status`` (a code of :mod:`otlp.solvers.global_resolution.constants`), the
     token (-1 unless OK), and the unit's report fields. For a bad input ``detail`` is the
     offending draft row (BAD_P .. SUM_Q) or draft position (BAD_DRAFT). ``out_of_time``: a
     stage did not fit the call's deadline; ``iteration_limit``: Newton stopped at its

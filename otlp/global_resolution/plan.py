@@ -12,8 +12,8 @@ from otlp.args import as_generator
 from otlp.global_resolution.engine import FloatArray, GlobalResolution
 from otlp.global_resolution.reports import TokenReport
 from otlp.plan import LazyTransportPlan, PlanEntries
+from otlp.solvers.global_resolution.token import draw
 from otlp.verify import Tolerances
-from solvers.global_resolution.token import draw
 
 
 @lru_cache(maxsize=64)
@@ -73,7 +73,7 @@ class GlobalResolutionPlan(LazyTransportPlan):
         """Draw verified token(s) from pi(. | omega); global token ids.
 
         One token (``size=None``) is drawn as the fused decoder path draws it
-        (:func:`solvers.global_resolution.token.draw`, two uniforms, the outside row spread
+        (:func:`otlp.solvers.global_resolution.token.draw`, two uniforms, the outside row spread
         over the tokens outside the draft vocabulary in proportion to p); several as
         :meth:`TransportPlan.sample` does.
         """

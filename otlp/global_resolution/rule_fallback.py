@@ -4,7 +4,7 @@ A unit whose convex solve misses its budget is solved exactly by max-flow on its
 network ([GR] §5.3). Where even that network is over ``otlp.limits`` (e.g. without
 replacement at n = 8 over a 857-token unit: 5.6e19 draft sets), or where a stage (H* and the
 outer targets, Newton, the exact max-flow) cannot fit what is left of the call's time budget
-(:mod:`solvers.global_resolution.budget`), the drafted token still gets a verified token:
+(:mod:`otlp.solvers.global_resolution.budget`), the drafted token still gets a verified token:
 the scheme's recursive rejection sampling ([SpecHub] Algorithm 1) — ``rrs`` for i.i.d.
 drafts and for two independent drafts (one draft row per draw: draft d is accepted with
 probability min(1, p_d(x) / q_d(x)) against the running residual p_d, which keeps the output
@@ -32,8 +32,7 @@ from numpy.typing import NDArray
 from otlp.errors import ProblemTooLarge
 from otlp.instance import Instance
 from otlp.rules.rrs import RecursiveRejection, RecursiveRejectionWithoutReplacement
-from otlp.subset import optimal_acceptance
-from solvers.global_resolution.budget import (
+from otlp.solvers.global_resolution.budget import (
     NO_DEADLINE,
     SECONDS_PER_ELEMENT,
     Deadline,
@@ -41,6 +40,7 @@ from solvers.global_resolution.budget import (
     require,
     setup_seconds,
 )
+from otlp.subset import optimal_acceptance
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

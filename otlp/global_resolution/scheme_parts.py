@@ -8,7 +8,7 @@ both need, over the draft vocabulary:
   along the increasing-q/p chain (one certified quadrature for every prefix).
 * :func:`independent_selection`, :func:`independent_targets` — two independent drafts: H* by
   the certified branch and bound and the outer targets by the certified removal chain of
-  :mod:`solvers.global_resolution.independent` (no max-flow); what is not certified is
+  :mod:`otlp.solvers.global_resolution.independent` (no max-flow); what is not certified is
   returned as None and the caller solves it exactly (QPBO min cut, outer max-flow).
 * :func:`unit_parts` and :func:`unit_system` — one unit (an outer block or the inner system)
   and its convex system.
@@ -22,12 +22,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.global_resolution.constants import OUTER, PSI_TIE, Unit
-from solvers.global_resolution import OuterTargets, SoftmaxSystem
-from solvers.global_resolution.clocks import prefix_psi_without_replacement
-from solvers.global_resolution.independent import chain_blocks, independent_outer, minimise_psi
-from solvers.global_resolution.pair_system import PairSystem, others_sum
-from solvers.global_resolution.sorting import ratio_keys, stable_argsort
-from solvers.global_resolution.wor_system import WithoutReplacementSystem
+from otlp.solvers.global_resolution import OuterTargets, SoftmaxSystem
+from otlp.solvers.global_resolution.clocks import prefix_psi_without_replacement
+from otlp.solvers.global_resolution.independent import chain_blocks, independent_outer, minimise_psi
+from otlp.solvers.global_resolution.pair_system import PairSystem, others_sum
+from otlp.solvers.global_resolution.sorting import ratio_keys, stable_argsort
+from otlp.solvers.global_resolution.wor_system import WithoutReplacementSystem
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -59,7 +59,7 @@ def chain_targets(
 
     ``outside`` lists the tokens outside H* in chain order v_1..v_K; ``psi_chain[i]`` is
     psi(H* ∪ {v_{i+1}, ..., v_K}) for i = 0..K, and every min over supersets is a cumulative
-    minimum of it (:func:`solvers.global_resolution.independent.chain_blocks`).
+    minimum of it (:func:`otlp.solvers.global_resolution.independent.chain_blocks`).
     """
     targets, starts, ends, block_of = chain_blocks(
         np.ascontiguousarray(outside, dtype=np.int64),

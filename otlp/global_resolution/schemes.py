@@ -6,7 +6,7 @@ scheme-dependent steps replaced:
 
 * ``scheme="without_replacement"`` (any n). H* by the q/p prefix rule (Hu et al. 2025,
   Thm 4) with P(all drafts in H) from the certified exponential-clock quadrature of
-  :mod:`solvers.global_resolution.clocks`. Outer targets by the greedy polymatroid algorithm
+  :mod:`otlp.solvers.global_resolution.clocks`. Outer targets by the greedy polymatroid algorithm
   (Theorem 6.2) in
   increasing q/p order with cumulative minimums: Lemma 6.3's prefix reduction
   min_{A ⊆ S ⊆ B} psi(S) = min over q/p-prefixes carries over (checked against max-flow in
@@ -14,11 +14,11 @@ scheme-dependent steps replaced:
   records of the cumulative minimum are again tight sets that split the outer system into
   independent blocks. Convex systems: for n = 2 the pair masses q_i q_j (1/(1 - q_i) +
   1/(1 - q_j)) are sums of two products, so receipts and a rank-2-per-node Hessian cost
-  O(R m) (:class:`~solvers.global_resolution.pair_system.PairSystem`); for n >= 3 a double
+  O(R m) (:class:`~otlp.solvers.global_resolution.pair_system.PairSystem`); for n >= 3 a double
   quadrature (exponential clocks for the set masses, the exponential sum for the softmax)
   costs O(R_t R_u m n) per evaluation
-  (:class:`~solvers.global_resolution.wor_system.WithoutReplacementSystem`). The exact
-  groups of set masses (:class:`~solvers.global_resolution.explicit_system.ExplicitSystem`,
+  (:class:`~otlp.solvers.global_resolution.wor_system.WithoutReplacementSystem`). The exact
+  groups of set masses (:class:`~otlp.solvers.global_resolution.explicit_system.ExplicitSystem`,
   O(C(k, n))) serve as the reference (``explicit_sets=True``) and for a unit whose largest
   set holds all the draft mass (k = n).
 * ``scheme="independent"``, n = 2. H* by a certified branch and bound over
@@ -27,10 +27,10 @@ scheme-dependent steps replaced:
   of sets and psi = p(H) - q1(H) q2(H) has no prefix structure; a removal chain whose
   records are certified closed by submodularity and per-phase checks gives them exactly, with
   the same tight-set blocks as a prefix chain
-  (:mod:`solvers.global_resolution.independent`). Where a check fails, the outer system is
+  (:mod:`otlp.solvers.global_resolution.independent`). Where a check fails, the outer system is
   solved by max-flow and its row sums are the targets (``outer_method`` says which). The
   pair masses q1_i q2_j + q1_j q2_i and singletons q1_i q2_i again give a
-  :class:`~solvers.global_resolution.pair_system.PairSystem`.
+  :class:`~otlp.solvers.global_resolution.pair_system.PairSystem`.
 
 Every plan still obeys Lemma 6.6 (15 tau in L1, 10 tau in acceptance) by certificate, and
 ``otlp.solve`` verifies the materialised plan.
@@ -62,11 +62,11 @@ from otlp.global_resolution.scheme_parts import (
     unit_system,
 )
 from otlp.instance import Instance
+from otlp.solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
+from otlp.solvers.global_resolution.budget import evaluation_seconds, max_flow_seconds, require
+from otlp.solvers.global_resolution.explicit_system import ExplicitSystem
+from otlp.solvers.global_resolution.system_newton import system_newton
 from otlp.subset import SubsetSelection, optimal_acceptance, prefix_psi
-from solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
-from solvers.global_resolution.budget import evaluation_seconds, max_flow_seconds, require
-from solvers.global_resolution.explicit_system import ExplicitSystem
-from solvers.global_resolution.system_newton import system_newton
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -112,7 +112,7 @@ class SchemeGlobalResolution(GlobalResolution):
 
         Without replacement: the q/p prefix rule and the chain along it. Two independent
         drafts: the certified branch and bound and removal chain of
-        :mod:`solvers.global_resolution.independent`; H* falls back to the QPBO min cut and
+        :mod:`otlp.solvers.global_resolution.independent`; H* falls back to the QPBO min cut and
         the targets to the outer max-flow where a certificate fails (``outer_method`` says
         which was used).
         """

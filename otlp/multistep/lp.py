@@ -39,8 +39,8 @@ from otlp.args import positive_int
 from otlp.limits import check_size
 from otlp.multistep.models import Model
 from otlp.multistep.table import PrefixTable, check_table, tabulate
-from solvers.base import LinearProgram
-from solvers.registry import get_backend
+from otlp.solvers.base import LinearProgram
+from otlp.solvers.registry import get_backend
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]

@@ -45,8 +45,8 @@ from otlp.limits import check_size
 from otlp.multistep.lp import NodeSpace, phi
 from otlp.multistep.models import Model
 from otlp.multistep.table import PrefixTable, tabulate
-from solvers.base import LinearProgram
-from solvers.registry import get_backend
+from otlp.solvers.base import LinearProgram
+from otlp.solvers.registry import get_backend
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]

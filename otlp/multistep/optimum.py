@@ -45,8 +45,8 @@ from otlp.limits import check_size, check_work
 from otlp.multistep.lp import NodeSpace
 from otlp.multistep.models import Model, prefix_digits
 from otlp.multistep.table import PrefixTable, tabulate
-from solvers.base import LinearProgram
-from solvers.registry import get_backend
+from otlp.solvers.base import LinearProgram
+from otlp.solvers.registry import get_backend
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -20,14 +20,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.instance import Instance, require_instance
 from otlp.reprs import dataclass_repr
-from solvers.partial_resolution import (
+from otlp.solvers.partial_resolution import (
     accepted_mass,
     clock_pieces,
     clock_winner,
     cover_coefficient,
     token_totals,
 )
-from solvers.partial_resolution_row import accepted_targets_kernel
+from otlp.solvers.partial_resolution_row import accepted_targets_kernel
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -49,7 +49,7 @@ def accepted_targets(inst: Instance) -> tuple[FloatArray, IntArray, IntArray, fl
     this one keeps every token at <= 2-3 pieces and the free list short, where increasing q/p
     leaves holes that the segment's last token collects, ~500 pieces at V = 32,000, and costs
     10-15x more); ``segment_ends`` closes each block and H*. One compiled implementation
-    (:func:`solvers.partial_resolution_row.accepted_targets_kernel`) serves this object API
+    (:func:`otlp.solvers.partial_resolution_row.accepted_targets_kernel`) serves this object API
     and the fused decoder row, so both build the same partition.
     """
     return accepted_targets_kernel(inst.p_local, inst.q_local, inst.n)

@@ -6,7 +6,7 @@ supports, p = q, subnormal and 1e-300 masses, peaked drafts, float32/float16 rou
 renormalised in float64, on V = 2..8 with n = 1..3 drafts (two independent drafters); a
 case whose draft cannot produce n distinct tokens (without replacement) is redrawn.
 Real-vocabulary cases come from the SmolLM2-135M states of the shipped suite
-(``instances.load("smollm2")``, V = 1001).
+(``otlp.instances.load("smollm2")``, V = 1001).
 
 Tree cases draw every context's (target, draft) law pair from one class, on V = 2..3 and the
 small shapes of :data:`TREE_SHAPES` (chains of 1 to 3 nodes, two paths of two, a root with
@@ -71,9 +71,9 @@ def position_cases(
 
 def smollm2_cases(count: int, scheme: str, n: int = 2, seed: int = 0) -> list[PositionCase]:
     """``count`` SmolLM2-135M states (V = 1001) of the shipped suite, spread over it."""
-    import instances
+    import otlp.instances
 
-    items = instances.load("smollm2").items
+    items = otlp.instances.load("smollm2").items
     picks = np.random.default_rng([seed, 135]).choice(len(items), size=count, replace=False)
     out = []
     for i in sorted(int(k) for k in picks):

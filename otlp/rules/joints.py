@@ -169,7 +169,7 @@ class DraftJoint:
 def hub_lp_optimum(inst: Instance, joint: DraftJoint, backend: str = "highs") -> float:
     """SpecHub's simplified LP ([SpecHub] §3.2) over the hub joint, solved by ``backend``."""
     from otlp.builders import spechub_lp
-    from solvers.registry import get_backend
+    from otlp.solvers.registry import get_backend
 
     members, mass = joint.enumerate()
     lp = spechub_lp(inst.p_local, members, mass).lp

@@ -30,9 +30,9 @@ from otlp.rules.base import (
     ratio_accept,
 )
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
-from solvers.node_rules import any_accepted as compiled_any_accepted
-from solvers.node_rules import kseq_beta_pass
-from solvers.node_rules import kseq_rho as compiled_kseq_rho
+from otlp.solvers.node_rules import any_accepted as compiled_any_accepted
+from otlp.solvers.node_rules import kseq_beta_pass
+from otlp.solvers.node_rules import kseq_rho as compiled_kseq_rho
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def any_accepted(beta: float, miss: float, n: int) -> float:
 
 def kseq_rho(p: FloatArray, q: FloatArray, n: int) -> float:
     """The smallest valid rho in [1, n]: the root of 1 - (1 - beta)^n = rho beta, or 1
-    (:func:`solvers.node_rules.kseq_rho`: a few passes over the rows, beta's closed form
+    (:func:`otlp.solvers.node_rules.kseq_rho`: a few passes over the rows, beta's closed form
     between the breakpoints p(x) / q(x))."""
     return float(compiled_kseq_rho(p, q, 1.0, 1.0, int(n))[0])
 

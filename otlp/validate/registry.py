@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from instances.suites import SuiteItem
 from otlp.instance import Instance
+from otlp.instances.suites import SuiteItem
 
 FloatArray = NDArray[np.float64]
 

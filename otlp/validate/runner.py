@@ -163,9 +163,9 @@ def replay(name: str, seed: int = 0, index: int = 0, suite: str | None = None) -
 
 
 def _suite_items(name: str) -> list[Any]:
-    import instances
+    import otlp.instances
 
-    return list(instances.load(name))
+    return list(otlp.instances.load(name))
 
 
 def select(checks: Iterable[str] | str | None = None) -> list[Check]:

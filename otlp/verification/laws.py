@@ -3,7 +3,7 @@
 The caller's arrays (numpy float16/float32/float64, ml_dtypes bfloat16, torch tensors of any
 float dtype on any device, or lists) stay as they are; only the contexts a verification visits
 are read, each checked once per call at the tolerance of the input's precision by one compiled
-pass over the row in its own dtype (:func:`solvers.node_rules.row_total`; its errors those of
+pass over the row in its own dtype (:func:`otlp.solvers.node_rules.row_total`; its errors those of
 :func:`otlp.tensors.check_distributions`'s). The compiled rules (sps, rrs, K-SEQ, SpecHub,
 block, GBV) read the rows as given (:meth:`ContextLaws.native`, 16-bit rows widened one at a
 time); global resolution, maxflow_cs and any top-k restriction take a renormalised float64
@@ -21,8 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import real_number
+from otlp.solvers.node_rules import row_total
 from otlp.tensors import ArrayKind, as_float64, float_kind, is_torch
-from solvers.node_rules import row_total
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -4,7 +4,7 @@ One :class:`VerificationRule` per rule: its name, how it verifies a draft tree (
 protocol), the drafting schemes :func:`~otlp.verification.tree.verify_tree` accepts it on,
 the schemes :func:`otlp.verify_drafts` runs it for at a single position, whether it takes
 global resolution's error threshold ``tau``, its compiled node kernel
-(:mod:`solvers.node_rules`) and, for path and sequence rules, its exact law. Every method
+(:mod:`otlp.solvers.node_rules`) and, for path and sequence rules, its exact law. Every method
 list of the package, the decode loop, the referee, ``otlp bench``, ``otlp decode`` and the
 CLI is read from :data:`RULES`.
 
@@ -36,8 +36,8 @@ from numpy.typing import NDArray
 
 from otlp.args import canonical_name
 from otlp.multistep import hsd, single_path, traversal
+from otlp.solvers.node_rules import KSEQ_RULE, REJECTION, SPECHUB_RULE
 from otlp.verification.drafting import SCHEMES
-from solvers.node_rules import KSEQ_RULE, REJECTION, SPECHUB_RULE
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -48,7 +48,7 @@ ANY_COUNT = 1 << 30  # a compiled rule verifying every child of a node
 
 
 class CompiledNode(NamedTuple):
-    """A node rule's compiled kernel (:func:`solvers.node_rules.node_token`): its code and the
+    """A node rule's compiled kernel (:func:`otlp.solvers.node_rules.node_token`): its code and the
     number of children it verifies (the first ones)."""
 
     code: int

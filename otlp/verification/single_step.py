@@ -7,14 +7,14 @@ sequence drafted i.i.d. from the (top-k) draft. It returns the B output tokens, 
 is one of its drafts, and a report per row.
 
 * ``method="global_resolution"`` ([GR] §6, Algorithm 1) runs one compiled loop over the batch
-  (:func:`solvers.global_resolution.token.batch`): per row an O(V) scan that checks the inputs
+  (:func:`otlp.solvers.global_resolution.token.batch`): per row an O(V) scan that checks the inputs
   and selects the top k, H*, the polymatroid targets, the one unit omega needs (Newton) and
   the slice of Eq. (18). A row whose unit misses its 5 tau budget is solved exactly by the
   object API (max-flow fallback, :mod:`otlp.global_resolution`) and its report says so.
   ``time_budget`` is the whole call's: its clock starts at the call's entry, numba's compiling
   or cache loading of a first call included, and a row whose next stage cannot fit what is
   left, or that starts past the deadline, gets its token from ``rrs`` (issue 24; see
-  :mod:`solvers.global_resolution.budget`). Call :func:`otlp.warm_up` once at start-up so that
+  :mod:`otlp.solvers.global_resolution.budget`). Call :func:`otlp.warm_up` once at start-up so that
   no budgeted call compiles.
   ``parallel=True`` spreads the rows over numba's threads (``prange``; set their number with
   ``numba.set_num_threads`` or ``NUMBA_NUM_THREADS``).
@@ -24,7 +24,7 @@ is one of its drafts, and a report per row.
   (:meth:`otlp.rules.Rule.local_conditionals`, ``TransportPlan.local_slice``), row by row.
 * ``method="partial_resolution"`` (i.i.d. drafts; "Partial Resolution", Thomas and Pal,
   NeurIPS 2025, otlp's construction on docs/partial-resolution.md) runs one compiled pass
-  per row (:func:`solvers.partial_resolution_row.batch`): the top k, H* and the accepted
+  per row (:func:`otlp.solvers.partial_resolution_row.batch`): the top k, H* and the accepted
   masses, the clock partition of the drafted tokens only, and the clock race of its drafts:
   exact optimal transport, no tolerance.
 """
@@ -48,6 +48,8 @@ from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.reports import RowReport
 from otlp.global_resolution.rule_fallback import rule_seconds
 from otlp.instance import Instance
+from otlp.solvers.global_resolution.budget import Deadline, blas_pinned
+from otlp.solvers.global_resolution.constants import BAD_P, FALLBACK, INNER, OUTER, SINGLE_DRAFT
 from otlp.verification.rule_table import RULES, position_names
 from otlp.verification.single_step_rows import (
     DraftVerification,
@@ -62,8 +64,6 @@ from otlp.verification.single_step_rows import (
     rule_rows,
 )
 from otlp.verification.single_step_schemes import draft_scheme, handles, verify_scheme_drafts
-from solvers.global_resolution.budget import Deadline, blas_pinned
-from solvers.global_resolution.constants import BAD_P, FALLBACK, INNER, OUTER, SINGLE_DRAFT
 
 __all__ = [
     "METHODS",
@@ -133,7 +133,7 @@ def verify_drafts(
         5 s; None for no limit), counted from its entry (compiling included: see
         :func:`otlp.warm_up`) and shared by its rows. No stage
         starts that is predicted to end past it (H* and the outer targets, each Newton
-        iteration, the exact max-flow fallback; see :mod:`solvers.global_resolution.budget`)
+        iteration, the exact max-flow fallback; see :mod:`otlp.solvers.global_resolution.budget`)
         and the rows' lossless-rule passes are kept in reserve, so the call ends within it
         plus one bounded step. A row whose Newton misses its certificate is solved exactly
         (``fallback=True``); a row whose next stage does not fit (``"time budget
@@ -246,7 +246,7 @@ def global_resolution_rows(
     misses its budget are solved exactly (fallback). Every row stops at ``deadline`` (the
     caller's; default ``time_budget`` seconds from this call, None: no limit) and a row that
     ran out of it gets its token from ``rrs``."""
-    from solvers.global_resolution.token import batch, batch_parallel
+    from otlp.solvers.global_resolution.token import batch, batch_parallel
 
     if deadline is None:
         deadline = Deadline.after(time_budget)
@@ -282,7 +282,7 @@ _COMPILED: set[tuple[object, ...]] = set()  # (kernel, p dtype, q dtype) run onc
 def _compile(kernel: Any, p_dtype: np.dtype, q_dtype: np.dtype) -> None:
     """Run the batch ``kernel`` once on a two-token row of these dtypes, so that numba
     compiles it (or loads it from its cache) on a row that cannot fail: those seconds count
-    against the call's budget (:mod:`solvers.global_resolution.budget`; :func:`warm_up` does
+    against the call's budget (:mod:`otlp.solvers.global_resolution.budget`; :func:`warm_up` does
     this ahead)."""
     if (kernel, p_dtype, q_dtype) not in _COMPILED:
         half = np.full((1, 2), 0.5)
@@ -307,8 +307,8 @@ def _row_reports(
 ) -> list[RowReport]:
     """Each row's report from the kernel's table; a fallback row's token (written into
     ``tokens``) from :func:`fallback_token`."""
-    from solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
-    from solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
+    from otlp.solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
+    from otlp.solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
 
     rows = draft_arr.shape[0]
     reports = []
@@ -353,7 +353,7 @@ def _row_reports(
     return reports
 
 
-# The unit a fused row solved (solvers.global_resolution.constants' codes).
+# The unit a fused row solved (otlp.solvers.global_resolution.constants' codes).
 _SYSTEM_NAMES = {OUTER: "outer", INNER: "inner", SINGLE_DRAFT: "single draft (closed form)"}
 
 
@@ -388,14 +388,14 @@ def partial_resolution_rows(
     atol: float,
 ) -> DraftVerification:
     """Partial resolution's rows (exact OT for i.i.d. drafts, :mod:`otlp.partial_resolution`)
-    in one compiled pass per row (:func:`solvers.partial_resolution_row.batch`): checks and
+    in one compiled pass per row (:func:`otlp.solvers.partial_resolution_row.batch`): checks and
     top k, H* and the accepted masses, gap filling only as far as the row's drafted tokens,
     then the clock race of its drafts with ``uniforms[b, :n]`` and, on rejection, the
     residual law drawn with ``uniforms[b, n:]`` (a batch sharing one (p, q) pair builds one
     partition). The token's law given the drafts is the tuple-level refinement of the plan's
     set conditional (Lemma 4 of docs/partial-resolution.md), so the row is exact with no
     tolerance."""
-    from solvers.partial_resolution_row import batch
+    from otlp.solvers.partial_resolution_row import batch
 
     tokens, table = batch(p, q, drafts, top_k or 0, atol, uniforms)
     _raise_for_bad_rows(table, p, q, drafts)

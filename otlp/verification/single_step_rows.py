@@ -16,10 +16,10 @@ from otlp.args import real_number
 from otlp.global_resolution.reports import RowReport, TokenReport
 from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
+from otlp.solvers.global_resolution.budget import Deadline
+from otlp.solvers.global_resolution.constants import BAD_DRAFT, BAD_P, BAD_Q, SUM_P, SUM_Q
 from otlp.tensors import as_float64, as_index_array, check_distributions
 from otlp.verification.rule_table import RULES
-from solvers.global_resolution.budget import Deadline
-from solvers.global_resolution.constants import BAD_DRAFT, BAD_P, BAD_Q, SUM_P, SUM_Q
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def local_drafts(inst: Instance, drafts: NDArray, b: int) -> NDArray[np.int64]:
 def draw_token(inst: Instance, probs: NDArray[np.float64], u: NDArray[np.float64]) -> int:
     """One token from the local law ``probs`` (the last entry: outside the draft vocabulary,
     spread in proportion to p), with the fused path's two uniforms ``u``."""
-    from solvers.global_resolution.token import draw
+    from otlp.solvers.global_resolution.token import draw
 
     return int(draw(np.clip(probs, 0.0, None), inst.p, inst.tokens, u[0], u[1]))
 
@@ -234,7 +234,7 @@ def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification
     return dataclasses.replace(verification, reports=reports, method="global_resolution")
 
 
-# The messages of the fused kernels' row status codes (solvers.global_resolution.constants).
+# The messages of the fused kernels' row status codes (otlp.solvers.global_resolution.constants).
 ROW_ERRORS = {
     BAD_P: "{name}: has a negative, NaN or infinite entry",
     BAD_Q: "{name}: has a negative, NaN or infinite entry",
@@ -253,7 +253,7 @@ def raise_for_row_status(
     scheme: str = "iid",
 ) -> NoReturn:
     """The ``ValueError`` of row ``b``, which a fused kernel refused with ``status`` (the
-    codes of :mod:`solvers.global_resolution.constants`) and ``detail`` (the draw at fault,
+    codes of :mod:`otlp.solvers.global_resolution.constants`) and ``detail`` (the draw at fault,
     or the drafter of an independent pair's row): one message per code for every scheme,
     naming the argument and the row as the caller passed them."""
     if status == BAD_DRAFT:

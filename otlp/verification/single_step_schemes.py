@@ -43,6 +43,11 @@ from otlp.global_resolution.fused import RowResult, checked_row, scheme_row
 from otlp.global_resolution.reports import RowReport
 from otlp.global_resolution.rule_fallback import FALLBACK_RULES, rule_seconds
 from otlp.instance import Instance
+from otlp.solvers.global_resolution.budget import Deadline
+from otlp.solvers.global_resolution.constants import (
+    FALLBACK,
+    OK,
+)
 from otlp.verification.rule_table import POSITION_SCHEMES, RULES, position_names
 from otlp.verification.single_step_rows import (
     DraftVerification,
@@ -55,11 +60,6 @@ from otlp.verification.single_step_rows import (
     method_tau,
     raise_for_row_status,
     rule_rows,
-)
-from solvers.global_resolution.budget import Deadline
-from solvers.global_resolution.constants import (
-    FALLBACK,
-    OK,
 )
 
 # Scheme -> the rules run here (the rule table's): every position rule of the schemes beyond

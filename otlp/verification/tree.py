@@ -24,12 +24,12 @@ the per-protocol lists here are read from it):
 * path rules on :func:`~otlp.verification.shapes.path_tree` shapes verify one chain (block
   verification, [GBV] §2.1) or the path GBV selects among K i.i.d. paths ([GBV] §5) with the
   rule's stop law (:mod:`otlp.multistep.single_path`), sampled by
-  :func:`solvers.node_rules.path_token` where that law is block verification's;
+  :func:`otlp.solvers.node_rules.path_token` where that law is block verification's;
 * sequence rules test whole sequences from the leaves to the root (Traversal Verification,
   Weng et al., NeurIPS 2025, arXiv 2505.12398; :mod:`otlp.multistep.traversal`; on one chain
   it is block verification), in numpy on the checked float64 rows they visit.
 
-The rules without top-k run compiled on the rows as given (:mod:`solvers.node_rules`): sps,
+The rules without top-k run compiled on the rows as given (:mod:`otlp.solvers.node_rules`): sps,
 rrs, rrs without replacement, K-SEQ and SpecHub node by node, block chain by chain, every row
 of the batch in one call where the input is readable as given; GBV path by path.
 
@@ -48,16 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 from otlp.args import canonical_name, positive_int
 from otlp.multistep import single_path
 from otlp.multistep.gbv import check_ranking, local_key, select_path, skewed_conditionals
-from otlp.tensors import as_index_array
-from otlp.verification import rule_table
-from otlp.verification import shapes as trees
-from otlp.verification.drafting import restrict_top_k, row_uniforms
-from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, LogitLaws
-from otlp.verification.laws import ContextLaws
-from otlp.verification.node_steps import draw, node_law
-from otlp.verification.rule_table import VerificationRule, node_kernel
-from otlp.verification.single_step_rows import method_tau
-from solvers.node_rules import (
+from otlp.solvers.node_rules import (
     BAD_DRAFT,
     BAD_TARGET,
     NOT_HUB,
@@ -71,6 +62,15 @@ from solvers.node_rules import (
     node_walk,
     path_token,
 )
+from otlp.tensors import as_index_array
+from otlp.verification import rule_table
+from otlp.verification import shapes as trees
+from otlp.verification.drafting import restrict_top_k, row_uniforms
+from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, LogitLaws
+from otlp.verification.laws import ContextLaws
+from otlp.verification.node_steps import draw, node_law
+from otlp.verification.rule_table import VerificationRule, node_kernel
+from otlp.verification.single_step_rows import method_tau
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -476,8 +476,8 @@ class _Task:
 
     def walk(self, u: FloatArray, accepted: IntArray, bonus: IntArray) -> bool:
         """All rows at once by a compiled walk where it applies: a compiled node rule
-        (:data:`_NODE_RULES`, :func:`solvers.node_rules.node_walk`) or block verification
-        (:func:`solvers.node_rules.block_walk`), without top-k, on rows readable as given
+        (:data:`_NODE_RULES`, :func:`otlp.solvers.node_rules.node_walk`) or block verification
+        (:func:`otlp.solvers.node_rules.block_walk`), without top-k, on rows readable as given
         (numpy or CPU torch float32/float64). False otherwise."""
         step = self.step
         chain_walk = step.rule.max_paths == 1 and step.rule.stop_law is single_path.block
@@ -665,7 +665,7 @@ class _Task:
 
     def _path_sample(self, b: int, u: FloatArray) -> tuple[IntArray, int]:
         """Block verification of row b's chain, or of GBV's selected path against its skewed
-        draft, on the rows as given (:func:`solvers.node_rules.path_token`): the levels below
+        draft, on the rows as given (:func:`otlp.solvers.node_rules.path_token`): the levels below
         the accepted prefix are read only for their path entries and sums, the bonus row only
         when the whole path is accepted."""
         if not self.step.rule.selects_path:
@@ -798,7 +798,7 @@ class _Step:
 
     def compiled_path(self) -> bool:
         """Whether a path is verified by the compiled block kernels
-        (:func:`solvers.node_rules.path_token`): the rule's stop law is block
+        (:func:`otlp.solvers.node_rules.path_token`): the rule's stop law is block
         verification's."""
         return self.rule.stop_law is single_path.block
 
@@ -861,7 +861,7 @@ class _Scratch:
         return self._work, self._removed
 
     def buckets(self, vocab: int) -> tuple[Any, ...]:
-        """GBV's bucket arrays (:func:`solvers.node_rules.buckets_work`)."""
+        """GBV's bucket arrays (:func:`otlp.solvers.node_rules.buckets_work`)."""
         if self._buckets is None or self._buckets[3].shape[0] != vocab:
             self._buckets = buckets_work(vocab)
         return self._buckets

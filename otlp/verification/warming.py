@@ -4,7 +4,7 @@ partial resolution's, the i.i.d. default, so that a decoder's first token does n
 A call's ``time_budget`` counts from its entry, and numba compiles a kernel (or loads it from
 its cache) on its first use in a process: 0.2-0.4 s of CPU for the kernels of a first
 ``verify_drafts`` call with cached kernels, minutes without a cache. That work counts against
-the first call's budget (:mod:`solvers.global_resolution.budget`), so a first call with a
+the first call's budget (:mod:`otlp.solvers.global_resolution.budget`), so a first call with a
 5 ms budget reports its rows out of time and serves them by the lossless rule. A decoder
 calls :func:`warm_up` once at start-up (it is not run at import: ``import otlp`` stays fast
 for the uses that never set a budget) and every later call keeps its budget.

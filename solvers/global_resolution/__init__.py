@@ -9,14 +9,14 @@
 * :mod:`lbfgs` — the seed's L-BFGS-B configuration (reference).
 
 The kernels call each other across modules: :mod:`solvers` clears their numba cache whenever
-any of its sources changes (:func:`solvers.kernel_cache.refresh`), before they load.
+any of its sources changes (:func:`otlp.solvers.kernel_cache.refresh`), before they load.
 """
 
-from solvers.global_resolution.grouped import GroupedObjective
-from solvers.global_resolution.lbfgs import lbfgs
-from solvers.global_resolution.newton import MinimizeResult, newton
-from solvers.global_resolution.polymatroid import OuterTargets, outer_targets
-from solvers.global_resolution.softmax_system import (
+from otlp.solvers.global_resolution.grouped import GroupedObjective
+from otlp.solvers.global_resolution.lbfgs import lbfgs
+from otlp.solvers.global_resolution.newton import MinimizeResult, newton
+from otlp.solvers.global_resolution.polymatroid import OuterTargets, outer_targets
+from otlp.solvers.global_resolution.softmax_system import (
     ALPHA_LIMIT,
     Evaluation,
     SoftmaxSystem,

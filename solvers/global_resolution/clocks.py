@@ -41,7 +41,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.pair_system import pair_complements
+from otlp.solvers.global_resolution.pair_system import pair_complements
 
 FloatArray = NDArray[np.float64]
 
@@ -169,7 +169,7 @@ def prefix_complements(q_order: FloatArray, n: int) -> PrefixComplements:
 
     ``q_order`` is the draft distribution (summing to one over all k tokens) in the order
     of the chain. Rates outside each prefix are suffix sums of positive terms. For n = 2 the
-    closed form of :mod:`~solvers.global_resolution.pair_system` (no quadrature nodes).
+    closed form of :mod:`~otlp.solvers.global_resolution.pair_system` (no quadrature nodes).
     """
     q = np.ascontiguousarray(q_order, dtype=np.float64)
     k = q.shape[0]

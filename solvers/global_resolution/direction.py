@@ -1,7 +1,7 @@
 """The Newton direction of the softmax systems, at a cost bounded before it starts.
 
 The Hessian of F is H = diag(rho + M 1) - M with M = U Λ U^T of rank R (one block of Λ per
-quadrature node; see :class:`~solvers.global_resolution.softmax_system.Evaluation`). Per
+quadrature node; see :class:`~otlp.solvers.global_resolution.softmax_system.Evaluation`). Per
 node Λ_t = V diag(λ) V^T gives M = W^T diag(sign) W (:func:`factors`), and H d = -g is
 solved by one of three methods, each of bounded cost (flop counts: :func:`direction_work`):
 

@@ -9,7 +9,7 @@ are exact sums over the groups:
     M_ij = Σ_{g ∋ i, j} w(g) c_i c_j / (slack + c(g))^2,
     rho_i = slack c_i Σ_{g ∋ i} w(g) / (slack + c(g))^2.
 
-M is dense (m x m) and handed to :func:`~solvers.global_resolution.newton.newton` as one
+M is dense (m x m) and handed to :func:`~otlp.solvers.global_resolution.newton.newton` as one
 "node" of rank m (U = I, Λ = M), which its dense branch solves exactly. The cost is
 O(groups · n^2 + m^3) per evaluation: the route for draft schemes without a fast structured
 form, e.g. n >= 3 drafts without replacement.
@@ -24,7 +24,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem
+from otlp.solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

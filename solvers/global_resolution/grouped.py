@@ -17,7 +17,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.softmax_system import SoftmaxSystem
+from otlp.solvers.global_resolution.softmax_system import SoftmaxSystem
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from solvers.global_resolution.grouped import GroupedObjective
-from solvers.global_resolution.newton import MinimizeResult
-from solvers.global_resolution.softmax_system import SoftmaxSystem
+from otlp.solvers.global_resolution.grouped import GroupedObjective
+from otlp.solvers.global_resolution.newton import MinimizeResult
+from otlp.solvers.global_resolution.softmax_system import SoftmaxSystem
 
 if TYPE_CHECKING:
     from scipy.optimize import OptimizeResult

@@ -1,8 +1,8 @@
 """Damped Newton for the softmax systems, with the exact (quadrature) Hessian.
 
 The Hessian of F is diag(rho + M 1) - M with M = U Λ U^T of rank R (n - 1) and exact row
-sums rho (see :class:`~solvers.global_resolution.softmax_system.Evaluation`); the direction
-(:mod:`~solvers.global_resolution.direction`) uses the Woodbury identity, the dense system
+sums rho (see :class:`~otlp.solvers.global_resolution.softmax_system.Evaluation`); the direction
+(:mod:`~otlp.solvers.global_resolution.direction`) uses the Woodbury identity, the dense system
 or, where those are too costly, conjugate gradients, so that every step's flops are bounded.
 With a deadline, a unit whose iterations are large (more than ``TIMED_WORK`` flops) or could
 not all fit before it (``FIRST_CHUNK`` of them at :data:`~.budget.FLOP_RATE`) reads the clock
@@ -29,10 +29,14 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.budget import FLOP_RATE
-from solvers.global_resolution.direction import direction, step_work
-from solvers.global_resolution.expsum import coarsest_level
-from solvers.global_resolution.softmax_system import SoftmaxSystem, evaluate_kernel, power_table
+from otlp.solvers.global_resolution.budget import FLOP_RATE
+from otlp.solvers.global_resolution.direction import direction, step_work
+from otlp.solvers.global_resolution.expsum import coarsest_level
+from otlp.solvers.global_resolution.softmax_system import (
+    SoftmaxSystem,
+    evaluate_kernel,
+    power_table,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -176,7 +180,7 @@ def _shift_start(
 ) -> tuple[FloatArray, int]:
     """``alpha0`` plus the common shift that gives the residual its exact share (slack 1).
 
-    The start of :func:`~solvers.global_resolution.softmax_system.initial_alpha` ignores the
+    The start of :func:`~otlp.solvers.global_resolution.softmax_system.initial_alpha` ignores the
     other tokens of each column, so its receipts fall short mostly by a *common* factor:
     at (k, n) = (10,000, 2) Newton's first directions are nearly constant (1.6 +- 0.01) and
     cut the residual only ~4x per step, because the residual mass

@@ -12,8 +12,8 @@ non-i.i.d. schemes of [GR] Appendix S give pair masses of the form
 Tokens of the ``base`` (draws that leave the system's sets unchanged: H* or later blocks for
 the outer system, the p = 0 tokens of H* for the inner one) enter only through Σ_base a and
 Σ_base b. With c = e^alpha and the exponential sum 1/x ≈ Σ_r w1_r e^{-t_r x} of
-:mod:`~solvers.global_resolution.expsum` applied to x = slack + c_i + c_j only (the one-variable
-columns are exact), token i receives
+:mod:`~otlp.solvers.global_resolution.expsum` applied to x = slack + c_i + c_j only (the
+one-variable columns are exact), token i receives
 
     g_i = c_i (d_i + a_i B_b + b_i B_a) / (slack + c_i)
           + c_i Σ_r W_r y_ri (a_i Σ_{j≠i} b_j y_rj + b_i Σ_{j≠i} a_j y_rj),
@@ -22,7 +22,7 @@ W_r = w1_r e^{-t_r slack}, y_rj = e^{-t_r c_j}: O(R m) per evaluation, with the 
 j ≠ i as prefix plus suffix sums (no subtraction, so a token holding almost all the draft
 mass does not cancel the others). The Hessian's off-diagonal part is
 Σ_r w2_r e^{-t_r slack} (u_a u_b^T + u_b u_a^T) with u_a = c y_r a, u_b = c y_r b: rank 2 per
-node, in the Laplacian form :func:`~solvers.global_resolution.newton.newton` expects.
+node, in the Laplacian form :func:`~otlp.solvers.global_resolution.newton.newton` expects.
 
 The same factors give subset selection without replacement in closed form at n = 2
 ([GR] §6, Lemma 6.3's prefix rule; App. S): both drafts fall in H unless the first draw
@@ -32,7 +32,7 @@ leaves H, or the first draw is some i in H and the second leaves H, so with λ =
 
 a sum of positive terms (Q - q_i as others' sums, λ as a suffix sum): :func:`pair_complements`
 gives it for every prefix of a chain in O(k), where the general exponential-clock quadrature
-(:func:`~solvers.global_resolution.clocks.prefix_complements`) costs O(R k n).
+(:func:`~otlp.solvers.global_resolution.clocks.prefix_complements`) costs O(R k n).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
-from solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, clip_alpha
+from otlp.solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
+from otlp.solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, clip_alpha
 
 FloatArray = NDArray[np.float64]
 
@@ -110,7 +110,7 @@ def pair_evaluate(
     """:meth:`PairSystem.evaluate` compiled: (clipped alpha, receipts, row sums, U^T, Λ
     blocks, certified bound of the receipts' quadrature error), the Hessian parts empty
     unless ``hessian``; ``level`` picks the quadrature step
-    (:data:`~solvers.global_resolution.expsum.STEPS`). Without slack c is shifted by
+    (:data:`~otlp.solvers.global_resolution.expsum.STEPS`). Without slack c is shifted by
     max alpha (F is shift-invariant)."""
     gauge_free = slack == 0.0
     alpha = clip_alpha(alpha, gauge_free)

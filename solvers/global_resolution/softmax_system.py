@@ -36,7 +36,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
+from otlp.solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
 
 FloatArray = NDArray[np.float64]
 ALPHA_LIMIT = 700.0  # exp stays finite
@@ -227,7 +227,7 @@ def evaluate_kernel(
     row sums, U^T, Λ blocks, error bound of the receipts (quadrature and rounding), its
     rounding part (:func:`rounding_error`)); the Hessian parts are empty unless
     ``hessian``. Without slack (outer) c is shifted by max alpha (F is shift-invariant).
-    ``level`` picks the quadrature step (:data:`~solvers.global_resolution.expsum.STEPS`)."""
+    ``level`` picks the quadrature step (:data:`~otlp.solvers.global_resolution.expsum.STEPS`)."""
     n = base_pow.shape[0] - 1
     gauge_free = slack == 0.0
     alpha = clip_alpha(alpha, gauge_free)

@@ -1,14 +1,14 @@
 """Damped Newton, compiled, for the systems of the non-i.i.d. schemes ([GR] Appendix S).
 
-The i.i.d. systems run :func:`~solvers.global_resolution.newton.newton_kernel`; the pair
-systems (:mod:`~solvers.global_resolution.pair_system`: two draws without replacement, two
+The i.i.d. systems run :func:`~otlp.solvers.global_resolution.newton.newton_kernel`; the pair
+systems (:mod:`~otlp.solvers.global_resolution.pair_system`: two draws without replacement, two
 independent drafts) and the systems of n >= 3 draws without replacement
-(:mod:`~solvers.global_resolution.wor_system`) run :func:`system_newton_kernel`, one compiled
+(:mod:`~otlp.solvers.global_resolution.wor_system`) run :func:`system_newton_kernel`, one compiled
 loop over their compiled evaluations (``PAIR`` or ``WITHOUT_REPLACEMENT``, picked by an integer:
 every evaluation returns the same tuple; ``EXPLICIT`` for the exact groups of set masses of
-:mod:`~solvers.global_resolution.explicit_system`, a unit whose largest set holds all the
+:mod:`~otlp.solvers.global_resolution.explicit_system`, a unit whose largest set holds all the
 draft mass), with the same compiled Newton step
-(:func:`~solvers.global_resolution.direction.direction`, of bounded flops) and the same step
+(:func:`~otlp.solvers.global_resolution.direction.direction`, of bounded flops) and the same step
 rule on the convex objective: along a direction d, phi'(t) = d . (g - x) is nondecreasing,
 so a trial with phi'(t) in [phi'(0) / 2, 0] (or the full step in the quadratic regime)
 decreases F; its root is bracketed by Illinois regula falsi. Trials evaluate receipts only
@@ -16,12 +16,12 @@ and the Hessian is evaluated at an iterate only when another step is needed (a s
 converges at its start or after one step evaluates it once; the without-replacement
 evaluations carry the second sums its diagonal needs, so it then costs no second pass over the
 double quadrature). Evaluations use the coarsest exponential sum the certificate allows
-(:func:`~solvers.global_resolution.expsum.coarsest_level`), as the i.i.d. loop does.
+(:func:`~otlp.solvers.global_resolution.expsum.coarsest_level`), as the i.i.d. loop does.
 Iteration stops when the certified deviation ||g - x||_1 + (quadrature bound) reaches ``tol``.
 
-Time: as :func:`~solvers.global_resolution.newton.newton_kernel`, the clock
+Time: as :func:`~otlp.solvers.global_resolution.newton.newton_kernel`, the clock
 (``deadline``, ``time.perf_counter()``) is read before every iteration after the first
-``FIRST_CHUNK`` of :mod:`~solvers.global_resolution.newton`, or before every one for a unit
+``FIRST_CHUNK`` of :mod:`~otlp.solvers.global_resolution.newton`, or before every one for a unit
 whose iteration exceeds ``TIMED_WORK`` flops or whose first ``FIRST_CHUNK`` iterations are
 predicted (at :data:`~.budget.FLOP_RATE`) to end past the deadline; such an iteration does
 not start if it would end past the deadline taking as long as the last (the first: as long
@@ -41,15 +41,15 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.budget import FLOP_RATE, Deadline
-from solvers.global_resolution.direction import direction, step_work
-from solvers.global_resolution.explicit_system import (
+from otlp.solvers.global_resolution.budget import FLOP_RATE, Deadline
+from otlp.solvers.global_resolution.direction import direction, step_work
+from otlp.solvers.global_resolution.explicit_system import (
     ExplicitSystem,
     explicit_reachable,
     explicit_terms,
 )
-from solvers.global_resolution.expsum import coarsest_level
-from solvers.global_resolution.newton import (
+from otlp.solvers.global_resolution.expsum import coarsest_level
+from otlp.solvers.global_resolution.newton import (
     CONVERGED,
     EXPECTED_TRIALS,
     ITERATION_LIMIT,
@@ -61,9 +61,9 @@ from solvers.global_resolution.newton import (
     MinimizeResult,
     clock,
 )
-from solvers.global_resolution.pair_system import PairSystem, pair_evaluate, pair_reachable
-from solvers.global_resolution.softmax_system import SoftmaxSystem, clip_alpha
-from solvers.global_resolution.wor_system import (
+from otlp.solvers.global_resolution.pair_system import PairSystem, pair_evaluate, pair_reachable
+from otlp.solvers.global_resolution.softmax_system import SoftmaxSystem, clip_alpha
+from otlp.solvers.global_resolution.wor_system import (
     WithoutReplacementSystem,
     u_target,
     wor_evaluate,
@@ -74,7 +74,7 @@ from solvers.global_resolution.wor_system import (
 FloatArray = NDArray[np.float64]
 # The module, not the function the package exports under its name: FIRST_CHUNK is read from
 # it at every call (tests shorten it).
-NEWTON = importlib.import_module("solvers.global_resolution.newton")
+NEWTON = importlib.import_module("otlp.solvers.global_resolution.newton")
 PAIR, WITHOUT_REPLACEMENT, EXPLICIT = 0, 1, 2
 # What the evaluations read, one tuple for every kind (the other kinds' entries are empty):
 # (vectors (rows a, b, single: pair; q: without replacement), u-grid a, u-grid b, base
@@ -95,7 +95,7 @@ KernelData = tuple[
 
 def kernel_data(system: SoftmaxSystem, tol: float) -> tuple[int, KernelData]:
     """The kind of ``system`` and what its compiled evaluation reads for a solve to ``tol``
-    (the u-grid of :func:`~solvers.global_resolution.wor_system.u_target` of it)."""
+    (the u-grid of :func:`~otlp.solvers.global_resolution.wor_system.u_target` of it)."""
     none1, none2, none3 = np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0, 0))
     no_groups = np.zeros((0, 0), dtype=np.int64)
     if isinstance(system, PairSystem):

@@ -4,9 +4,9 @@
 package: one pass over the vocabulary checks p and q and selects the draft's top k
 (a bounded heap, O(V)), one sort of the k survivors, one sort by q/p for H* (the prefix rule,
 [GR] Theorem 3.1 and Lemma 6.3) and the polymatroid targets with their tight-set blocks
-(:func:`~solvers.global_resolution.polymatroid.target_blocks`, Theorem 6.2), then only the unit
+(:func:`~otlp.solvers.global_resolution.polymatroid.target_blocks`, Theorem 6.2), then only the unit
 omega needs (the earliest outer block it meets, else the inner system) by
-:func:`~solvers.global_resolution.newton.newton_kernel`, and the slice of Eq. (18).
+:func:`~otlp.solvers.global_resolution.newton.newton_kernel`, and the slice of Eq. (18).
 
 A unit that misses its 5 tau budget is reported (``FALLBACK``) and never used: the caller
 solves that token exactly (:mod:`otlp.global_resolution`), whose
@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.constants import (
+from otlp.solvers.global_resolution.constants import (
     BAD_DRAFT,
     BAD_P,
     BAD_Q,
@@ -35,11 +35,11 @@ from solvers.global_resolution.constants import (
     SUM_P,
     SUM_Q,
 )
-from solvers.global_resolution.newton import CONVERGED, OUT_OF_TIME, clock, newton_kernel
-from solvers.global_resolution.polymatroid import target_blocks
-from solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
-from solvers.global_resolution.sorting import stable_argsort, top_tokens
-from solvers.node_rules import CHUNK, row_total
+from otlp.solvers.global_resolution.newton import CONVERGED, OUT_OF_TIME, clock, newton_kernel
+from otlp.solvers.global_resolution.polymatroid import target_blocks
+from otlp.solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
+from otlp.solvers.global_resolution.sorting import stable_argsort, top_tokens
+from otlp.solvers.node_rules import CHUNK, row_total
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -48,7 +48,7 @@ IntArray = NDArray[np.int64]
 @nb.njit(cache=True)
 def scan(p: NDArray, q: NDArray, atol: float) -> tuple[int, float, float]:
     """(status, sum p, sum q): entries finite and >= 0, sums within ``atol`` of 1; each row in
-    one vectorised pass (:func:`solvers.node_rules.row_total`)."""
+    one vectorised pass (:func:`otlp.solvers.node_rules.row_total`)."""
     p_sum, p_bad = row_total(p)
     q_sum, q_bad = row_total(q)
     if p_bad >= 0:
@@ -104,7 +104,7 @@ def analyse(
 
     Returns (ratio order, |H*|, psi(H*), outer targets, block starts, block ends, block
     bases, block of each token): H* = ``order[:size]``; the tokens outside H* by increasing
-    q/p are ``order[size:][::-1]`` (see :class:`~solvers.global_resolution.OuterTargets`).
+    q/p are ``order[size:][::-1]`` (see :class:`~otlp.solvers.global_resolution.OuterTargets`).
     When min psi is 0 up to rounding (alpha* = 1) the empty set is used: with H* nonempty the
     inner system would have no slack and Eq. (18) no residual rows.
     """

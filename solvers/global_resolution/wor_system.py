@@ -1,7 +1,7 @@
 """Softmax systems for n draws without replacement by a double quadrature ([GR] App. S).
 
 Draws without replacement are the order in which exponential clocks E_j ~ Exp(q_j) ring
-(see :mod:`~solvers.global_resolution.clocks`), so the mass of a drafted set s of size n is
+(see :mod:`~otlp.solvers.global_resolution.clocks`), so the mass of a drafted set s of size n is
 
     w(s) = ∫_0^∞ Σ_{l∉s} q_l e^{-q_l u} Π_{j∉s, j≠l} e^{-q_j u} Π_{j∈s} (1 - e^{-q_j u}) du
 
@@ -9,7 +9,7 @@ Draws without replacement are the order in which exponential clocks E_j ~ Exp(q_
 tokens of factors in [0, 1], picked out by a marker x (degree 1) for l and z for s. With
 the exponential sum 1/(slack + c(s)) ≈ Σ_r W_r Π_{l∈s∩vars} y_rl (y_rl = e^{-t_r c_l},
 W_r = w1_r e^{-t_r slack},
-:mod:`~solvers.global_resolution.expsum`) every sum over the unit's sets factorises:
+:mod:`~otlp.solvers.global_resolution.expsum`) every sum over the unit's sets factorises:
 
     g_i = c_i Σ_r W_r ∫ du a_i y_ri [x z^{n-1}] B_u Π_{j∈vars, j≠i} (b_j + a_j y_rj z + q_j b_j x),
 
@@ -19,7 +19,7 @@ base tokens (in the unit's sets but not variables) and the excluded ones (drawn 
 unit's sets avoid them). The coefficient excluding i comes from prefix and suffix products,
 so every term is a product of nonnegative numbers: nothing cancels, nothing overflows. One
 evaluation costs O(R_t R_u m n). The u-integral is the trapezoidal rule in log u; as for
-:mod:`~solvers.global_resolution.clocks` its relative error per set is bounded by
+:mod:`~otlp.solvers.global_resolution.clocks` its relative error per set is bounded by
 ``discretisation_bound(n + 1, h)`` (the integrand has n factors 1 - e^{-w}) plus the tails,
 u < u_low (relative <= u_low^{n+1} / (n + 1), since w(s) >= Π_{j∈s} q_j) and
 u > u_high (relative <= e^{-30}). Positive terms carry relative errors over to the receipts.
@@ -32,7 +32,7 @@ M_ij = c_i c_j Σ_{s∋i,j} w(s) / (slack + c(s))^2 is exact too while that cost
 ``EXACT_HESSIAN_WORK`` (O(R_t R_u m^2 n): the products excluding two variables, about m / 2
 evaluations of the receipts) for at most ``EXACT_HESSIAN_SIZE`` variables; beyond,
 it is taken from the i.i.d. system on the same tokens
-(:mod:`~solvers.global_resolution.softmax_system`, low rank, scaled to the exact total
+(:mod:`~otlp.solvers.global_resolution.softmax_system`, low rank, scaled to the exact total
 Σ_ij M_ij): an approximate Hessian in Laplacian form is still positive semidefinite, so
 Newton keeps descent directions, and the stopping rule uses the certified receipts only.
 The i.i.d. stand-in is poor when one token holds almost all the draft mass (draws without
@@ -50,9 +50,9 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.global_resolution.clocks import QuadratureRangeError, discretisation_bound, step
-from solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
-from solvers.global_resolution.softmax_system import (
+from otlp.solvers.global_resolution.clocks import QuadratureRangeError, discretisation_bound, step
+from otlp.solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
+from otlp.solvers.global_resolution.softmax_system import (
     Evaluation,
     SoftmaxSystem,
     clip_alpha,
@@ -72,7 +72,7 @@ EXACT_HESSIAN_SIZE = 40  # and the most variables: it costs about m / 2 receipt 
 def u_target(tol: float) -> float:
     """The u-quadrature's target for a solve to ``tol`` (an L1 deviation of receipts that sum
     to at most 1): ``U_SHARE`` of it rounded down to a power of ten (a few distinct targets,
-    so :func:`~solvers.global_resolution.clocks.step` stays cached), never finer than
+    so :func:`~otlp.solvers.global_resolution.clocks.step` stays cached), never finer than
     ``U_REL_ERROR``."""
     if not U_SHARE * tol > U_REL_ERROR:
         return U_REL_ERROR
@@ -181,7 +181,7 @@ def wor_evaluate(
     row sums, U^T, Λ blocks, certified bound of the receipts' quadrature error), the Hessian
     parts empty unless ``hessian`` and the row sums' place then holding the second sums that
     :func:`wor_hessian` completes them from; ``level`` picks the quadrature step
-    (:data:`~solvers.global_resolution.expsum.STEPS`)."""
+    (:data:`~otlp.solvers.global_resolution.expsum.STEPS`)."""
     gauge_free = slack == 0.0
     alpha = clip_alpha(alpha, gauge_free)
     m, n = alpha.shape[0], base.shape[2]

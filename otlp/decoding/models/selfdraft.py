@@ -7,7 +7,7 @@ by early exit; LayerSkip and Draft & Verify skip layers), or prompt lookup (no f
 * ``exitN`` — early exit: the first N layers, then the final norm and ``lm_head``;
 * ``skip:i,j,...`` — every layer but those (0-based);
 * ``skipN`` — a named skip set measured for one model (SmolLM2's ``skip1``, ``skip2``,
-  ``skip4``, ``skip7``: :data:`instances.realmodel.generate.DRAFTS`);
+  ``skip4``, ``skip7``: :data:`otlp.instances.realmodel.generate.DRAFTS`);
 * ``lookup`` / ``lookupN`` / ``lookupNwW`` — prompt lookup on n-grams up to N (default 3)
   with W candidate continuations (default 1; :func:`~otlp.decoding.models.lookup.lookup_spec`).
 

@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct, the embedded default target, and its self-speculative drafts.
 
-The GGUF file comes from :mod:`instances.realmodel.fetch` (``python -m
-instances.realmodel.fetch``; it needs the ``llm`` extra: torch, transformers, gguf) and is
+The GGUF file comes from :mod:`otlp.instances.realmodel.fetch` (``python -m
+otlp.instances.realmodel.fetch``; it needs the ``llm`` extra: torch, transformers, gguf) and is
 de-quantised to float32 once per process by :func:`load` (20–40 s here); every later call
 returns the same objects.
 
@@ -9,7 +9,7 @@ Drafts (:func:`draft_layers`) name the decoder layers a draft runs, out of 30:
 
 * ``exitN`` — early exit: the first N layers, then the final norm and ``lm_head``;
 * ``skipN`` for N in 1, 2, 4, 7 — the layer-skip sets measured for the instance suite
-  (:data:`instances.realmodel.generate.DRAFTS`: the layers whose removal hurt acceptance
+  (:data:`otlp.instances.realmodel.generate.DRAFTS`: the layers whose removal hurt acceptance
   least, in that order);
 * ``skip:3,17,25`` — any explicit set of skipped layers;
 * ``lookup`` / ``lookupN`` / ``lookupNwW`` (:func:`draft`) — prompt lookup on n-grams up to N,
@@ -35,7 +35,7 @@ N_LAYERS = 30
 
 def presets() -> dict[str, tuple[int, ...]]:
     """SmolLM2's named skip sets (``skip1``, ``skip2``, ``skip4``, ``skip7``)."""
-    from instances.realmodel.generate import DRAFTS
+    from otlp.instances.realmodel.generate import DRAFTS
 
     return {d.name: d.skip for d in DRAFTS if d.skip}
 
@@ -49,12 +49,12 @@ def draft_layers(spec: str, n_layers: int = N_LAYERS) -> list[int]:
 def load() -> tuple[Any, Any]:
     """(tokenizer, transformers model) of SmolLM2, loaded once per process.
 
-    The first load de-quantises the GGUF (:func:`instances.realmodel.generate.load_model`) and
+    The first load de-quantises the GGUF (:func:`otlp.instances.realmodel.generate.load_model`) and
     keeps the float32 weights, config and tokenizer next to it (``weights/float32-<sha>``,
     git-ignored, ~0.5 GB); later processes load those in a few seconds.
     """
-    from instances.realmodel.fetch import SHA256, WEIGHTS_DIR
-    from instances.realmodel.generate import load_model
+    from otlp.instances.realmodel.fetch import SHA256, WEIGHTS_DIR
+    from otlp.instances.realmodel.generate import load_model
 
     folder = WEIGHTS_DIR / f"float32-{SHA256[:12]}"
     if (folder / "model.pt").exists():
