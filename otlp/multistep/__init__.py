@@ -12,9 +12,11 @@
 * The optimum of every valid verification algorithm for a tree drafting law (K paths, k-ary
   trees, i.i.d. or without replacement), as one exact LP on tiny trees
   (:func:`optimal_block_efficiency`), and a tree rule's exact block efficiency on the same
-  law (:func:`rule_block_efficiency`).
+  law (:func:`rule_block_efficiency`); an upper bound on that optimum for any vocabulary and
+  real models, evaluated on the prefixes it expands (:func:`block_efficiency_bound`).
 """
 
+from otlp.multistep.bound import BlockEfficiencyBound, block_efficiency_bound
 from otlp.multistep.exact import (
     METHODS,
     expected_accepted,
@@ -59,6 +61,7 @@ __all__ = [
     "MODEL_KINDS",
     "RANKINGS",
     "AutoregressiveModel",
+    "BlockEfficiencyBound",
     "BlockLPResult",
     "EfficiencyRow",
     "NGramModel",
@@ -72,6 +75,7 @@ __all__ = [
     "TabularModel",
     "TreeOptimum",
     "antichain_violations",
+    "block_efficiency_bound",
     "budget_violation",
     "efficiency_sweep",
     "enumerate_antichains",
