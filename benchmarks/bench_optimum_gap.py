@@ -6,7 +6,9 @@ LP's (otlp.multistep.optimal_block_efficiency) for the same drafting law.
 Shapes: 2 paths of length 2 ("paths2") and the 2-ary tree of depth 2 ("kary2"), children
 drawn i.i.d. or without replacement. Models: otlp.multistep.model_pair("tree", V, seed=s,
 distance=D) for s = seed .. seed + count - 1. Prints a markdown table: the mean ratio over the
-models (the smallest in parentheses) per rule and shape.
+models (the smallest in parentheses) per rule and shape, and last the scalable upper bound
+(otlp.multistep.block_efficiency_bound, untruncated) over the optimum (the largest in
+parentheses).
 
     python benchmarks/bench_optimum_gap.py --count 6 --vocab 3 --distance 0.9
 """
@@ -18,7 +20,13 @@ import time
 
 import numpy as np
 
-from otlp.multistep import model_pair, optimal_block_efficiency, rule_block_efficiency, tabulate
+from otlp.multistep import (
+    block_efficiency_bound,
+    model_pair,
+    optimal_block_efficiency,
+    rule_block_efficiency,
+    tabulate,
+)
 from otlp.validate.checks.optimum import RULES, TAU
 
 GAMMA = 2
@@ -56,6 +64,7 @@ def main() -> None:
     start = time.perf_counter()
     ratios: dict[tuple[str, str, str], list[float]] = {}
     optima: dict[tuple[str, str], list[float]] = {}
+    bounds: dict[tuple[str, str], list[float]] = {}
     for seed in range(args.seed, args.seed + args.count):
         target, draft = model_pair(
             "tree", args.vocab, seed=seed, distance=args.distance, depth=GAMMA + 1
@@ -64,6 +73,8 @@ def main() -> None:
         for shape, scheme in COLUMNS:
             best = optimal_block_efficiency(tgt, dft, GAMMA, shape, scheme)
             optima.setdefault((shape, scheme), []).append(best)
+            bound = block_efficiency_bound(tgt, dft, GAMMA, shape, scheme).block_efficiency
+            bounds.setdefault((shape, scheme), []).append(bound / best)
             for method in methods_for(shape, scheme):
                 options = {"tau": TAU} if method == "global_resolution" else {}
                 value = rule_block_efficiency(
@@ -83,6 +94,8 @@ def main() -> None:
             row.append("" if got is None else f"{np.mean(got):.4f} ({np.min(got):.4f})")
         name = f"{method} (tau = {TAU:g})" if method == "global_resolution" else method
         print(f"| {name} | {' | '.join(row)} |")
+    cells = [f"{np.mean(bounds[c]):.4f} ({np.max(bounds[c]):.4f})" for c in COLUMNS]
+    print(f"| upper bound (largest) | {' | '.join(cells)} |")
     print(
         f"\n{args.count} models (tree, V = {args.vocab}, distance {args.distance}, seeds "
         f"{args.seed}..{args.seed + args.count - 1}), depth {GAMMA}; "
