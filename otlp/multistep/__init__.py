@@ -11,10 +11,13 @@
   optimal path selection on tiny trees (:func:`optimal_path_selection`).
 * The optimum of every valid verification algorithm for a tree drafting law (K paths, k-ary
   trees, i.i.d. or without replacement), as one exact LP on tiny trees
-  (:func:`optimal_block_efficiency`); a tree rule's exact block efficiency on the same law is
+  (:func:`optimal_block_efficiency`), and an upper bound on it for any vocabulary and real
+  models, evaluated on the prefixes it expands (:func:`block_efficiency_bound`); a tree
+  rule's exact block efficiency on the same law is
   :func:`otlp.verification.rule_block_efficiency` (the rules live there).
 """
 
+from otlp.multistep.bound import BlockEfficiencyBound, block_efficiency_bound
 from otlp.multistep.exact import (
     METHODS,
     expected_accepted,
@@ -58,6 +61,7 @@ __all__ = [
     "MODEL_KINDS",
     "RANKINGS",
     "AutoregressiveModel",
+    "BlockEfficiencyBound",
     "BlockLPResult",
     "EfficiencyRow",
     "NGramModel",
@@ -71,6 +75,7 @@ __all__ = [
     "TabularModel",
     "TreeOptimum",
     "antichain_violations",
+    "block_efficiency_bound",
     "budget_violation",
     "efficiency_sweep",
     "enumerate_antichains",
