@@ -82,3 +82,15 @@ def test_a_new_node_rule_is_one_entry_and_its_kernel(monkeypatch: pytest.MonkeyP
     assert otlp.verification.outcome_law(
         tokens[0], parents, p[0], q[0], method="rrs_copy"
     ) == otlp.verification.outcome_law(tokens[0], parents, p[0], q[0], method="rrs")
+
+
+def test_the_decoders_results_share_the_engines_fields() -> None:
+    """verify_drafts' result carries output_ids and num_accepted as verify_tree's does."""
+    p = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])
+    q = np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
+    drafts = np.array([[1, 2], [2, 2]])
+    result = otlp.verification.verify_drafts(p, q, drafts, rng=0)
+    assert result.output_ids.shape == (2, 1)
+    np.testing.assert_array_equal(result.output_ids[:, 0], result.tokens)
+    want = [int(t in row) for t, row in zip(result.tokens, drafts, strict=True)]
+    assert result.num_accepted.tolist() == want

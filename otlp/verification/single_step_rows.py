@@ -35,6 +35,18 @@ class DraftVerification:
     def fallbacks(self) -> int:
         return sum(report.fallback for report in self.reports)
 
+    @property
+    def output_ids(self) -> NDArray[np.int64]:
+        """(B, 1): each row's emitted token, in the engines' layout (as
+        :attr:`TreeVerification.output_ids <otlp.verification.tree.TreeVerification>`)."""
+        return self.tokens[:, None]
+
+    @property
+    def num_accepted(self) -> NDArray[np.int64]:
+        """(B,): 1 where the emitted token is one of the row's drafts, else 0 (as
+        :attr:`TreeVerification.num_accepted <otlp.verification.tree.TreeVerification>`)."""
+        return self.accepted.astype(np.int64)
+
 
 def batch_arrays(
     p: object, q: object, drafts: object, atol: object, *, draft_rows: int = 1
