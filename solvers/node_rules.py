@@ -341,7 +341,10 @@ def path_token(
             skewed = child / parent if parent > 0 else qx
             below, mass, parent = lo, mass * qx, child
             qx = skewed
-        weights[i + 1] = min(float(weights[i]) * (px / qx), 1.0) if qx > 0 else weights[i]
+        if qx > 0 and weights[i] > 0:  # a zero weight stays zero (px / qx may overflow to inf)
+            weights[i + 1] = min(float(weights[i]) * (px / qx), 1.0)
+        else:
+            weights[i + 1] = weights[i]
     level = -1  # the level whose excess (and buckets) were computed last
     excess = 0.0
     later = 1.0  # P(tau <= i) = prod_{j > i} (1 - h_j)

@@ -27,7 +27,7 @@ from otlp.solvers.node_rules import (
     path_token,
     row_total,
 )
-from otlp.verification import node_steps
+from otlp.verification import chain, node_steps, outcome_law, verify_chain
 
 GRID = (np.arange(400) + 0.5) / 400
 
@@ -258,3 +258,24 @@ def test_compiled_walks_refuse_rows_summing_below_or_above_one(name, total):
             verify_tree(drafts, path_tree(2, 1), laws["p"], laws["q"], method=method, rng=0)
     with pytest.raises(ValueError, match=match):
         verify_chain(tokens, laws["p"], laws["q"], method="block", rng=0)
+
+
+@pytest.mark.parametrize("method", ["block", "hsd", "gbv"])
+def test_a_zero_weight_stays_zero_after_an_overflowing_ratio(method):
+    """Block verification's weight chain w_{i+1} = min(w_i p/q, 1): a drafted token of target
+    probability 0 (w = 0) followed by a subnormal draft probability (p/q overflows to inf)
+    gave 0 * inf = NaN, and the compiled walk then accepted the whole chain, token of target
+    probability 0 included (lossy); the exact law was NaN."""
+    p = np.array([[0.0, 1.0], [0.5, 0.5], [0.5, 0.5]])
+    q = np.array([[0.5, 0.5], [1.0, 6e-310], [0.5, 0.5]])
+    tokens = np.array([0, 1])
+    rows = 64
+    result = verify_chain(
+        np.tile(tokens, (rows, 1)),
+        np.tile(p, (rows, 1, 1)),
+        np.tile(q, (rows, 1, 1)),
+        method=method,
+        rng=list(range(rows)),
+    )
+    assert (np.asarray(result.output_ids)[:, :2] == [1, -1]).all()
+    assert outcome_law(tokens, chain(2), p, q, method=method) == {(1,): 1.0}

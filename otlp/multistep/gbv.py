@@ -45,7 +45,7 @@ def local_key(target: FloatArray, draft: FloatArray, ranking: str = "ratio") -> 
     where both are 0), negated for ``"inverse-ratio"`` (any spelling :func:`check_ranking`
     reads)."""
     ranking = check_ranking(ranking)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf: ranked first
         key = np.where(draft > 0, target / draft, np.where(target > 0, np.inf, 0.0))
     return -key if ranking == "inverse-ratio" else key
 

@@ -64,8 +64,10 @@ def block(target: FloatArray, draft: FloatArray, tokens: IntArray) -> StopLaw:
     ratio = _capped_ratio(on_path(target, tokens), on_path(draft, tokens), cap=np.inf)
     paths, steps = tokens.shape
     weights = np.ones((paths, steps + 1))
-    for i in range(steps):
-        weights[:, i + 1] = np.minimum(weights[:, i] * ratio[:, i], 1.0)
+    for i in range(steps):  # a zero weight stays zero (a ratio over a subnormal q overflows)
+        kept = weights[:, i] > 0
+        step = np.minimum(np.where(kept, weights[:, i], 1.0) * ratio[:, i], 1.0)
+        weights[:, i + 1] = np.where(kept, step, 0.0)
     excess = np.maximum(weights[:, :-1, None] * target[:, :-1] - draft, 0.0)
     r = excess.sum(axis=2)
     denom = r + 1.0 - weights[:, :-1]
@@ -81,7 +83,7 @@ def block(target: FloatArray, draft: FloatArray, tokens: IntArray) -> StopLaw:
 
 def _capped_ratio(num: FloatArray, den: FloatArray, cap: float = 1.0) -> FloatArray:
     """min(num / den, cap), with 1 where den = 0 (such paths carry no draft mass)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.where(den > 0, np.minimum(num / den, cap), 1.0)
 
 
