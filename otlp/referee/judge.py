@@ -538,7 +538,7 @@ def referee(
     checked = _checked_cases(cases, base_protocol(protocol))
     if layout is not None and layout.chains_only and not isinstance(checked, int):
         for case in checked:
-            if isinstance(case, TreeCase) and case.depth() != case.parents.shape[0]:
+            if isinstance(case, TreeCase) and case.depth != case.parents.shape[0]:
                 raise ValueError(f"cases: the {protocol} layout takes chains, got {case.parents}")
     start = time.perf_counter()
     label = name or _name_of(sampler)
@@ -768,9 +768,10 @@ def replay(
     *,
     declared: dict[str, str] | None = None,
     call_limit: float | None = DEFAULT_CALL_LIMIT,
+    rng: str | None = None,
 ) -> Verdict:
     """Re-run a reproducer file's case (with its sampler, or ``sampler`` called ``name``);
-    no shrinking.
+    no shrinking. ``rng`` as :func:`referee` takes it (None: what the sampler declares).
 
     The reproducer fixes the protocol and the scheme (its case was drafted under them). A
     ``sampler`` declaring another protocol is refused; one declaring another scheme is run
@@ -830,11 +831,12 @@ def replay(
         shrink_failures=False,
         name=name,
         call_limit=call_limit,
+        rng=rng or (declared or {}).get("rng"),
         epsilon=settings["epsilon"],
         false_alarm=settings["false_alarm"],
         miss=settings["miss"],
     )
-    verdict.note = note
+    verdict.note = "; ".join(n for n in (verdict.note, note) if n)
     return verdict
 
 
