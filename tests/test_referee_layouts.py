@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from otlp.decoding import verify_chain
-from otlp.referee import referee
+from otlp.referee import engines, referee
 from otlp.referee.layouts import LAYOUTS, LayoutSampler, _as_logits, _Tree
 from otlp.referee.generators import Generators
 from otlp.verification.engine_layouts import target_laws
@@ -26,31 +26,17 @@ def softmax(logits, temperature=1.0):
     return z / z.sum(axis=-1, keepdims=True)
 
 
-def residual(p, q):
-    r = np.maximum(p - q, 0.0)
-    return r / r.sum() if r.sum() > 0 else p
-
-
 # --- chain (vLLM / FlashInfer) -----------------------------------------------------------
 
 
 def chain_rejection(draft_token_ids, target_probs, draft_probs, rng, bonus_token_ids=None):
-    """vLLM's rule in numpy: min(1, p/q), the residual on a rejection, the bonus at the end
-    (drawn here, or the referee's ``bonus_token_ids``)."""
-    rows, k = draft_token_ids.shape
-    out = np.full((rows, k + 1), -1)
-    for b in range(rows):
-        p, q = target_probs[b], draft_probs[b]
-        for i, x in enumerate(draft_token_ids[b]):
-            if rng.random() * q[i, x] < p[i, x]:
-                out[b, i] = x
-                continue
-            out[b, i] = rng.choice(p.shape[1], p=residual(p[i], q[i]))
-            break
-        else:
-            given = bonus_token_ids is not None
-            out[b, k] = bonus_token_ids[b, 0] if given else rng.choice(p.shape[1], p=p[k])
-    return out
+    """vLLM's rule (the numpy stand-in), the bonus drawn here unless the referee gives it."""
+    if bonus_token_ids is None:
+        last = target_probs[:, -1]
+        bonus_token_ids = np.array([[rng.choice(last.shape[1], p=row)] for row in last])
+    return engines.vllm_rejection_sampler(
+        target_probs, bonus_token_ids, draft_probs, draft_token_ids, rng
+    )
 
 
 def chain_no_residual(draft_token_ids, target_probs, draft_probs, rng):
@@ -187,34 +173,11 @@ def test_a_chain_layout_refuses_tree_shapes():
 
 
 def eagle_paths(candidates, logits, draft_probs, rng, temperature, top_k, top_p):
-    """EAGLE's target-only walk over candidate paths: at each level the distinct children of
-    the accepted prefix are tried in path order, x accepted with probability p(x), a rejected
-    x removed from p; the bonus from the last residual or the next context's law."""
-    laws = target_laws(logits, temperature, top_k, top_p)
-    best, length = 0, 0
-    while length + 1 < candidates.shape[1]:
-        live = [
-            j
-            for j in range(candidates.shape[0])
-            if np.array_equal(candidates[j, 1 : length + 1], candidates[best, 1 : length + 1])
-            and candidates[j, length + 1] >= 0
-        ]
-        if not live:
-            break
-        law, tried = laws[live[0], length].copy(), set()
-        for j in live:
-            x = int(candidates[j, length + 1])
-            if x in tried:
-                continue
-            tried.add(x)
-            if rng.random() <= law[x]:
-                best, length = j, length + 1
-                break
-            law[x] = 0.0
-            law /= law.sum()
-        else:
-            return best, length, int(rng.choice(law.shape[0], p=law))
-    return best, length, int(rng.choice(laws.shape[2], p=laws[best, length]))
+    """EAGLE's rule (the numpy stand-in), the bonus drawn here from its sample_p."""
+    best, length, law = engines.eagle_evaluate_posterior(
+        logits, candidates, temperature, top_k, top_p, rng
+    )
+    return best, length, int(rng.choice(law.shape[0], p=law))
 
 
 def typical_paths(candidates, logits, draft_probs, rng, temperature, top_k, top_p):
@@ -283,33 +246,15 @@ def sglang_target_only(
     candidates, retrive_index, next_token, next_sibling, target_probs, draft_probs, rng,
     threshold_acc=1.0,
 ):
-    """SGLang's target-only walk: one coin per level, the first child whose running target mass
-    reaches it is accepted; else the token after the node from p without the tried children."""
+    """SGLang's kernel (the numpy stand-in) with its outputs allocated and its coins drawn."""
     rows, count = candidates.shape
-    predicts = np.full(rows * count, -1)
-    accept_index = np.full((rows, count), -1)
+    predicts, accept_index = np.full(rows * count, -1), np.full((rows, count), -1)
     accept_token_num = np.zeros(rows, dtype=np.int64)
-    for b in range(rows):
-        node, accepted = 0, 0
-        accept_index[b, 0] = retrive_index[b, 0]
-        while True:
-            law = target_probs[b, node].copy()
-            coin, mass, child = rng.random(), 0.0, next_token[b, node]
-            while child != -1:
-                mass += target_probs[b, node, candidates[b, child]]
-                if coin <= mass / threshold_acc:
-                    break
-                law[candidates[b, child]] = 0.0
-                child = next_sibling[b, child]
-            if child == -1:
-                law = law if law.sum() > 0 else target_probs[b, node]
-                predicts[retrive_index[b, node]] = rng.choice(law.shape[0], p=law / law.sum())
-                break
-            predicts[retrive_index[b, node]] = candidates[b, child]
-            accepted += 1
-            accept_index[b, accepted] = retrive_index[b, child]
-            node = child
-        accept_token_num[b] = accepted
+    engines.sglang_target_only(
+        predicts, accept_index, accept_token_num, candidates, retrive_index, next_token,
+        next_sibling, rng.random((rows, count)), rng.random(rows), target_probs, draft_probs,
+        threshold_acc=threshold_acc,
+    )
     return predicts, accept_index, accept_token_num
 
 
@@ -342,15 +287,7 @@ def test_sglang_outputs_that_are_not_root_paths_are_errors():
 # --- transformers' candidate logits ------------------------------------------------------
 
 
-def hf_speculative(candidate_input_ids, candidate_logits, candidate_length, new_logits, done, rng):
-    """transformers' rule in numpy: r <= p/q per draft, the residual at the first rejection."""
-    ids = candidate_input_ids[0, -candidate_length:]
-    q, p = softmax(candidate_logits[0]), softmax(new_logits[0])
-    n = 0
-    while n < candidate_length and rng.random() * q[n, ids[n]] <= p[n, ids[n]]:
-        n += 1
-    law = p[n] if n == candidate_length else residual(p[n], q[n])
-    return np.array([[*ids[:n], rng.choice(law.shape[0], p=law)]]), n
+hf_speculative = engines.transformers_speculative_sampling
 
 
 def hf_without_residual(candidate_input_ids, candidate_logits, candidate_length, new_logits, done, rng):
@@ -384,18 +321,19 @@ def test_torch_tensors_are_handed_when_declared():
 
 
 def test_layout_options_are_checked():
-    chain_rejection.logits = "yes"
-    try:
-        with pytest.raises(ValueError, match="logits"):
-            referee(chain_rejection, protocol="chain", cases=1)
-    finally:
-        del chain_rejection.logits
-    hf_speculative.bonus = "referee"
-    try:
-        with pytest.raises(ValueError, match="bonus"):
-            referee(hf_speculative, protocol="candidate_logits", cases=1)
-    finally:
-        del hf_speculative.bonus
+    def chain(*args):
+        return chain_rejection(*args)
+
+    chain.logits = "yes"
+    with pytest.raises(ValueError, match="logits"):
+        referee(chain, protocol="chain", cases=1)
+
+    def transformers(*args):
+        return hf_speculative(*args)
+
+    transformers.bonus = "referee"
+    with pytest.raises(ValueError, match="bonus"):
+        referee(transformers, protocol="candidate_logits", cases=1)
 
 
 def test_every_layout_has_a_docs_example_that_runs(tmp_path, monkeypatch):
