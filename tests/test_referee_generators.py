@@ -94,11 +94,17 @@ def test_per_row_torch_generators_on_a_chain_layout():
     def per_row(draft_token_ids, target_probs, draft_probs, rng):
         assert isinstance(rng, list) and len(rng) == draft_token_ids.shape[0]
         assert all(isinstance(g, torch.Generator) for g in rng)
-        numpy_rngs = [np.random.default_rng(int(torch.randint(2**62, (1,), generator=g))) for g in rng]
+        numpy_rngs = [
+            np.random.default_rng(int(torch.randint(2**62, (1,), generator=g))) for g in rng
+        ]
         return np.concatenate(
             [
-                chain_rejection(draft_token_ids[b : b + 1], target_probs[b : b + 1],
-                                draft_probs[b : b + 1], numpy_rngs[b])
+                chain_rejection(
+                    draft_token_ids[b : b + 1],
+                    target_probs[b : b + 1],
+                    draft_probs[b : b + 1],
+                    numpy_rngs[b],
+                )
                 for b in range(len(rng))
             ]
         )
@@ -123,7 +129,12 @@ def test_the_exact_mode_gives_up_on_a_generator_it_did_not_hand():
 
     handed = HandedGenerator(torch_generator, Generators("torch"))
     with pytest.raises(NotEnumerable, match="rng='torch'"):
-        handed(np.ones((1, 2)) / 2, np.ones((1, 2)) / 2, np.zeros((1, 1), int), BranchingGenerator(_Run([])))
+        handed(
+            np.ones((1, 2)) / 2,
+            np.ones((1, 2)) / 2,
+            np.zeros((1, 1), int),
+            BranchingGenerator(_Run([])),
+        )
 
 
 def test_the_generator_kind_is_checked():

@@ -12,8 +12,8 @@ import pytest
 
 from otlp.decoding import verify_chain
 from otlp.referee import engines, referee
-from otlp.referee.layouts import LAYOUTS, LayoutSampler, _as_logits, _Tree
 from otlp.referee.generators import Generators
+from otlp.referee.layouts import LAYOUTS, LayoutSampler, _as_logits, _Tree
 from otlp.verification.engine_layouts import target_laws
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +83,9 @@ def chain_from_logits(draft_token_ids, logits, draft_probs, rng, temperature, to
 chain_from_logits.logits = True
 
 
-def chain_ignoring_temperature(draft_token_ids, logits, draft_probs, rng, temperature, top_k, top_p):
+def chain_ignoring_temperature(
+    draft_token_ids, logits, draft_probs, rng, temperature, top_k, top_p
+):
     """Lossy: softmax(logits) whatever the temperature."""
     return chain_rejection(draft_token_ids, softmax(logits), draft_probs, rng)
 
@@ -243,7 +245,13 @@ def test_the_paths_tensors_follow_the_tree():
 
 
 def sglang_target_only(
-    candidates, retrive_index, next_token, next_sibling, target_probs, draft_probs, rng,
+    candidates,
+    retrive_index,
+    next_token,
+    next_sibling,
+    target_probs,
+    draft_probs,
+    rng,
     threshold_acc=1.0,
 ):
     """SGLang's kernel (the numpy stand-in) with its outputs allocated and its coins drawn."""
@@ -251,8 +259,17 @@ def sglang_target_only(
     predicts, accept_index = np.full(rows * count, -1), np.full((rows, count), -1)
     accept_token_num = np.zeros(rows, dtype=np.int64)
     engines.sglang_target_only(
-        predicts, accept_index, accept_token_num, candidates, retrive_index, next_token,
-        next_sibling, rng.random((rows, count)), rng.random(rows), target_probs, draft_probs,
+        predicts,
+        accept_index,
+        accept_token_num,
+        candidates,
+        retrive_index,
+        next_token,
+        next_sibling,
+        rng.random((rows, count)),
+        rng.random(rows),
+        target_probs,
+        draft_probs,
         threshold_acc=threshold_acc,
     )
     return predicts, accept_index, accept_token_num
@@ -290,7 +307,9 @@ def test_sglang_outputs_that_are_not_root_paths_are_errors():
 hf_speculative = engines.transformers_speculative_sampling
 
 
-def hf_without_residual(candidate_input_ids, candidate_logits, candidate_length, new_logits, done, rng):
+def hf_without_residual(
+    candidate_input_ids, candidate_logits, candidate_length, new_logits, done, rng
+):
     """Lossy: the token after a rejection drawn from p."""
     return hf_speculative(
         candidate_input_ids, candidate_logits * 0 - 700.0, candidate_length, new_logits, done, rng
@@ -312,7 +331,9 @@ def test_torch_tensors_are_handed_when_declared():
 
     def torch_chain(draft_token_ids, target_probs, draft_probs, rng):
         assert isinstance(target_probs, torch.Tensor) and target_probs.dtype == torch.float64
-        out = chain_rejection(draft_token_ids.numpy(), target_probs.numpy(), draft_probs.numpy(), rng)
+        out = chain_rejection(
+            draft_token_ids.numpy(), target_probs.numpy(), draft_probs.numpy(), rng
+        )
         return torch.from_numpy(out)
 
     torch_chain.tensors = "torch"

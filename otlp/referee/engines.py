@@ -92,7 +92,8 @@ def eagle_evaluate_posterior(
         live = [
             j
             for j in range(candidates.shape[0])
-            if candidates[j, length + 1] >= 0 and np.array_equal(candidates[j, 1 : length + 1], prefix)
+            if candidates[j, length + 1] >= 0
+            and np.array_equal(candidates[j, 1 : length + 1], prefix)
         ]
         law, tried = laws[best, length].copy(), set()
         for j in live:

@@ -103,7 +103,7 @@ class HandedGenerator:
 
     def __call__(self, *args: Any) -> Any:
         *head, rng = args
-        shape = getattr(head[0], "shape", ()) if head else ()
+        shape: tuple[int, ...] = tuple(getattr(head[0], "shape", ())) if head else ()
         rows = int(shape[0]) if len(shape) > 1 else 1
         return self.sampler(*head, self.generators.for_call(rng, rows))
 

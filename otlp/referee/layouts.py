@@ -55,6 +55,7 @@ Options, declared as attributes of the sampler (a function's or a callable objec
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,7 +116,9 @@ class Options:
         bonus = getattr(sampler, "bonus", None) or "sampler"
         if bonus not in ("sampler", "referee") or (bonus == "referee" and not layout.referee_bonus):
             choices = "sampler or referee" if layout.referee_bonus else "sampler"
-            raise ValueError(f"bonus: expected {choices} for the {layout.name} layout, got {bonus!r}")
+            raise ValueError(
+                f"bonus: expected {choices} for the {layout.name} layout, got {bonus!r}"
+            )
         tensors = getattr(sampler, "tensors", None) or "numpy"
         if tensors not in ("numpy", "torch"):
             raise ValueError(f"tensors: expected numpy or torch, got {tensors!r}")
@@ -126,7 +129,10 @@ class Options:
         if self.bonus != "referee":
             return ""
         if layout.name == "chain":
-            return "the bonus token was drawn by the referee from the target's last row (bonus_token_ids)"
+            return (
+                "the bonus token was drawn by the referee from the target's last row "
+                "(bonus_token_ids)"
+            )
         return "the bonus token was drawn by the referee from the law the sampler returned"
 
 
@@ -192,7 +198,9 @@ class LayoutSampler:
         _padded_at_end("output_token_ids", valid)
         if np.any(accepted < 0):
             raise InvalidOutput("output_token_ids: a row emits no token")
-        if counts is not None and not np.array_equal(_ints("num_accepted", counts, (rows,)), accepted):
+        if counts is not None and not np.array_equal(
+            _ints("num_accepted", counts, (rows,)), accepted
+        ):
             raise InvalidOutput("num_accepted disagrees with the tokens in output_token_ids")
         column = np.arange(k)[None, :]
         drafted = column < accepted[:, None]
@@ -222,9 +230,7 @@ class LayoutSampler:
                 logits, sampling = _as_logits(tokens[b : b + 1], p[b : b + 1])
                 target = logits[0][contexts]
                 kwargs = {key: value.item() for key, value in sampling.items()}
-            out = self._call(
-                1, rng, candidates.copy(), target, q[b][contexts[:, :depth]], **kwargs
-            )
+            out = self._call(1, rng, candidates.copy(), target, q[b][contexts[:, :depth]], **kwargs)
             try:
                 best, length, last = out
             except (TypeError, ValueError):
@@ -351,7 +357,7 @@ class _Tree:
         for node, kids in enumerate(self.children):
             if kids:
                 first[node] = kids[0] + 1
-            for one, after in zip(kids, kids[1:], strict=False):
+            for one, after in itertools.pairwise(kids):
                 sibling[one + 1] = after + 1
         return first, sibling
 
@@ -368,7 +374,7 @@ class _Tree:
 def _as_logits(tokens: IntArray, p: FloatArray) -> tuple[FloatArray, dict[str, Any]]:
     """Logits ``T · log p`` of the rows' laws (-inf off the support) and the per-row
     ``temperature``, ``top_k``, ``top_p`` under which the engine's law is p (module notes)."""
-    rows, _, vocab = p.shape
+    vocab = p.shape[2]
     temperature = np.array([TEMPERATURES[int(t.sum()) % len(TEMPERATURES)] for t in tokens])
     with np.errstate(divide="ignore"):
         logits = temperature[:, None, None] * np.log(p)
@@ -385,7 +391,8 @@ def _draw_rows(laws: FloatArray, rng: Any) -> IntArray:
     laws = laws / laws.sum(axis=1, keepdims=True)
     if isinstance(rng, np.random.Generator):
         cdf = np.cumsum(laws, axis=1)
-        picks = (cdf < rng.random(laws.shape[0])[:, None] * cdf[:, -1:]).sum(axis=1)
+        uniforms = np.asarray(rng.random(laws.shape[0]), dtype=np.float64)
+        picks = (cdf < uniforms[:, None] * cdf[:, -1:]).sum(axis=1)
         return np.minimum(picks, laws.shape[1] - 1).astype(np.int64)
     return np.array([rng.choice(laws.shape[1], p=row) for row in laws], dtype=np.int64)
 

@@ -15,7 +15,9 @@ sampler with its exact probability, by depth-first replay:
   it raises before anything of its size is allocated.
 * Anything else — converting a symbolic uniform to a float, numpy ufuncs on it (``np.log``,
   ``np.minimum``), the other distributions — raises :class:`NotEnumerable`, and the referee
-  falls back to its statistical mode.
+  falls back to its statistical mode. So does an error whose message names the stand-ins
+  (a library refusing anything but a ``numpy.random.Generator``): it is the referee's limit,
+  not the sampler's failure on a valid input.
 
 Each run of the sampler follows one script of branch choices; a run's probability is the
 product of its choices' probabilities. After a run, the next script is the deepest choice
