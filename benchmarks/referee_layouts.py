@@ -6,7 +6,7 @@ default mode (exact wherever it can follow the sampler) and forced statistical (
 statistical``: the planned tests, the layout's calls batched as the layout allows: B rows a
 call for ``chain`` and ``sglang_tree``, one tree a call for ``paths`` and
 ``candidate_logits``). Prints one line per verdict: layout, mode, status, cases, draws, wall
-clock.
+clock, and the part of it spent inside the sampler (the rest is the referee's).
 
     python benchmarks/referee_layouts.py [--modes auto,statistical] [--cases 60]
 """
@@ -66,6 +66,25 @@ SAMPLERS: dict[str, tuple[Any, str]] = {
 }
 
 
+class Timed:
+    """``sampler`` with the seconds spent in its calls counted; its attributes pass through."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler, self.seconds = sampler, 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "sampler":
+            raise AttributeError(name)
+        return getattr(self.sampler, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.sampler(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="auto,statistical", help="comma-separated modes")
@@ -75,13 +94,16 @@ def main(argv: list[str] | None = None) -> None:
     for layout in args.layouts.split(","):
         sampler, scheme = SAMPLERS[layout]
         for mode in args.modes.split(","):
+            timed = Timed(sampler)
             start = time.perf_counter()
-            verdict = referee(sampler, protocol=layout, scheme=scheme, cases=args.cases, mode=mode)
+            verdict = referee(
+                timed, protocol=layout, scheme=scheme, cases=args.cases, mode=mode, name=layout
+            )
             seconds = time.perf_counter() - start
             print(
                 f"{layout:16s} {mode:11s} {verdict.status:9s} {verdict.exact_cases:3d} exact "
                 f"{verdict.statistical_cases:3d} statistical {verdict.samples:>9,} draws "
-                f"{seconds:7.1f} s",
+                f"{seconds:7.1f} s ({timed.seconds:.1f} s in the sampler)",
                 flush=True,
             )
 
