@@ -329,7 +329,7 @@ def test_assert_lossless_fails_with_the_case():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"protocol": "chain"}, "protocol"),
+        ({"protocol": "beam"}, "protocol"),
         ({"scheme": "spechub"}, "scheme"),
         ({"epsilon": 0.9}, "epsilon"),
         ({"false_alarm": 0.0}, "false_alarm"),

@@ -73,9 +73,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--protocol",
-        choices=("position", "tree"),
+        choices=("position", "tree", "chain", "paths", "sglang_tree", "candidate_logits"),
         default=None,
-        help="calling convention (default: the sampler's `protocol` attribute, else position)",
+        help="calling convention: otlp's position or tree protocol, or an engine's layout "
+        "(chain: vLLM / FlashInfer; paths: EAGLE / Medusa; sglang_tree: SGLang; "
+        "candidate_logits: transformers) (default: the sampler's `protocol` attribute, else "
+        "position)",
+    )
+    parser.add_argument(
+        "--rng",
+        choices=("numpy", "torch", "torch-rows", "torch-global", "python"),
+        default=None,
+        help="the generator the sampler takes as its last argument: the referee's numpy "
+        "Generator, a torch.Generator (one per call, or one per row), or None after the "
+        "referee seeded torch's or Python's global generator (default: the sampler's `rng` "
+        "attribute, else numpy; only numpy draws can be judged exactly)",
     )
     parser.add_argument(
         "--scheme",
@@ -161,7 +173,12 @@ def run(args: argparse.Namespace) -> int:
     if args.replay is not None:
         sampler, declared = load_sampler(args.sampler) if args.sampler else (None, {})
         verdict = replay(
-            args.replay, sampler, args.sampler, declared=declared, call_limit=call_limit
+            args.replay,
+            sampler,
+            args.sampler,
+            declared=declared,
+            call_limit=call_limit,
+            rng=args.rng,
         )
     else:
         if args.sampler is None:
@@ -188,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
             reproducer=out,
             name=args.sampler,
             call_limit=call_limit,
+            rng=args.rng or declared.get("rng"),
         )
     if args.json:
         print_json(verdict.as_dict())

@@ -13,7 +13,10 @@ True
 file; :mod:`otlp.referee.adapters` wraps otlp's own rules in the protocols. A sampler raises
 :class:`NotEnumerable` to tell the exact mode it cannot be followed (the referee then judges
 it statistically); :class:`SamplerTimeout` is what a call past the time limit is stopped
-with. The method and its guarantees: docs/referee.md.
+with. Engines' own layouts (vLLM / FlashInfer chains, EAGLE / Medusa paths, SGLang trees,
+transformers' candidate logits) are protocols too (:mod:`otlp.referee.layouts`), and a sampler
+may take a torch or Python generator instead of numpy's (:mod:`otlp.referee.generators`).
+The method and its guarantees: docs/referee.md.
 """
 
 from otlp.referee.clock import SamplerTimeout

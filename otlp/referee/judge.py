@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from otlp.referee import clock, generate, observe, shrink, stats
+from otlp.referee import clock, generate, generators, layouts, observe, shrink, stats
 from otlp.referee.cases import (
     POSITION_SCHEMES,
     TREE_SCHEMES,
@@ -198,8 +198,8 @@ class Verdict:
         if self.gap:
             acc = np.mean([g.acceptance for g in self.gap])
             opt = np.mean([g.alpha_star for g in self.gap])
-            name = "block efficiency" if self.protocol == "tree" else "acceptance"
-            ref = "otlp rrs" if self.protocol == "tree" else "alpha*"
+            name = "acceptance" if self.protocol == "position" else "block efficiency"
+            ref = "alpha*" if self.protocol == "position" else "otlp rrs"
             over = _plural(len(self.gap), "case")
             lines.append(f"  mean {name} {acc:.4f} vs {ref} {opt:.4f} over {over}")
         return "\n".join(lines)
@@ -262,13 +262,19 @@ def _count(name: str, value: object, minimum: int) -> int:
     return int(value)
 
 
+PROTOCOLS = (*observe.PROTOCOLS, *layouts.LAYOUTS)  # the engines' layouts are tree protocols
+
+
+def base_protocol(protocol: str) -> str:
+    """``position`` or ``tree``: the kind of case a protocol (or an engine layout) is fed."""
+    return "position" if protocol == "position" else "tree"
+
+
 def _check(
     protocol: str, scheme: str, epsilon: float, false_alarm: float, miss: float, mode: str
 ) -> None:
-    if protocol not in observe.PROTOCOLS:
-        raise ValueError(
-            f"protocol: expected one of {', '.join(observe.PROTOCOLS)}, got {protocol!r}"
-        )
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol: expected one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     schemes = POSITION_SCHEMES if protocol == "position" else TREE_SCHEMES
     if scheme not in schemes:
         raise ValueError(
@@ -415,6 +421,7 @@ def referee(
     reproducer: str | Path | None = None,
     name: str | None = None,
     call_limit: float | None = DEFAULT_CALL_LIMIT,
+    rng: str | None = None,
 ) -> Verdict:
     """Referee ``sampler``: is its output law the target's on every searched case?
 
@@ -423,9 +430,11 @@ def referee(
     sampler:
         A callable of the ``protocol`` (:mod:`otlp.referee.observe` describes both).
     protocol, scheme:
-        ``position`` (schemes ``iid``, ``without_replacement``, ``independent``) or ``tree``
-        (``iid``, ``without_replacement`` siblings): how the referee drafts for the sampler.
-        None: the sampler's own ``protocol`` / ``scheme`` attribute, else position and iid.
+        ``position`` (schemes ``iid``, ``without_replacement``, ``independent``), ``tree``
+        (``iid``, ``without_replacement`` siblings) or an engine's layout of drafted trees
+        (:data:`otlp.referee.layouts.LAYOUTS`: ``chain``, ``paths``, ``sglang_tree``,
+        ``candidate_logits``; tree schemes): how the referee drafts for the sampler and calls
+        it. None: the sampler's own ``protocol`` / ``scheme`` attribute, else position and iid.
     epsilon, false_alarm, miss:
         The statistical mode detects a total-variation distance >= ``epsilon`` on a confirmed
         case with probability >= 1 - ``miss``; a lossless sampler is flagged with probability
@@ -461,6 +470,11 @@ def referee(
     call_limit:
         Seconds one call of the sampler may take (:mod:`otlp.referee.clock`); a call that
         runs longer is an ``error`` verdict naming the case. None: no limit.
+    rng:
+        The generator the sampler takes as its last argument
+        (:data:`otlp.referee.generators.KINDS`: ``numpy``, ``torch``, ``torch-rows``,
+        ``torch-global``, ``python``); None: its own ``rng`` attribute, else numpy. Only numpy
+        draws can be followed by the exact mode; the others are judged statistically.
 
     Returns
     -------
@@ -501,11 +515,18 @@ def referee(
     protocol = protocol or str(getattr(sampler, "protocol", "position"))
     scheme = scheme or str(getattr(sampler, "scheme", "iid"))
     _check(protocol, scheme, epsilon, false_alarm, miss, mode)
+    kind = generators.checked_kind(rng or getattr(sampler, "rng", None) or "numpy")
+    layout = layouts.LAYOUTS.get(protocol)
+    options = None if layout is None else layouts.Options.of(layout, sampler)
     seed = _count("seed", seed, 0)
     if max_children is None:
         max_children = getattr(sampler, "max_children", None)
     if max_children is not None:
         max_children = _count("max_children", max_children, 1)
+    if layout is not None and layout.chains_only:
+        if shapes is not None and not set(shapes) <= set(generate.CHAIN_SHAPES):
+            raise ValueError(f"shapes: the {protocol} layout takes chains, got {list(shapes)}")
+        max_children = 1
     max_n = _count("max_n", max_n if max_n is not None else (max_children or 3), 1)
     if shapes is None and max_children == 1:
         shapes = generate.CHAIN_SHAPES
@@ -514,19 +535,33 @@ def referee(
     confirm = _count("confirm", confirm, 1)
     if call_limit is not None and not _real("call_limit", call_limit) > 0:
         raise ValueError(f"call_limit: expected seconds > 0 or None, got {call_limit}")
-    checked = _checked_cases(cases, protocol)
+    checked = _checked_cases(cases, base_protocol(protocol))
+    if layout is not None and layout.chains_only and not isinstance(checked, int):
+        for case in checked:
+            if isinstance(case, TreeCase) and case.depth != case.parents.shape[0]:
+                raise ValueError(f"cases: the {protocol} layout takes chains, got {case.parents}")
     start = time.perf_counter()
     label = name or _name_of(sampler)
     verdict = Verdict(label, protocol, scheme, float(epsilon), float(false_alarm), float(miss))
+    if options is not None and layout is not None:
+        verdict.note = options.note(layout)
     if isinstance(checked, int):
-        checked = _generated(protocol, scheme, checked, seed, shapes, max_n)
+        checked = _generated(base_protocol(protocol), scheme, checked, seed, shapes, max_n)
     if smollm2:
         if protocol != "position":
             raise ValueError("smollm2: SmolLM2 states are searched with the position protocol")
         checked = [*checked, *generate.smollm2_cases(smollm2, scheme, n=min(2, max_n), seed=seed)]
-    with clock.limited(sampler, call_limit) as limited:
-        rng = np.random.default_rng([seed, 2026])
-        judge = _Judge(limited, verdict, rng, screen_samples, confirm)
+    with (
+        generators.one_verdict(kind) as handed,
+        clock.limited(
+            generators.hand(sampler, handed)
+            if layout is None
+            else layouts.LayoutSampler(sampler, protocol, handed),
+            call_limit,
+        ) as limited,
+    ):
+        draws = np.random.default_rng([seed, 2026])
+        judge = _Judge(limited, verdict, draws, screen_samples, confirm)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             failure = _search(judge, checked, mode)
@@ -717,7 +752,7 @@ def load_sampler(spec: str) -> tuple[observe.Sampler, dict[str, str]]:
             raise ValueError(f"sampler: {module_name!r} has no attribute {attr!r}")
     declared = {
         k: str(getattr(obj, k))
-        for k in ("protocol", "scheme", "max_children")
+        for k in ("protocol", "scheme", "max_children", "rng")
         if getattr(obj, k, None) is not None
     }
     sampler = getattr(obj, "sampler", obj)
@@ -733,9 +768,10 @@ def replay(
     *,
     declared: dict[str, str] | None = None,
     call_limit: float | None = DEFAULT_CALL_LIMIT,
+    rng: str | None = None,
 ) -> Verdict:
     """Re-run a reproducer file's case (with its sampler, or ``sampler`` called ``name``);
-    no shrinking.
+    no shrinking. ``rng`` as :func:`referee` takes it (None: what the sampler declares).
 
     The reproducer fixes the protocol and the scheme (its case was drafted under them). A
     ``sampler`` declaring another protocol is refused; one declaring another scheme is run
@@ -764,9 +800,9 @@ def replay(
             raise ValueError(f"replay: {path}: {key!r} is {value!r}, not a number")
         settings[key] = float(value)
     protocol, scheme = data["protocol"], data["scheme"]
-    if case.scheme != scheme or ("position" if isinstance(case, PositionCase) else "tree") != (
-        protocol
-    ):
+    if case.scheme != scheme or (
+        "position" if isinstance(case, PositionCase) else "tree"
+    ) != base_protocol(str(protocol)):
         raise ValueError(
             f"replay: {path}: its case is a {type(case).__name__} drafted {case.scheme}, "
             f"but the file says {protocol}, {scheme}"
@@ -795,11 +831,12 @@ def replay(
         shrink_failures=False,
         name=name,
         call_limit=call_limit,
+        rng=rng or (declared or {}).get("rng"),
         epsilon=settings["epsilon"],
         false_alarm=settings["false_alarm"],
         miss=settings["miss"],
     )
-    verdict.note = note
+    verdict.note = "; ".join(n for n in (verdict.note, note) if n)
     return verdict
 
 

@@ -15,7 +15,9 @@ sampler with its exact probability, by depth-first replay:
   it raises before anything of its size is allocated.
 * Anything else — converting a symbolic uniform to a float, numpy ufuncs on it (``np.log``,
   ``np.minimum``), the other distributions — raises :class:`NotEnumerable`, and the referee
-  falls back to its statistical mode.
+  falls back to its statistical mode. So does an error whose message names the stand-ins
+  (a library refusing anything but a ``numpy.random.Generator``): it is the referee's limit,
+  not the sampler's failure on a valid input.
 
 Each run of the sampler follows one script of branch choices; a run's probability is the
 product of its choices' probabilities. After a run, the next script is the deepest choice
@@ -32,6 +34,7 @@ import math
 import numbers
 import operator
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -46,6 +49,9 @@ MAX_OUTCOMES = 4096  # outcomes of positive probability of one draw
 SUM_TOL = math.sqrt(np.finfo(np.float64).eps)  # numpy's tolerance on choice's p
 MASS_TOL = 1e-9  # the runs' total probability must be 1 to this
 REPLAYED = 16  # the first run and every 16th are replayed to catch randomness of its own
+# An error whose message names the stand-ins comes from code refusing them (a library that
+# checks for a numpy Generator), not from the sampler on a valid input
+_STAND_INS = re.compile(r"\b(BranchingGenerator|SymbolicUniform)\b")
 
 
 class NotEnumerable(Exception):
@@ -330,6 +336,11 @@ def _replay(
         raise
     except (TypeError, AttributeError) as exc:  # numpy or arithmetic on a symbolic draw
         raise NotEnumerable(f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        if _STAND_INS.search(str(exc)):  # a library refusing the stand-in (not a Generator)
+            said = re.sub(r" at 0x[0-9a-fA-F]+", "", str(exc))
+            raise NotEnumerable(f"{type(exc).__name__}: {said}") from exc
+        raise
     if len(run.choices) < len(script):
         raise NotEnumerable("the sampler is not deterministic given its random draws")
     return run, out
