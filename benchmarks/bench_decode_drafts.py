@@ -15,8 +15,8 @@ import sys
 import numpy as np
 import torch
 
-from otlp.decoding.compare import DEFAULT_PROMPTS
-from otlp.decoding.engine import Speculation, decode
+from otlp.decoding.grid import DEFAULT_PROMPTS
+from otlp.decoding.loop import Speculation, decode
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.hf import HFTreeLM, KVCache
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from otlp.decoding.compare import DEFAULT_PROMPTS
+from otlp.decoding.grid import DEFAULT_PROMPTS
 from otlp.decoding.models.hf import HFTreeLM
 from otlp.decoding.models.pair import load_model_pair
 from otlp.decoding.models.precision import PRECISIONS, convert, fidelity, suite_sequences

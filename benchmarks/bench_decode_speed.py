@@ -1,6 +1,6 @@
 """Wall-clock speed-up over autoregressive sampling on SmolLM2-135M, interleaved.
 
-The machine is shared and its load drifts. :func:`otlp.decoding.compare.run_configs` runs
+The machine is shared and its load drifts. :func:`otlp.decoding.grid.run_configs` runs
 ``ar`` and every configuration back to back in each of ``--rounds`` rounds (alternating order,
 the same prompts and seeds, batch 1, exactly ``--max-new-tokens`` tokens per prompt), so each
 round's speed-up compares the same work in two adjacent runs; the table gives the median over
@@ -21,7 +21,7 @@ import time
 import torch
 
 from otlp.commands.decode_report import RunLog
-from otlp.decoding.compare import Config, cost_markdown, markdown, run_configs, schedule
+from otlp.decoding.grid import Config, cost_markdown, markdown, run_configs, schedule
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.prompts import PROMPT_SETS

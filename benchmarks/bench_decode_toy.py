@@ -7,7 +7,7 @@ steps estimates it). One Markdown row per method: Monte Carlo ± standard error,
 
 from __future__ import annotations
 
-from otlp.decoding.engine import Speculation, decode
+from otlp.decoding.loop import Speculation, decode
 from otlp.decoding.models import PrefixLM
 from otlp.multistep.exact import expected_accepted
 from otlp.multistep.models import model_pair

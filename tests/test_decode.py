@@ -492,7 +492,8 @@ def test_a_scheme_row_at_its_iteration_limit_is_not_run_to_the_limit_again(
 def _object_api_newton_limits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The iteration limits the object API's Newton is called with (the i.i.d. engine's and
     the scheme engines'), recorded."""
-    from otlp.global_resolution import engine, schemes
+    from otlp.global_resolution import iid as engine
+    from otlp.global_resolution import schemes
 
     limits: list[int] = []
     for module, name in ((engine, "newton"), (schemes, "system_newton")):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from otlp.cli import main
-from otlp.decoding.engine import Speculation
+from otlp.decoding.loop import Speculation
 from otlp.decoding.lossless import LosslessCheck, check_lossless, chi_square, memoized
 from otlp.decoding.models import Memoized, PrefixLM
 from otlp.multistep.models import model_pair

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from otlp.decoding.engine import Speculation, decode
+from otlp.decoding.loop import Speculation, decode
 from otlp.decoding.models import Memoized, PrefixLM
 from otlp.multistep.exact import expected_accepted
 from otlp.multistep.models import model_pair

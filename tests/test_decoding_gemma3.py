@@ -24,7 +24,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from otlp.decoding.engine import Speculation, decode  # noqa: E402
+from otlp.decoding.loop import Speculation, decode  # noqa: E402
 from otlp.decoding.models.hf import HFTreeLM  # noqa: E402
 
 

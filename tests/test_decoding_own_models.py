@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
 from otlp.cli import main  # noqa: E402
-from otlp.decoding.engine import Speculation, decode  # noqa: E402
+from otlp.decoding.loop import Speculation, decode  # noqa: E402
 from otlp.decoding.models import local  # noqa: E402
 from otlp.decoding.models.hf import HFTreeLM  # noqa: E402
 from otlp.decoding.models.pair import load_model_pair  # noqa: E402

@@ -15,8 +15,8 @@ from rich.console import Console
 
 from otlp.cli import main
 from otlp.commands.decode_report import RunLog, table
-from otlp.decoding import compare
-from otlp.decoding.compare import Config, Run, read_grid, run_configs, schedule
+from otlp.decoding import grid as compare
+from otlp.decoding.grid import Config, Run, read_grid, run_configs, schedule
 from otlp.decoding.models import PrefixLM
 from otlp.decoding.prompts import FREE_PROMPTS, GROUNDED_PROMPTS
 from otlp.multistep.models import model_pair

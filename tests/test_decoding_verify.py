@@ -520,7 +520,7 @@ def test_a_fused_node_the_row_cannot_certify_gets_the_fallback_token(monkeypatch
     from the object API's exact fallback, built from the float32 rows as given."""
     from otlp.global_resolution.fused import RowResult
     from otlp.solvers.global_resolution.constants import FALLBACK
-    from otlp.verification import single_step_schemes
+    from otlp.verification import position_schemes
 
     calls = []
 
@@ -528,7 +528,7 @@ def test_a_fused_node_the_row_cannot_certify_gets_the_fallback_token(monkeypatch
         calls.append(args[0].dtype)
         return RowResult(FALLBACK, -1, message="forced")
 
-    monkeypatch.setattr(single_step_schemes, "scheme_row", uncertified)
+    monkeypatch.setattr(position_schemes, "scheme_row", uncertified)
     parents = path_tree(3, 1)
     tokens, p, q = random_batch(parents, rows=2, seed=4, vocab=12)
     tokens[:] = np.argsort(-q[:, 0], axis=-1)[:, :3]

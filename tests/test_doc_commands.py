@@ -182,7 +182,7 @@ def _check_configs(args: list[str]) -> None:
         if load_verification(path) is None:  # the verification bench has its own table
             load_config(path)
     elif args[0] == "decode":
-        from otlp.decoding.compare import read_grid
+        from otlp.decoding.grid import read_grid
 
         read_grid(path)
 

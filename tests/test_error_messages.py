@@ -31,6 +31,7 @@ MODULES = ["otlp", *(f"otlp.{name}" for name in otlp.SUBPACKAGES)]
 # bases and type aliases: not called with user input.
 RECORDS = {
     "otlp.DraftVerification",
+    "otlp.multistep.BlockEfficiencyBound",
     "otlp.ProblemTooLarge",
     "otlp.SubsetSelection",
     "otlp.TransportPlan",
@@ -255,6 +256,12 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
         "draft": _tables()[1],
         "gamma": 1,
         "paths": 2,
+    },
+    "otlp.multistep.block_efficiency_bound": lambda: {
+        "target": _models()[0],
+        "draft": _models()[1],
+        "gamma": 1,
+        "shape": "kary2",
     },
     "otlp.multistep.tabulate": lambda: {"model": _models()[0], "depth": 2},
     "otlp.multistep.target_distribution": lambda: {"target": _models()[0], "length": 1},

@@ -262,7 +262,7 @@ def test_draft_tuples_whose_mass_underflows_are_verified_by_every_method(
     logs = log_set_mass(inst.draft_rows, n, scheme, np.sort(local)[None, :])
     ways = 2.0 if n == 2 else 6.0  # n! orders of n distinct tokens (both schemes, to rounding)
     assert logs[0] == pytest.approx(np.log(ways) + n * np.log(tiny), rel=1e-12)
-    methods = otlp.verification.single_step_schemes.SCHEME_METHODS.get(scheme, ())
+    methods = otlp.verification.position_schemes.SCHEME_METHODS.get(scheme, ())
     for method in (
         "global_resolution",
         "maxflow_cs",

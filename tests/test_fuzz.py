@@ -206,7 +206,7 @@ def _engine_case(**fields: object) -> dict:
 def test_the_engine_check_catches_a_wrong_target_law(monkeypatch) -> None:
     """A target law that ignores target_top_k (both where it is sampled and in target_laws)
     is caught against the law computed by hand."""
-    from otlp.fuzz.engine import check_engine
+    from otlp.fuzz.engine_layouts import check_engine
     from otlp.verification import engine_layouts
 
     case = _engine_case(temperature=1.0, top_k=1, top_p=None, dtype="float64")
@@ -245,7 +245,7 @@ def test_the_engine_check_catches_a_wrong_sampling_law() -> None:
     temperature than the one sampled is rejected."""
     import numpy as np
 
-    from otlp.fuzz import engine
+    from otlp.fuzz import engine_layouts as engine
 
     case = _engine_case(temperature=1.0, top_k=None, top_p=None, dtype="float64", draft_rows="L+1")
     shape = np.shape(case["logits"])

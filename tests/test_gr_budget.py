@@ -209,7 +209,7 @@ def test_the_exact_max_flow_does_not_start_past_the_budget(
     exact max-flow on its own network, estimated at ~1 s (1e6 arcs; it took 0.3-0.5 s). Under
     a 0.3 s budget it is not started, the token is rrs_without_replacement's, and what the
     report says; with no budget the max-flow runs. (Asserted on the work done, not on time.)"""
-    import otlp.global_resolution.engine as engine
+    import otlp.global_resolution.iid as engine
 
     rng = np.random.default_rng(2)
     p, q = rng.dirichlet(np.ones(1000)), rng.dirichlet(np.ones(1000))

@@ -430,7 +430,7 @@ def test_the_budget_comparison_is_inclusive() -> None:
 
 def test_a_numerical_failure_falls_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """A convex solve that hits a numerical failure is solved exactly; its report says why."""
-    import otlp.global_resolution.engine as engine
+    import otlp.global_resolution.iid as engine
 
     def singular(*args: object, **kwargs: object) -> None:
         raise np.linalg.LinAlgError("singular Hessian")

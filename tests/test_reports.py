@@ -10,7 +10,7 @@ import pytest
 
 import otlp
 from otlp.global_resolution.reports import RowReport, SolveReport, TokenReport, UnitReport
-from otlp.verification.single_step import RowReport as OldPathRowReport
+from otlp.verification.position import RowReport as OldPathRowReport
 
 BASE = [f.name for f in dataclasses.fields(UnitReport)]
 

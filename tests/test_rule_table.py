@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import otlp.verification
-from otlp.decoding.compare import SAME_AT_ONE_PATH, valid
+from otlp.decoding.grid import SAME_AT_ONE_PATH, valid
 from otlp.referee import adapters
-from otlp.verification import rule_table, single_step, single_step_schemes, tree
+from otlp.verification import position, position_schemes, rule_table, tree
 from otlp.verification.rule_table import RULES, NodeKernel, node_kernel
 
 
@@ -44,9 +44,9 @@ def test_the_verifiers_method_lists_are_the_tables() -> None:
     )
     assert {name: rule.schemes for name, rule in RULES.items()} == tree.SCHEMES_OF
     positions = {n for n, r in RULES.items() if r.positions}
-    scheme_rows = {m for methods in single_step_schemes.SCHEME_METHODS.values() for m in methods}
-    assert set(single_step.METHODS) | scheme_rows == positions
-    for scheme, methods in single_step_schemes.SCHEME_METHODS.items():
+    scheme_rows = {m for methods in position_schemes.SCHEME_METHODS.values() for m in methods}
+    assert set(position.METHODS) | scheme_rows == positions
+    for scheme, methods in position_schemes.SCHEME_METHODS.items():
         for method in methods:
             assert scheme in RULES[method].positions
     assert set(adapters._EXACT_POSITION) <= positions

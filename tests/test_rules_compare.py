@@ -11,7 +11,7 @@ import pytest
 import otlp
 from otlp.cli import main
 from otlp.rules import names
-from otlp.rules.compare import Case, evaluate
+from otlp.rules.comparison import Case, evaluate
 from otlp.rules.single import SpeculativeSampling
 
 

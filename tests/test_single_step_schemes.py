@@ -1,4 +1,4 @@
-"""verify_drafts for the schemes beyond i.i.d. (:mod:`otlp.verification.single_step_schemes`):
+"""verify_drafts for the schemes beyond i.i.d. (:mod:`otlp.verification.position_schemes`):
 the caller's atol, refusals naming the row (and the drafter), and the method in the result
 (issue 39's mutation round)."""
 

@@ -40,10 +40,10 @@ from otlp.commands.common import (
 )
 from otlp.instance import Instance
 from otlp.instances.suites import load, suite_names
-from otlp.plotting.compare import plot
+from otlp.plotting.rules import plot
 from otlp.plotting.style import add_format_argument
 from otlp.rules import Rule, get, names
-from otlp.rules.compare import Case, Record, SummaryRow, evaluate, summarise
+from otlp.rules.comparison import Case, Record, SummaryRow, evaluate, summarise
 from otlp.rules.mentored import DEFAULT_KL_BUDGET
 
 BOUND_LABELS = {

@@ -37,7 +37,7 @@ from otlp.commands.decode_report import (
     lossless_table,
     table,
 )
-from otlp.decoding.compare import (
+from otlp.decoding.grid import (
     Config,
     Grid,
     ModelFactory,
@@ -48,7 +48,7 @@ from otlp.decoding.compare import (
     run_configs,
     schedule,
 )
-from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult
+from otlp.decoding.loop import AUTOREGRESSIVE, DecodeResult
 from otlp.decoding.lossless import REJECT_BELOW, LosslessCheck, check_lossless, memoized
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.base import TreeModel, check_temperature

@@ -11,7 +11,7 @@ from rich.box import SIMPLE_HEAD
 from rich.table import Table
 
 from otlp.commands.common import stderr_note
-from otlp.decoding.compare import (
+from otlp.decoding.grid import (
     Config,
     Row,
     Run,

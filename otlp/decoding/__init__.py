@@ -1,8 +1,8 @@
 """Speculative decoding with otlp: the decode loop and its models.
 
-* :mod:`.engine` — :func:`decode`: draft a tree, one target forward over it, verify, repeat.
+* :mod:`.loop` — :func:`decode`: draft a tree, one target forward over it, verify, repeat.
 * :mod:`.models` — the models the loop runs (Hugging Face decoders, SmolLM2, prompt lookup,
-  toy prefix models); :mod:`.compare` — configurations compared on a prompt set.
+  toy prefix models); :mod:`.grid` — configurations compared on a prompt set.
 
 The verification a step calls lives one layer below, in :mod:`otlp.verification` (tree
 shapes, drafting a node's children, :func:`verify_tree` / :func:`verify_chain`); its names are
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 # ----- the decode loop and its models (decode-engine) -------------------------------------
-from otlp.decoding.engine import DecodeResult, Speculation, decode
+from otlp.decoding.loop import DecodeResult, Speculation, decode
 from otlp.decoding.models import Memoized, PrefixLM, TreeModel, TreeSession
 from otlp.decoding.models.pair import ModelPair, load_model_pair
 from otlp.decoding.models.precision import PRECISIONS, Fidelity, fidelity

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from otlp.args import positive_int
-from otlp.decoding.engine import Speculation, decode
+from otlp.decoding.loop import Speculation, decode
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.models.prefix import Memoized, PrefixLM
 

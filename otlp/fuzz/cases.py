@@ -32,7 +32,7 @@ import numpy as np
 
 from otlp.fuzz.classes import INSTANCE_CLASSES, dirichlet, normalised
 from otlp.fuzz.decode_cli import decode_cli_case
-from otlp.fuzz.engine import engine_case
+from otlp.fuzz.engine_layouts import engine_case
 from otlp.fuzz.referee_inputs import referee_case
 from otlp.instance import SCHEMES
 
@@ -41,7 +41,7 @@ Case = dict[str, Any]
 KINDS = ("instance", "multistep", "budget", "engine", "referee", "decode_cli")
 MULTISTEP_SHARE = 0.15  # fraction of cases that are multi-step model pairs
 # Issue 39's surfaces, drawn after the multi-step share: engine layouts of verify_chain, the
-# referee's inputs, the decode command line (otlp.fuzz.engine, referee_inputs, decode_cli)
+# referee's inputs, the decode command line (otlp.fuzz.engine_layouts, referee_inputs, decode_cli)
 SURFACE_SHARES = (("engine", 0.06), ("referee", 0.02), ("decode_cli", 0.02))
 MAX_V = 9
 MAX_N_TINY_V = 6  # n up to this on V <= 3 ("extreme n within limits", each solve < 1 s)

@@ -32,7 +32,7 @@ from otlp import rules
 from otlp.api import solve
 from otlp.errors import ProblemTooLarge
 from otlp.fuzz.decode_cli import check_decode_cli, decode_cli_components, warm_up_decode_cli
-from otlp.fuzz.engine import (
+from otlp.fuzz.engine_layouts import (
     check_engine,
     engine_component_names,
     engine_components,
@@ -47,9 +47,9 @@ from otlp.rules.mentored import MentoredDecoding
 from otlp.solvers.global_resolution.budget import compile_seconds
 from otlp.subset import optimal_acceptance
 from otlp.tensors import as_float64
-from otlp.verification.single_step import METHODS as DECODE_METHODS
-from otlp.verification.single_step import verify_drafts
-from otlp.verification.single_step_schemes import SCHEME_METHODS
+from otlp.verification.position import METHODS as DECODE_METHODS
+from otlp.verification.position import verify_drafts
+from otlp.verification.position_schemes import SCHEME_METHODS
 from otlp.verify import verify
 
 SLICE_TOL = 1e-9  # per-conditional sign and sum tolerance (exact methods and rules)

@@ -27,7 +27,7 @@ Nothing is ever silently out of tolerance, and ``otlp.solve`` still verifies the
 materialised plan.
 
 The package, one module per job: :mod:`.method` (the ``global_resolution`` method and the
-engine for a scheme), :mod:`.engine` (i.i.d. drafts), :mod:`.schemes` (without replacement,
+engine for a scheme), :mod:`.iid` (i.i.d. drafts), :mod:`.schemes` (without replacement,
 two independent drafts), :mod:`.exact` (the per-unit max-flow fallback), :mod:`.plan` (the
 lazy plan), :mod:`.reports` and :mod:`.constants`. The compiled kernels, numeric only, are
 in :mod:`otlp.solvers.global_resolution`; the fused per-token decoder path is
@@ -53,8 +53,8 @@ from otlp.global_resolution.constants import (
     check_time_budget,
     check_unit_size,
 )
-from otlp.global_resolution.engine import GlobalResolution
 from otlp.global_resolution.exact import ExactUnit, restore_rounded_outer_flow
+from otlp.global_resolution.iid import GlobalResolution
 from otlp.global_resolution.method import make_engine, solve_global_resolution
 from otlp.global_resolution.plan import GlobalResolutionPlan
 from otlp.global_resolution.reports import SolveReport, TokenReport

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
-from otlp.global_resolution.engine import GlobalResolution
+from otlp.global_resolution.iid import GlobalResolution
 from otlp.global_resolution.plan import GlobalResolutionPlan
 from otlp.global_resolution.schemes import SCHEMES, SchemeGlobalResolution
 from otlp.instance import Instance
@@ -47,7 +47,7 @@ def solve_global_resolution(
     token's call (``plan.token_report``, ``plan.local_slice``) from its entry: no stage (H*,
     Newton, the unit's exact max-flow) starts that is estimated to end past it, and a token
     whose next stage does not fit comes from the scheme's lossless rule (``fallback_rule`` in
-    its report; :mod:`otlp.global_resolution.engine`). Materialising the whole plan solves
+    its report; :mod:`otlp.global_resolution.iid`). Materialising the whole plan solves
     each unit's Newton within the budget and exactly where it misses it.
     """
     engine = make_engine(

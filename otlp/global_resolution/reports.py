@@ -1,7 +1,7 @@
 """The reports of global resolution, composed from one base: what solving a unit took
 (:class:`SolveReport`), what producing one token's slice took (:class:`TokenReport`, a solve
 report plus the drafted omega), and how a decoder's batched row was verified
-(:class:`RowReport`, :func:`otlp.verification.single_step.verify_drafts`).
+(:class:`RowReport`, :func:`otlp.verification.position.verify_drafts`).
 
 Every report is keyword-constructed and says which unit was solved (``system``, ``block``),
 its number of ``variables``, the minimiser's ``iterations``, the certified L1 ``deviation``
@@ -90,7 +90,7 @@ class TokenReport(SolveReport):
 
 @dataclass(frozen=True, kw_only=True)
 class RowReport(UnitReport):
-    """How one row of :func:`otlp.verification.single_step.verify_drafts` got its token: for
+    """How one row of :func:`otlp.verification.position.verify_drafts` got its token: for
     global resolution the unit omega needed with its ``budget`` (5 tau, an outer block its
     share); exact rules report no system and zeros. ``fallback_rule`` and
     ``acceptance_lost`` as in :class:`TokenReport`."""

@@ -1,6 +1,6 @@
 """Global resolution beyond i.i.d. drafts ([GR] §6 and Appendix S).
 
-The engine of :mod:`otlp.global_resolution.engine` (units, Eq. (18) slices, certified deviations,
+The engine of :mod:`otlp.global_resolution.iid` (units, Eq. (18) slices, certified deviations,
 per-unit exact max-flow fallback, lazy plans and per-token reports) with the three
 scheme-dependent steps replaced:
 
@@ -49,8 +49,8 @@ from otlp import combinatorics as cb
 from otlp.builders import outer_system
 from otlp.columns import set_sizes
 from otlp.global_resolution.constants import OUTER, Unit
-from otlp.global_resolution.engine import GlobalResolution
 from otlp.global_resolution.exact import ExactUnit, max_flow_values, restore_rounded_outer_flow
+from otlp.global_resolution.iid import GlobalResolution
 from otlp.global_resolution.reports import SolveReport
 from otlp.global_resolution.scheme_parts import (
     independent_selection,

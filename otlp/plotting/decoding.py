@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from otlp.decoding.compare import Row
+from otlp.decoding.grid import Row
 from otlp.plotting.style import dodge, legend, save, styles
 
 

@@ -3,10 +3,10 @@
 One home for everything a decoder calls once per step after the target forward; the decode
 loop (:mod:`otlp.decoding`) sits above it and nothing here imports the loop.
 
-* :mod:`.single_step` — :func:`verify_drafts`: B rows of full-vocabulary (p, q) and the n
+* :mod:`.position` — :func:`verify_drafts`: B rows of full-vocabulary (p, q) and the n
   drafted ids of each row to one verified token per row ([GR] §6 fused rows, exact rules);
-  :mod:`.single_step_schemes` — the same call for drafts without replacement, independent
-  or greedy; :mod:`.single_step_rows` — what both share (inputs, result type, the draw);
+  :mod:`.position_schemes` — the same call for drafts without replacement, independent
+  or greedy; :mod:`.position_rows` — what both share (inputs, result type, the draw);
   :mod:`.warming` — :func:`warm_up`, compiling ahead what a budgeted call runs.
 * :mod:`.tree` — :func:`verify_tree` / :func:`verify_chain`: the accepted path and the bonus
   token per row of a batch of draft trees (node-by-node rules with SpecTr traversal, block
@@ -27,6 +27,7 @@ from otlp.verification.drafting import (
     sample_children,
 )
 from otlp.verification.node_steps import node_law
+from otlp.verification.position import DraftVerification, default_method, verify_drafts
 from otlp.verification.shapes import (
     ancestors,
     chain,
@@ -37,7 +38,6 @@ from otlp.verification.shapes import (
     path_shape,
     path_tree,
 )
-from otlp.verification.single_step import DraftVerification, default_method, verify_drafts
 from otlp.verification.tree import (
     METHODS,
     NODE_METHODS,

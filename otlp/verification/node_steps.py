@@ -169,8 +169,8 @@ def _global_resolution_token(
     :func:`otlp.verify_drafts` (i.i.d.: the fused kernel; without replacement: the fused
     scheme row), on the node's checked, renormalised (and top-k restricted) laws."""
     from otlp.global_resolution import check_unit_size
-    from otlp.verification.single_step import global_resolution_rows
-    from otlp.verification.single_step_schemes import scheme_row_token
+    from otlp.verification.position import global_resolution_rows
+    from otlp.verification.position_schemes import scheme_row_token
 
     check_unit_size(int(np.count_nonzero(q)), omega.shape[0])
     if scheme == "without_replacement":
@@ -206,8 +206,8 @@ def _global_resolution_fused(
     is outside the kernel's top-k or a row fails the kernel's check: the restricted path
     decides (and names the row in its error)."""
     from otlp.global_resolution import check_unit_size
-    from otlp.verification.single_step import global_resolution_rows
-    from otlp.verification.single_step_schemes import scheme_row_token
+    from otlp.verification.position import global_resolution_rows
+    from otlp.verification.position_schemes import scheme_row_token
 
     if scheme == "without_replacement" and omega.shape[0] > 1:  # one draft: i.i.d.
         try:
@@ -272,7 +272,7 @@ def _partial_resolution_fused(
     are the clocks, ``u[n:n + 2]`` the residual draw. Its law given the drafted tuple is
     :func:`node_law`'s (the race's exact law, Lemma 6 of docs/partial-resolution.md). -1
     where the kernel refuses the rows: the restricted path decides."""
-    from otlp.verification.single_step import partial_resolution_rows
+    from otlp.verification.position import partial_resolution_rows
 
     n = omega.shape[0]
     try:
@@ -293,7 +293,7 @@ def _partial_resolution_token(
     p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, tau: float, u: FloatArray
 ) -> int:
     """The fused row on the node's checked, renormalised (top-k restricted) laws."""
-    from otlp.verification.single_step import partial_resolution_rows
+    from otlp.verification.position import partial_resolution_rows
 
     n = omega.shape[0]
     result = partial_resolution_rows(

@@ -69,8 +69,8 @@ from otlp.verification.drafting import restrict_top_k, row_uniforms
 from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, LogitLaws
 from otlp.verification.laws import ContextLaws
 from otlp.verification.node_steps import draw, node_law
+from otlp.verification.position_rows import method_tau
 from otlp.verification.rule_table import VerificationRule, node_kernel
-from otlp.verification.single_step_rows import method_tau
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -203,7 +203,7 @@ def verify_tree(
         uses ``q`` as given (pass your own restricted law there).
     tau:
         Global resolution's error threshold (each step within 15 tau of p in L1); None =
-        :data:`otlp.verification.single_step_rows.DEFAULT_TAU`. The other methods are exact
+        :data:`otlp.verification.position_rows.DEFAULT_TAU`. The other methods are exact
         and take no ``tau``: passing one is a ``ValueError`` naming it and the method.
     rng:
         One seed / ``numpy.random.Generator`` / ``torch.Generator`` for the batch, a sequence

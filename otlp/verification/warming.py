@@ -31,8 +31,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from otlp.verification.single_step import global_resolution_rows, verify_drafts
-from otlp.verification.single_step_schemes import scheme_row_token
+from otlp.verification.position import global_resolution_rows, verify_drafts
+from otlp.verification.position_schemes import scheme_row_token
 
 WARM_VOCAB = 64  # large enough for Newton's units (not a closed form) and BLAS's pinning
 # (scheme, draft counts) of every path of verify_drafts' global resolution

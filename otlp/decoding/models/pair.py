@@ -6,7 +6,7 @@ drafts are self-speculative (:mod:`~otlp.decoding.models.selfdraft`: the target'
 or prompt lookup). Target and draft must share a tokenizer: the same vocabulary size and the
 same token → id mapping, checked before any weights are read.
 
-The returned :class:`ModelPair` is a ``ModelFactory`` of :mod:`otlp.decoding.compare`
+The returned :class:`ModelPair` is a ``ModelFactory`` of :mod:`otlp.decoding.grid`
 (``pair(temperature, draft)`` → tree models), and encodes prompts and decodes tokens.
 ``precision="int8"`` or ``"bfloat16"`` runs both models on the CPU fast path
 (:mod:`~otlp.decoding.models.precision`); :meth:`ModelPair.fidelity` measures how far that

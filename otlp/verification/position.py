@@ -50,8 +50,7 @@ from otlp.global_resolution.rule_fallback import rule_seconds
 from otlp.instance import Instance
 from otlp.solvers.global_resolution.budget import Deadline, blas_pinned
 from otlp.solvers.global_resolution.constants import BAD_P, FALLBACK, INNER, OUTER, SINGLE_DRAFT
-from otlp.verification.rule_table import RULES, position_names
-from otlp.verification.single_step_rows import (
+from otlp.verification.position_rows import (
     DraftVerification,
     batch_arrays,
     call_deadline,
@@ -63,7 +62,8 @@ from otlp.verification.single_step_rows import (
     raise_for_row_status,
     rule_rows,
 )
-from otlp.verification.single_step_schemes import draft_scheme, handles, verify_scheme_drafts
+from otlp.verification.position_schemes import draft_scheme, handles, verify_scheme_drafts
+from otlp.verification.rule_table import RULES, position_names
 
 __all__ = [
     "METHODS",
@@ -74,7 +74,7 @@ __all__ = [
     "verify_drafts",
 ]
 
-# The i.i.d. rows' rules (the rule table's; a SpecHub pair runs in single_step_schemes).
+# The i.i.d. rows' rules (the rule table's; a SpecHub pair runs in position_schemes).
 METHODS = tuple(n for n in position_names("iid") if RULES[n].drafts != 2)
 
 
@@ -127,7 +127,7 @@ def verify_drafts(
     scheme:
         How the drafts were drawn: ``iid`` (default), ``without_replacement``,
         ``independent`` (n = 2, q of shape (2, V) or (B, 2, V)) or ``greedy``; the other
-        schemes and their methods are in :mod:`otlp.verification.single_step_schemes`.
+        schemes and their methods are in :mod:`otlp.verification.position_schemes`.
     time_budget:
         Global resolution only: seconds this call may take (default ``DEFAULT_TIME_BUDGET``,
         5 s; None for no limit), counted from its entry (compiling included: see

@@ -48,8 +48,7 @@ from otlp.solvers.global_resolution.constants import (
     FALLBACK,
     OK,
 )
-from otlp.verification.rule_table import POSITION_SCHEMES, RULES, position_names
-from otlp.verification.single_step_rows import (
+from otlp.verification.position_rows import (
     DraftVerification,
     batch_arrays,
     call_deadline,
@@ -61,9 +60,10 @@ from otlp.verification.single_step_rows import (
     raise_for_row_status,
     rule_rows,
 )
+from otlp.verification.rule_table import POSITION_SCHEMES, RULES, position_names
 
 # Scheme -> the rules run here (the rule table's): every position rule of the schemes beyond
-# i.i.d., and SpecHub's pairs of i.i.d. drafts (the other i.i.d. rules run in single_step).
+# i.i.d., and SpecHub's pairs of i.i.d. drafts (the other i.i.d. rules run in position).
 SCHEME_METHODS = {
     scheme: tuple(n for n in position_names(scheme) if scheme != "iid" or RULES[n].drafts == 2)
     for scheme in POSITION_SCHEMES

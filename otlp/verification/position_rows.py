@@ -1,7 +1,7 @@
 """What every verify_drafts path shares: the batch's input arrays, the result type, a row's
 draft positions and the draw from a local law (one home for the i.i.d. path in
-:mod:`otlp.verification.single_step` and the other schemes in
-:mod:`otlp.verification.single_step_schemes`)."""
+:mod:`otlp.verification.position` and the other schemes in
+:mod:`otlp.verification.position_schemes`)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import numpy as np
 from otlp.plotting.style import bound_marks, display, dodge, dots_with_spread, legend, save, styles
 
 if TYPE_CHECKING:
-    from otlp.rules.compare import Record, SummaryRow
+    from otlp.rules.comparison import Record, SummaryRow
 
 
 def plot(

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from otlp.decoding.engine import AUTOREGRESSIVE, DecodeResult, Speculation, decode
+from otlp.decoding.loop import AUTOREGRESSIVE, DecodeResult, Speculation, decode
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.prompts import FREE_PROMPTS, PROMPT_SETS
 from otlp.verification.rule_table import RULES, names
