@@ -14,7 +14,7 @@ from otlp.global_resolution.fused import row_slice
 from otlp.instances import dirichlet_pair, zipf_llm_pair
 from otlp.solvers.global_resolution.constants import OK
 from otlp.verification.position_schemes import SCHEME_METHODS as SCHEME_METHODS_OF
-from tests.test_decode import _law_test
+from tests.test_verification_position import _law_test
 
 
 def _pair(vocab: int, seed: int, zipf: bool) -> tuple[np.ndarray, np.ndarray]:

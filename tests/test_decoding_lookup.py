@@ -10,7 +10,7 @@ import pytest
 from otlp import decoding
 from otlp.decoding.models.lookup import MULTI_PATH_FLOOR, PromptLookup, candidates, lookup_spec
 from otlp.multistep.models import model_pair
-from tests.test_decoding_verify import SHAPES, V, emitted_law, target_law
+from tests.test_verification_tree import SHAPES, V, emitted_law, target_law
 
 # A context in which the suffix (0,) recurs with continuations 2, 1 (most recent first) and
 # the suffix (1, 0) with 1: several matches, several draft paths.

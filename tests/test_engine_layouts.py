@@ -1,7 +1,7 @@
 """verify_chain in the engines' layouts (vLLM, FlashInfer, SGLang) against otlp's own layout.
 
 Each layout must give the same outcome from the same uniforms as otlp's layout on the same
-laws (so the same exact law, which tests/test_decoding_verify.py enumerates), and refuse bad
+laws (so the same exact law, which tests/test_verification_tree.py enumerates), and refuse bad
 shapes and values naming the argument.
 """
 

@@ -3,7 +3,7 @@
 verify_tree runs sps, rrs, rrs without replacement and SpecHub's one-child nodes on the
 caller's rows as given (float32 or float64, never copied); the same uniforms must give the
 same token as the float64 procedure on the renormalised rows
-(otlp.verification.node_steps._rejection_token, whose law tests/test_decoding_verify.py pins by
+(otlp.verification.node_steps._rejection_token, whose law tests/test_verification_tree.py pins by
 enumeration), and a bad row must be refused with check_distributions' message.
 """
 

@@ -19,7 +19,7 @@ from otlp.multistep import expected_accepted, output_distribution, target_distri
 from otlp.multistep.models import model_pair
 from otlp.referee import adapters, referee
 from otlp.verification.tree_exact import call_law
-from tests.test_decoding_verify import SHAPES, emitted_law, repeated_row_pvalue, target_law
+from tests.test_verification_tree import SHAPES, emitted_law, repeated_row_pvalue, target_law
 
 TV = "traversal_verification"
 

@@ -1,6 +1,6 @@
 """verify_tree at one node, method by method: exact laws by enumeration, samplers by chi^2.
 
-tests/test_decoding_verify.py checks whole trees against the target's law. Here each node
+tests/test_verification_tree.py checks whole trees against the target's law. Here each node
 method of :func:`otlp.decoding.verify_tree` is taken at a single node with hand-picked
 (p, q) where its rule does all of its work (rejections, residuals after rejections, the
 final residual draw): (1) its exact conditional law, summed over the children's drafting
@@ -220,7 +220,7 @@ def test_final_residual_draw_reaches_the_bottom_of_the_cdf(method, scheme, node)
     assert abs(counts.get((0,), 0) - share * ROWS) <= spread
 
 
-# ----- whole trees: the samplers the tree-level sampler tests of test_decoding_verify lack ---
+# ----- whole trees: the samplers the tree-level sampler tests of test_verification_tree lack ---
 TREE_CASES = [
     ("sps", "without_replacement", k_ary_tree((2, 2))),
     ("sps", "spechub", k_ary_tree((2, 2))),
