@@ -257,6 +257,32 @@ def _race_law(p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, tau: f
     return np.clip(inst.global_law(local), 0.0, None)
 
 
+def _partial_resolution_row(
+    p: NDArray[np.floating],
+    q: NDArray[np.floating],
+    omega: IntArray,
+    u: FloatArray,
+    top_k: int | None,
+    atol: float,
+) -> int:
+    """Partial resolution's token: the fused decoder row of :func:`otlp.verify_drafts` (the
+    clock race, then the residual; top-k inside the kernel); ``u[:n]`` are the clocks,
+    ``u[n:n + 2]`` the residual draw. Its law given the drafted tuple is :func:`node_law`'s
+    (the race's exact law, Lemma 6 of docs/partial-resolution.md)."""
+    from otlp.verification.position import partial_resolution_rows
+
+    n = omega.shape[0]
+    result = partial_resolution_rows(
+        p[None, :],
+        q[None, :],
+        np.ascontiguousarray(omega[None, :], dtype=np.int64),
+        np.ascontiguousarray(u[None, : n + 2], dtype=np.float64),
+        top_k,
+        atol,
+    )
+    return int(result.tokens[0])
+
+
 def _partial_resolution_fused(
     p: NDArray[np.floating],
     q: NDArray[np.floating],
@@ -267,44 +293,19 @@ def _partial_resolution_fused(
     top_k: int | None,
     atol: float,
 ) -> int:
-    """Partial resolution's token: the fused decoder row of :func:`otlp.verify_drafts` (the
-    clock race, then the residual; top-k inside the kernel) on the rows as given; ``u[:n]``
-    are the clocks, ``u[n:n + 2]`` the residual draw. Its law given the drafted tuple is
-    :func:`node_law`'s (the race's exact law, Lemma 6 of docs/partial-resolution.md). -1
-    where the kernel refuses the rows: the restricted path decides."""
-    from otlp.verification.position import partial_resolution_rows
-
-    n = omega.shape[0]
+    """The row on the rows as given; -1 where the kernel refuses them (the restricted path
+    decides, and names the row in its error)."""
     try:
-        rows = partial_resolution_rows(
-            p[None, :],
-            q[None, :],
-            np.ascontiguousarray(omega[None, :], dtype=np.int64),
-            np.ascontiguousarray(u[None, : n + 2], dtype=np.float64),
-            top_k,
-            atol,
-        )
+        return _partial_resolution_row(p, q, omega, u, top_k, atol)
     except ValueError:
         return -1
-    return int(rows.tokens[0])
 
 
 def _partial_resolution_token(
     p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, tau: float, u: FloatArray
 ) -> int:
-    """The fused row on the node's checked, renormalised (top-k restricted) laws."""
-    from otlp.verification.position import partial_resolution_rows
-
-    n = omega.shape[0]
-    result = partial_resolution_rows(
-        p[None, :],
-        q[None, :],
-        np.ascontiguousarray(omega[None, :], dtype=np.int64),
-        np.ascontiguousarray(u[None, : n + 2], dtype=np.float64),
-        top_k=None,
-        atol=1e-9,
-    )
-    return int(result.tokens[0])
+    """The row on the node's checked, renormalised (top-k restricted) laws."""
+    return _partial_resolution_row(p, q, omega, u, None, 1e-9)
 
 
 def _always(scheme: str, top_k: int | None) -> bool:
