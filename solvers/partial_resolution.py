@@ -23,6 +23,8 @@ otherwise the step samples the residual ``p - A``.
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
 from numpy.typing import NDArray
@@ -34,6 +36,7 @@ StretchEnds = tuple[float, float, float, float, float, float]
 
 BISECTIONS = 200  # more than enough to pin a float64 position (stops when it stops moving)
 ROUNDING = 4.0 * float(np.finfo(np.float64).eps)  # a stretch weight's rounding, relative
+SUMMED_POWERS = 16  # weight_between sums n terms up to this n, above it two transcendentals
 
 
 @nb.njit(cache=True)
@@ -43,6 +46,10 @@ def weight_between(a: float, b: float, cut: float, n: int) -> float:
     tb = 1.0 - min(b, cut)
     if ta <= tb:
         return 0.0
+    if n > SUMMED_POWERS:
+        # ta^n (1 - (tb / ta)^n) with 1 - (tb / ta)^n = -expm1(n log1p(-(ta - tb) / ta)): a few
+        # ulps, no cancellation, O(1) where the sum below costs n terms (43 ns at n = 64)
+        return ta**n * -math.expm1(n * math.log1p(-(ta - tb) / ta))
     # (ta - tb) * sum ta^(n-1-i) tb^i: positive terms, no cancellation between the powers,
     # summed from the largest (ta > tb): starting from tb^(n-1) lost every digit once it was
     # subnormal or 0 (tb = 3.6e-6, n = 60 or 100: weights of 1.006 or 0 for a true 0.99996)
@@ -399,6 +406,37 @@ def _solve_stretch(
 
 
 @nb.njit(cache=True)
+def _guess(
+    width: float,
+    target: float,
+    hi: float,
+    ends: StretchEnds,
+    span_i: float,
+    span_j: float,
+    cut: float,
+    n: int,
+) -> float:
+    """The root c of :func:`_place` if it lies strictly inside the range of c where the
+    stretch's ends stay in the free intervals ``ends`` describes (of lengths ``span_i`` and
+    ``span_j``), else -1.
+
+    Over that range the weight is one smooth function; if it crosses ``target`` strictly
+    inside, the root is there and unique (the weight is strictly decreasing in c where it is
+    positive, for n >= 2: w decreases below the cut; for n = 1 a flat stretch weighs its
+    width > target everywhere), and :func:`_newton` finds it from the linear
+    interpolation."""
+    _, len_i, _, _, len_j, _ = ends
+    a = max(len_i, len_j - width, 0.0)
+    b = min(len_i + span_i, hi, len_j + span_j - width)
+    if a < b:
+        g_a, _ = _excess(a, width, target, ends, cut, n)
+        g_b, _ = _excess(b, width, target, ends, cut, n)
+        if g_a > 0.0 > g_b:
+            return _newton(a, b, a + (b - a) * (g_a / (g_a - g_b)), width, target, ends, cut, n)
+    return -1.0
+
+
+@nb.njit(cache=True)
 def _place(
     width: float,
     target: float,
@@ -412,33 +450,148 @@ def _place(
     """The compressed start c of a token's stretch [c, c + width] of weight ``target``
     (Lemma 3).
 
-    First a guess: the stretch centred on ``near`` (the previous token's start, where it
-    left its gap; in decreasing q/p each stretch is observed to take the two sides of that
-    gap). Over the range of c where both ends stay in the free intervals they lie in there,
-    the weight is one smooth function; if it crosses ``target`` strictly inside, the root is
-    there and unique (the weight is strictly decreasing in c where it is positive, for
-    n >= 2: w decreases below the cut; for n = 1 a flat stretch weighs its width > target
-    everywhere), and :func:`_newton` finds it from the linear interpolation. Otherwise: 0 if
-    the front already weighs at most ``target``, the back end if the back (everything after
-    ``total - width``) already weighs at least it, else :func:`_solve_stretch`."""
+    First a guess (:func:`_guess`): the stretch centred on ``near`` (the previous token's
+    start, where it left its gap; in decreasing q/p each stretch is observed to take the two
+    sides of that gap). Otherwise: 0 if the front already weighs at most ``target``, the back
+    end if the back (everything after ``total - width``) already weighs at least it, else
+    :func:`_solve_stretch`."""
     hi = values[root, _LEN_SUM] - width
     c = min(max(near - 0.5 * width, 0.0), hi)
     i, len_i, weight_i = _locate(c, root, 0.0, 0.0, values, links)
     j, len_j, weight_j = _locate(c + width, root, 0.0, 0.0, values, links)
-    a = max(len_i, len_j - width, 0.0)
-    b = min(len_i + (values[i, _END] - values[i, _START]), hi)
-    b = min(b, len_j + (values[j, _END] - values[j, _START]) - width)
-    if a < b:
-        ends = (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
-        g_a, _ = _excess(a, width, target, ends, cut, n)
-        g_b, _ = _excess(b, width, target, ends, cut, n)
-        if g_a > 0.0 > g_b:
-            return _newton(a, b, a + (b - a) * (g_a / (g_a - g_b)), width, target, ends, cut, n)
+    ends = (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
+    span_i = values[i, _END] - values[i, _START]
+    guess = _guess(width, target, hi, ends, span_i, values[j, _END] - values[j, _START], cut, n)
+    if guess >= 0.0:
+        return guess
     if _free_weight(width, root, 0.0, 0.0, values, links, cut, n) <= target:
         return 0.0
     if _weight_after(hi, root, values, links, cut, n) >= target:
         return hi
     return _solve_stretch(0.0, hi, width, target, root, values, links, cut, n)
+
+
+# A free part of at most two intervals, the common case (in decreasing q/p a token is observed
+# to take the two sides of the gap the previous one left, at k = V too), is kept in scalars
+# without the tree: ``(start, end)`` of the first and of the second interval, the first's
+# weight, and how many there are (0, 1 or 2). Placing a stretch in it is :func:`_place` with
+# each descent replaced by a comparison with the first interval's length.
+Pair = tuple[float, float, float, float, float, int]
+
+
+@nb.njit(cache=True)
+def _pair(s0: float, e0: float, s1: float, e1: float, count: int, cut: float, n: int) -> Pair:
+    """The free part ``[s0, e0]`` then ``[s1, e1]`` (the first ``count`` of them; the
+    others are read as empty intervals at 0)."""
+    if count < 2:
+        s1, e1 = 0.0, 0.0
+    if count < 1:
+        s0, e0 = 0.0, 0.0
+    return (s0, e0, s1, e1, weight_between(s0, e0, cut, n), count)
+
+
+@nb.njit(cache=True)
+def _pair_locate(c: float, free: Pair) -> tuple[float, float, float, float]:
+    """``(start, end, free length before, free weight before)`` of the free interval that
+    :func:`_locate` finds for compressed position c (the first ending after c, else the
+    last)."""
+    s0, e0, s1, e1, w0, count = free
+    if count == 2 and c >= e0 - s0:
+        return s1, e1, e0 - s0, w0
+    return s0, e0, 0.0, 0.0
+
+
+@nb.njit(cache=True)
+def _pair_ends(c: float, width: float, free: Pair) -> StretchEnds:
+    """:func:`_ends_at` in a free pair."""
+    start_i, _, len_i, weight_i = _pair_locate(c, free)
+    start_j, _, len_j, weight_j = _pair_locate(c + width, free)
+    return (start_i, len_i, weight_i, start_j, len_j, weight_j)
+
+
+@nb.njit(cache=True)
+def _pair_length(free: Pair) -> float:
+    """The free length of a pair."""
+    s0, e0, s1, e1, _, count = free
+    return (e0 - s0 if count else 0.0) + (e1 - s1 if count == 2 else 0.0)
+
+
+@nb.njit(cache=True)
+def _place_pair(width: float, target: float, near: float, free: Pair, cut: float, n: int) -> float:
+    """:func:`_place` in a free pair: the same guess, front and back checks, and binary
+    search over the two breakpoints (c or c + width at the first interval's end)."""
+    s0, e0, s1, e1, _, count = free
+    hi = _pair_length(free) - width
+    c = min(max(near - 0.5 * width, 0.0), hi)
+    start_i, end_i, len_i, weight_i = _pair_locate(c, free)
+    start_j, end_j, len_j, weight_j = _pair_locate(c + width, free)
+    ends = (start_i, len_i, weight_i, start_j, len_j, weight_j)
+    guess = _guess(width, target, hi, ends, end_i - start_i, end_j - start_j, cut, n)
+    if guess >= 0.0:
+        return guess
+    start, end, before_len, before_weight = _pair_locate(width, free)
+    if before_len + (end - start) <= width:  # the whole free part
+        front = before_weight + weight_between(start, end, cut, n)
+    else:
+        front = _weight_into(width, start, before_len, before_weight, cut, n)
+    if front <= target:
+        return 0.0
+    start, end, before_len, _ = _pair_locate(hi, free)
+    back = weight_between(start + (hi - before_len), end, cut, n)
+    if count == 2 and before_len == 0.0:
+        back += weight_between(s1, e1, cut, n)
+    if back >= target:
+        return hi
+    a, b = 0.0, hi
+    for point in (e0 - s0, e0 - s0 - width):
+        if count == 2 and a < point < b:
+            g, _ = _excess(point, width, target, _pair_ends(point, width, free), cut, n)
+            if g > 0.0:
+                a = point
+            else:
+                b = point
+    middle = 0.5 * (a + b)
+    return _newton(a, b, middle, width, target, _pair_ends(middle, width, free), cut, n)
+
+
+@nb.njit(cache=True)
+def _carve_pair(
+    lo_c: float,
+    hi_c: float,
+    free: Pair,
+    kept: FloatArray,
+    p_start: FloatArray,
+    p_end: FloatArray,
+    pieces: int,
+) -> tuple[int, int]:
+    """:func:`_carve` in a free pair: the pieces of [lo_c, hi_c] go to
+    ``p_start/p_end[pieces:]``, the free intervals left (up to three) to ``kept`` (rows of
+    start, end); returns ``(how many are left, pieces)``."""
+    s0, e0, s1, e1, _, count = free
+    total = _pair_length(free)
+    left = 0
+    a_c = 0.0
+    for i in range(count):
+        s, e = (s0, e0) if i == 0 else (s1, e1)
+        b_c = total if i == count - 1 else a_c + (e - s)
+        if b_c <= lo_c or a_c >= hi_c:  # outside the stretch: kept whole
+            kept[left, 0], kept[left, 1] = s, e
+            left += 1
+        else:
+            cs = s + (lo_c - a_c) if lo_c > a_c else s
+            ce = min(s + (hi_c - a_c), e) if hi_c < b_c else e
+            if ce > cs:
+                p_start[pieces] = cs
+                p_end[pieces] = ce
+                pieces += 1
+            if cs > s:
+                kept[left, 0], kept[left, 1] = s, cs
+                left += 1
+            if e > ce:
+                kept[left, 0], kept[left, 1] = ce, e
+                left += 1
+        a_c = b_c
+    return left, pieces
 
 
 @nb.njit(cache=True)
@@ -517,29 +670,70 @@ def _fill_segment(
 ) -> tuple[int, int]:
     """Gap filling (Lemma 3) of the segment ``order[begin:end]`` that starts at ``line``, up
     to ``order[stop - 1]``: ``out = (starts, ends, first, last)`` gets the tokens' pieces from
-    index ``pieces`` on. Returns ``(pieces, root)``: the root of the free part left (its
-    shape is what the tests check: a balanced tree)."""
+    index ``pieces`` on. Returns ``(pieces, root)``: the root of the free part left if it is
+    a tree (its shape is what the tests check: a balanced tree), 0 if it is a pair.
+
+    The free part is a pair (:data:`Pair`) while it has at most two intervals, a tree
+    (nodes from 1 on) while it has more."""
     values, links, _, _ = tree
     p_start, p_end, first, last = out
-    root = 0
-    if line + length > line:  # node 1: the whole segment, free
-        root = _leaf(1, line, line + length, values, links, cut, n)
-    fresh = 2
+    kept = np.zeros((3, 2))
+    free = _pair(line, line + length, 0.0, 0.0, 1 if line + length > line else 0, cut, n)
+    root, fresh = 0, 0
     lo_c = 0.0
     for t in range(begin, stop):
         x = order[t]
-        total = values[root, _LEN_SUM]
+        total = values[root, _LEN_SUM] if root else _pair_length(free)
         width = min(q[x], total)
         if t == end - 1:  # the segment's last token takes what is left
             lo_c, width = 0.0, total
-        else:
+        elif root:
             lo_c = _place(width, accepted[x], lo_c, root, values, links, cut, n)
+        else:
+            lo_c = _place_pair(width, accepted[x], lo_c, free, cut, n)
         first[x] = pieces
-        root, fresh, pieces = _carve(
-            lo_c, lo_c + width, root, fresh, tree, p_start, p_end, pieces, cut, n
-        )
+        if root:
+            root, fresh, pieces = _carve(
+                lo_c, lo_c + width, root, fresh, tree, p_start, p_end, pieces, cut, n
+            )
+            one, two = _pair_nodes(root, links)
+            if one >= 0:
+                count = (one != 0) + (two != 0)
+                free = _pair(
+                    values[one, _START],
+                    values[one, _END],
+                    values[two, _START],
+                    values[two, _END],
+                    count,
+                    cut,
+                    n,
+                )
+                root = 0
+        else:
+            left, pieces = _carve_pair(lo_c, lo_c + width, free, kept, p_start, p_end, pieces)
+            if left <= 2:
+                free = _pair(kept[0, 0], kept[0, 1], kept[1, 0], kept[1, 1], left, cut, n)
+            else:  # three intervals: nodes 1-3 of a fresh tree
+                stack = tree[2]
+                for node in range(1, 4):
+                    leaf = _leaf(node, kept[node - 1, 0], kept[node - 1, 1], values, links, cut, n)
+                    root = _merge(root, leaf, values, links, stack)
+                fresh = 4
         last[x] = pieces
     return pieces, root
+
+
+@nb.njit(cache=True)
+def _pair_nodes(root: int, links: IntArray) -> tuple[int, int]:
+    """The tree's intervals in order as two nodes (0: none) if it has at most two, else
+    (-1, -1)."""
+    left, right = links[root, _LEFT], links[root, _RIGHT]
+    child = left + right
+    if (left != 0 and right != 0) or links[child, _LEFT] != 0 or links[child, _RIGHT] != 0:
+        return -1, -1
+    if root == 0:
+        return 0, 0
+    return (child, root) if left != 0 else (root, child)
 
 
 @nb.njit(cache=True)
