@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
 # a stretch's two ends: (start, free length before, free weight before) of each one's interval
 StretchEnds = tuple[float, float, float, float, float, float]
 
@@ -657,6 +658,7 @@ def _fill_segment(
     q: FloatArray,
     accepted: FloatArray,
     order: IntArray,
+    needed: BoolArray,
     begin: int,
     end: int,
     stop: int,
@@ -669,71 +671,93 @@ def _fill_segment(
     n: int,
 ) -> tuple[int, int]:
     """Gap filling (Lemma 3) of the segment ``order[begin:end]`` that starts at ``line``, up
-    to ``order[stop - 1]``: ``out = (starts, ends, first, last)`` gets the tokens' pieces from
-    index ``pieces`` on. Returns ``(pieces, root)``: the root of the free part left if it is
-    a tree (its shape is what the tests check: a balanced tree), 0 if it is a pair.
+    to ``order[stop - 1]``: ``out = (starts, ends, first, last)`` gets the pieces of the
+    tokens in ``needed`` from index ``pieces`` on. Returns ``(pieces, root)``: the root of
+    the free part left if it is a tree (its shape is what the tests check: a balanced tree),
+    0 if it is a pair.
 
-    The free part is a pair (:data:`Pair`) while it has at most two intervals, a tree
-    (nodes from 1 on) while it has more."""
-    values, links, _, _ = tree
+    The free part is a pair (:data:`Pair`, in scalars) while it has at most two intervals,
+    a tree (nodes from 1 on) while it has more. Each step places (:func:`_place`) and carves
+    (:func:`_carve`) one stretch: a token's, or a run's. A run is a stretch of consecutive
+    tokens outside ``needed`` whose accepted densities A/q lie between the weight just right
+    and just left of the stretch the previous step took (the hole): each of them would take
+    a stretch across the hole (the free part's weight is non-increasing in the compressed
+    coordinate), so their union is one stretch of the free part before them, of length
+    q(run) and weight A(run), whose root in Lemma 3 is unique (A(run) > 0, n >= 2); the free
+    part left is the one token-by-token filling leaves, and the run's tokens get no pieces
+    (docs/partial-resolution.md, "Runs")."""
+    values, links, stack, _ = tree
     p_start, p_end, first, last = out
     kept = np.zeros((3, 2))
     free = _pair(line, line + length, 0.0, 0.0, 1 if line + length > line else 0, cut, n)
     root, fresh = 0, 0
     lo_c = 0.0
-    for t in range(begin, stop):
+    left, right = -1.0, -1.0  # the weight just left and right of the hole (-1: none to join)
+    t = begin
+    while t < stop:
         x = order[t]
+        width, target, after = 0.0, 0.0, t
+        while after < min(stop, end - 1) and not needed[order[after]]:
+            y = order[after]
+            if not (0.0 < accepted[y] <= left * q[y] and right * q[y] <= accepted[y]):
+                break
+            width += q[y]
+            target += accepted[y]
+            after += 1
+        run = after > t
+        if not run:
+            width, target, after = q[x], accepted[x], t + 1
         total = values[root, _LEN_SUM] if root else _pair_length(free)
-        width = min(q[x], total)
+        width = min(width, total)
         if t == end - 1:  # the segment's last token takes what is left
             lo_c, width = 0.0, total
         elif root:
-            lo_c = _place(width, accepted[x], lo_c, root, values, links, cut, n)
+            lo_c = _place(width, target, lo_c, root, values, links, cut, n)
         else:
-            lo_c = _place_pair(width, accepted[x], lo_c, free, cut, n)
-        first[x] = pieces
+            lo_c = _place_pair(width, target, lo_c, free, cut, n)
+        before = pieces
         if root:
             root, fresh, pieces = _carve(
                 lo_c, lo_c + width, root, fresh, tree, p_start, p_end, pieces, cut, n
             )
-            one, two = _pair_nodes(root, links)
-            if one >= 0:
-                count = (one != 0) + (two != 0)
-                free = _pair(
-                    values[one, _START],
-                    values[one, _END],
-                    values[two, _START],
-                    values[two, _END],
-                    count,
-                    cut,
-                    n,
-                )
-                root = 0
+            small, pair = _as_pair(root, values, links, cut, n)
+            if small:  # back to a pair
+                root, free = 0, pair
         else:
-            left, pieces = _carve_pair(lo_c, lo_c + width, free, kept, p_start, p_end, pieces)
-            if left <= 2:
-                free = _pair(kept[0, 0], kept[0, 1], kept[1, 0], kept[1, 1], left, cut, n)
+            kept_count, pieces = _carve_pair(lo_c, lo_c + width, free, kept, p_start, p_end, pieces)
+            if kept_count <= 2:
+                free = _pair(kept[0, 0], kept[0, 1], kept[1, 0], kept[1, 1], kept_count, cut, n)
             else:  # three intervals: nodes 1-3 of a fresh tree
-                stack = tree[2]
                 for node in range(1, 4):
                     leaf = _leaf(node, kept[node - 1, 0], kept[node - 1, 1], values, links, cut, n)
                     root = _merge(root, leaf, values, links, stack)
                 fresh = 4
-        last[x] = pieces
+        left, right = -1.0, -1.0
+        hole = pieces > before and lo_c > 0.0 and lo_c + width < total  # free on both sides
+        if hole and n > 1 and after < stop and not needed[order[after]]:  # a run may follow
+            left = _density(p_start[before], cut, n)
+            right = _density(p_end[pieces - 1], cut, n)
+        if run:
+            pieces = before  # nobody's pieces
+        else:
+            first[x], last[x] = before, pieces
+        t = after
     return pieces, root
 
 
 @nb.njit(cache=True)
-def _pair_nodes(root: int, links: IntArray) -> tuple[int, int]:
-    """The tree's intervals in order as two nodes (0: none) if it has at most two, else
-    (-1, -1)."""
+def _as_pair(
+    root: int, values: FloatArray, links: IntArray, cut: float, n: int
+) -> tuple[bool, Pair]:
+    """``(True, the pair)`` if the tree has at most two intervals, else ``(False, any pair)``."""
     left, right = links[root, _LEFT], links[root, _RIGHT]
     child = left + right
     if (left != 0 and right != 0) or links[child, _LEFT] != 0 or links[child, _RIGHT] != 0:
-        return -1, -1
-    if root == 0:
-        return 0, 0
-    return (child, root) if left != 0 else (root, child)
+        return False, _pair(0.0, 0.0, 0.0, 0.0, 0, cut, n)
+    one, two = (child, root) if left != 0 else (root, child)
+    count = (one != 0) + (two != 0)
+    s0, e0, s1, e1 = values[one, _START], values[one, _END], values[two, _START], values[two, _END]
+    return True, _pair(s0, e0, s1, e1, count, cut, n)
 
 
 @nb.njit(cache=True)
@@ -745,22 +769,22 @@ def clock_pieces(
     n: int,
     cut: float,
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
-    """The sets ``I_x`` of every token by gap filling: :func:`clock_pieces_until` run to the
-    end of every segment."""
-    return clock_pieces_until(q, accepted, order, segment_ends, segment_ends, n, cut)
+    """The sets ``I_x`` of every token by gap filling: :func:`clock_pieces_of` every token."""
+    return clock_pieces_of(q, accepted, order, segment_ends, np.ones(q.shape[0], np.bool_), n, cut)
 
 
 @nb.njit(cache=True)
-def clock_pieces_until(
+def clock_pieces_of(
     q: FloatArray,
     accepted: FloatArray,
     order: IntArray,
     segment_ends: IntArray,
-    stops: IntArray,
+    needed: BoolArray,
     n: int,
     cut: float,
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
-    """The sets ``I_x`` by gap filling: ``(starts, ends, first, last)``.
+    """The sets ``I_x`` of the tokens in ``needed`` by gap filling: ``(starts, ends, first,
+    last)``.
 
     Tokens are taken in ``order``; ``segment_ends`` cuts ``order`` into segments (the tight
     chain of [GR] Theorem 6.2's blocks, then H*), segment j owning the stretch of [0, 1] after
@@ -770,14 +794,15 @@ def clock_pieces_until(
     takes what is left. Token x's pieces are ``starts[first[x]:last[x]]`` to
     ``ends[first[x]:last[x]]``, in increasing position.
 
-    Segment j is filled only up to ``order[stops[j] - 1]`` (``stops[j]`` between its start
-    and ``segment_ends[j]``): a token's set depends only on the tokens before it in its own
-    segment (Lemma 3 fills in order, segments own disjoint stretches), so a decoder row fills
-    only as far as its drafted tokens; the tokens after a stop get no pieces.
+    A token's set depends only on the tokens before it in its own segment (Lemma 3 fills in
+    order, segments own disjoint stretches), so each segment is filled only up to its last
+    needed token, and runs of tokens nobody needs take one stretch together where that
+    leaves the same free part (:func:`_fill_segment`): a decoder row fills only what its
+    drafted tokens need. A token outside ``needed`` may get no pieces.
 
-    The free part is a balanced tree (:func:`_split`, :func:`_merge`): O(log m) per search
-    step over m free intervals, O(k log^2 k) in all, where a flat free list cost O(k^2) on a
-    segment of k tokens.
+    The free part is a balanced tree (:func:`_split`, :func:`_merge`) once it has more than
+    two intervals: O(log m) per search step over m free intervals, O(k log^2 k) in all,
+    where a flat free list cost O(k^2) on a segment of k tokens.
     """
     k = q.shape[0]
     # each token carves a run of free intervals and leaves at most two; every segment starts
@@ -796,11 +821,13 @@ def clock_pieces_until(
     for seg in range(segment_ends.shape[0]):
         end = segment_ends[seg]
         length = 0.0
+        stop = begin
         for t in range(begin, end):
             length += q[order[t]]
-        stop = min(max(stops[seg], begin), end)
+            if needed[order[t]]:
+                stop = t + 1
         pieces, _ = _fill_segment(
-            q, accepted, order, begin, end, stop, line, length, tree, out, pieces, cut, n
+            q, accepted, order, needed, begin, end, stop, line, length, tree, out, pieces, cut, n
         )
         line += length
         begin = end

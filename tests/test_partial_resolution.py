@@ -134,7 +134,10 @@ def test_a_free_list_of_half_the_segment_is_a_shallow_tree() -> None:
     values, links = _new_tree(k + 2)
     tree = (values, links, np.empty(k + 2, np.int64), np.empty(k + 2, np.int64))
     length = float(np.cumsum(q)[-1])
-    _, root = _fill_segment(q, accepted, order, 0, k, k // 2, 0.0, length, tree, out, 0, cut, n)
+    needed = np.ones(k, dtype=bool)
+    _, root = _fill_segment(
+        q, accepted, order, needed, 0, k, k // 2, 0.0, length, tree, out, 0, cut, n
+    )
     size, depth, level = 0, 0, [root]
     while level:
         size, depth = size + len(level), depth + 1
