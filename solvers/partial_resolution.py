@@ -416,10 +416,11 @@ def _guess(
     span_j: float,
     cut: float,
     n: int,
-) -> float:
-    """The root c of :func:`_place` if it lies strictly inside the range of c where the
-    stretch's ends stay in the free intervals ``ends`` describes (of lengths ``span_i`` and
-    ``span_j``), else -1.
+) -> tuple[float, float, float]:
+    """``(c, lo, top)``: the root c of :func:`_place` if it lies strictly inside the range of
+    c where the stretch's ends stay in the free intervals ``ends`` describes (of lengths
+    ``span_i`` and ``span_j``), else -1; and the bracket [lo, top] of [0, hi] that holds the
+    root by what the range's ends weigh.
 
     Over that range the weight is one smooth function; if it crosses ``target`` strictly
     inside, the root is there and unique (the weight is strictly decreasing in c where it is
@@ -429,12 +430,18 @@ def _guess(
     _, len_i, _, _, len_j, _ = ends
     a = max(len_i, len_j - width, 0.0)
     b = min(len_i + span_i, hi, len_j + span_j - width)
+    lo, top = 0.0, hi
     if a < b:
         g_a, _ = _excess(a, width, target, ends, cut, n)
         g_b, _ = _excess(b, width, target, ends, cut, n)
         if g_a > 0.0 > g_b:
-            return _newton(a, b, a + (b - a) * (g_a / (g_a - g_b)), width, target, ends, cut, n)
-    return -1.0
+            x = a + (b - a) * (g_a / (g_a - g_b))
+            return _newton(a, b, x, width, target, ends, cut, n), a, b
+        if g_a <= 0.0:
+            top = a
+        else:
+            lo = b
+    return -1.0, lo, top
 
 
 @nb.njit(cache=True)
@@ -455,21 +462,60 @@ def _place(
     start, where it left its gap; in decreasing q/p each stretch is observed to take the two
     sides of that gap). Otherwise: 0 if the front already weighs at most ``target``, the back
     end if the back (everything after ``total - width``) already weighs at least it, else
-    :func:`_solve_stretch`."""
+    :func:`_solve_stretch` in the bracket :func:`_bracket` finds next to the guess (a token
+    that does not take both sides of the gap is observed to lie within a few widths of it,
+    on its left)."""
     hi = values[root, _LEN_SUM] - width
     c = min(max(near - 0.5 * width, 0.0), hi)
     i, len_i, weight_i = _locate(c, root, 0.0, 0.0, values, links)
     j, len_j, weight_j = _locate(c + width, root, 0.0, 0.0, values, links)
     ends = (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
     span_i = values[i, _END] - values[i, _START]
-    guess = _guess(width, target, hi, ends, span_i, values[j, _END] - values[j, _START], cut, n)
+    span_j = values[j, _END] - values[j, _START]
+    guess, lo, top = _guess(width, target, hi, ends, span_i, span_j, cut, n)
     if guess >= 0.0:
         return guess
     if _free_weight(width, root, 0.0, 0.0, values, links, cut, n) <= target:
         return 0.0
     if _weight_after(hi, root, values, links, cut, n) >= target:
         return hi
-    return _solve_stretch(0.0, hi, width, target, root, values, links, cut, n)
+    lo, top = _bracket(lo, top, hi, width, target, root, values, links, cut, n)
+    return _solve_stretch(lo, top, width, target, root, values, links, cut, n)
+
+
+@nb.njit(cache=True)
+def _bracket(
+    lo: float,
+    top: float,
+    hi: float,
+    width: float,
+    target: float,
+    root: int,
+    values: FloatArray,
+    links: IntArray,
+    cut: float,
+    n: int,
+) -> tuple[float, float]:
+    """Narrow the bracket [lo, top] of the root (in [0, hi]) from the end the guess set:
+    steps of width, 2 width, 4 width ... away from it until the stretch's weight changes
+    side of ``target`` (the weight is non-increasing in c), so that the binary search over
+    breakpoints (:func:`_solve_stretch`) visits few of them."""
+    step = width
+    if top < hi:  # the root is at most top: step left
+        while top - step > lo:
+            x = top - step
+            g, _ = _excess(x, width, target, _ends_at(x, width, root, values, links), cut, n)
+            if g > 0.0:
+                return x, top
+            top, step = x, 2.0 * step
+    elif lo > 0.0:  # the root is at least lo: step right
+        while lo + step < top:
+            x = lo + step
+            g, _ = _excess(x, width, target, _ends_at(x, width, root, values, links), cut, n)
+            if g <= 0.0:
+                return lo, x
+            lo, step = x, 2.0 * step
+    return lo, top
 
 
 # A free part of at most two intervals, the common case (in decreasing q/p a token is observed
@@ -527,7 +573,7 @@ def _place_pair(width: float, target: float, near: float, free: Pair, cut: float
     start_i, end_i, len_i, weight_i = _pair_locate(c, free)
     start_j, end_j, len_j, weight_j = _pair_locate(c + width, free)
     ends = (start_i, len_i, weight_i, start_j, len_j, weight_j)
-    guess = _guess(width, target, hi, ends, end_i - start_i, end_j - start_j, cut, n)
+    guess, _, _ = _guess(width, target, hi, ends, end_i - start_i, end_j - start_j, cut, n)
     if guess >= 0.0:
         return guess
     start, end, before_len, before_weight = _pair_locate(width, free)
