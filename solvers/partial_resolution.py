@@ -37,6 +37,7 @@ StretchEnds = tuple[float, float, float, float, float, float]
 
 BISECTIONS = 200  # more than enough to pin a float64 position (stops when it stops moving)
 ROUNDING = 4.0 * float(np.finfo(np.float64).eps)  # a stretch weight's rounding, relative
+WALK = 8  # ranges a placement walks through before the binary search over breakpoints
 SUMMED_POWERS = 16  # weight_between sums n terms up to this n, above it two transcendentals
 
 
@@ -480,6 +481,38 @@ def _place(
     if _weight_after(hi, root, values, links, cut, n) >= target:
         return hi
     lo, top = _bracket(lo, top, hi, width, target, root, values, links, cut, n)
+    return _walk(lo, top, hi, width, target, root, values, links, cut, n)
+
+
+@nb.njit(cache=True)
+def _walk(
+    lo: float,
+    top: float,
+    hi: float,
+    width: float,
+    target: float,
+    root: int,
+    values: FloatArray,
+    links: IntArray,
+    cut: float,
+    n: int,
+) -> float:
+    """The root in the bracket [lo, top]: from lo, stretch by stretch over the ranges of c
+    where both ends stay in the same free intervals (a few, next to the guess), the first
+    range whose end weighs at most ``target`` holds it (:func:`_newton`); after ``WALK``
+    ranges, the binary search over breakpoints (:func:`_solve_stretch`) from there."""
+    for _ in range(WALK):
+        i, len_i, weight_i = _locate(lo, root, 0.0, 0.0, values, links)
+        j, len_j, weight_j = _locate(lo + width, root, 0.0, 0.0, values, links)
+        ends = (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
+        b = min(len_i + (values[i, _END] - values[i, _START]), hi, top)
+        b = min(b, len_j + (values[j, _END] - values[j, _START]) - width)
+        g_b, _ = _excess(b, width, target, ends, cut, n)
+        if g_b <= 0.0 or b >= top:
+            g_lo, _ = _excess(lo, width, target, ends, cut, n)
+            x = lo + (b - lo) * (g_lo / (g_lo - g_b)) if g_lo > g_b else 0.5 * (lo + b)
+            return _newton(lo, b, x, width, target, ends, cut, n)
+        lo = b
     return _solve_stretch(lo, top, width, target, root, values, links, cut, n)
 
 
