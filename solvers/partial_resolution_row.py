@@ -99,8 +99,9 @@ def drafted_partition(
     p_local: FloatArray, q_local: FloatArray, n: int, local: IntArray
 ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, IntArray, float]:
     """``(A, starts, ends, first, last, cut)``: the clock partition's pieces of the tokens in
-    ``local`` (draft-vocabulary positions, any shape) and of the tokens gap filling passes
-    on the way to them; every other token has no pieces (``first == last``)."""
+    ``local`` (draft-vocabulary positions, any shape) and of the tokens gap filling takes one
+    by one on the way to them; every other token (after them, or in a run filled as one
+    stretch) has no pieces (``first == last``)."""
     accepted, order, segment_ends, rejection = accepted_targets_kernel(p_local, q_local, n)
     cut = 1.0 - max(rejection, 0.0) ** (1.0 / n)
     needed = np.zeros(p_local.shape[0], dtype=np.bool_)
