@@ -23,17 +23,22 @@ otherwise the step samples the residual ``p - A``.
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
 # a stretch's two ends: (start, free length before, free weight before) of each one's interval
 StretchEnds = tuple[float, float, float, float, float, float]
 
 BISECTIONS = 200  # more than enough to pin a float64 position (stops when it stops moving)
 ROUNDING = 4.0 * float(np.finfo(np.float64).eps)  # a stretch weight's rounding, relative
+WALK = 8  # ranges a placement walks through before the binary search over breakpoints
+SUMMED_POWERS = 16  # weight_between sums n terms up to this n, above it two transcendentals
 
 
 @nb.njit(cache=True)
@@ -43,6 +48,10 @@ def weight_between(a: float, b: float, cut: float, n: int) -> float:
     tb = 1.0 - min(b, cut)
     if ta <= tb:
         return 0.0
+    if n > SUMMED_POWERS:
+        # ta^n (1 - (tb / ta)^n) with 1 - (tb / ta)^n = -expm1(n log1p(-(ta - tb) / ta)): a few
+        # ulps, no cancellation, O(1) where the sum below costs n terms (43 ns at n = 64)
+        return ta**n * -math.expm1(n * math.log1p(-(ta - tb) / ta))
     # (ta - tb) * sum ta^(n-1-i) tb^i: positive terms, no cancellation between the powers,
     # summed from the largest (ta > tb): starting from tb^(n-1) lost every digit once it was
     # subnormal or 0 (tb = 3.6e-6, n = 60 or 100: weights of 1.006 or 0 for a true 0.99996)
@@ -399,6 +408,44 @@ def _solve_stretch(
 
 
 @nb.njit(cache=True)
+def _guess(
+    width: float,
+    target: float,
+    hi: float,
+    ends: StretchEnds,
+    span_i: float,
+    span_j: float,
+    cut: float,
+    n: int,
+) -> tuple[float, float, float]:
+    """``(c, lo, top)``: the root c of :func:`_place` if it lies strictly inside the range of
+    c where the stretch's ends stay in the free intervals ``ends`` describes (of lengths
+    ``span_i`` and ``span_j``), else -1; and the bracket [lo, top] of [0, hi] that holds the
+    root by what the range's ends weigh.
+
+    Over that range the weight is one smooth function; if it crosses ``target`` strictly
+    inside, the root is there and unique (the weight is strictly decreasing in c where it is
+    positive, for n >= 2: w decreases below the cut; for n = 1 a flat stretch weighs its
+    width > target everywhere), and :func:`_newton` finds it from the linear
+    interpolation."""
+    _, len_i, _, _, len_j, _ = ends
+    a = max(len_i, len_j - width, 0.0)
+    b = min(len_i + span_i, hi, len_j + span_j - width)
+    lo, top = 0.0, hi
+    if a < b:
+        g_a, _ = _excess(a, width, target, ends, cut, n)
+        g_b, _ = _excess(b, width, target, ends, cut, n)
+        if g_a > 0.0 > g_b:
+            x = a + (b - a) * (g_a / (g_a - g_b))
+            return _newton(a, b, x, width, target, ends, cut, n), a, b
+        if g_a <= 0.0:
+            top = a
+        else:
+            lo = b
+    return -1.0, lo, top
+
+
+@nb.njit(cache=True)
 def _place(
     width: float,
     target: float,
@@ -412,33 +459,219 @@ def _place(
     """The compressed start c of a token's stretch [c, c + width] of weight ``target``
     (Lemma 3).
 
-    First a guess: the stretch centred on ``near`` (the previous token's start, where it
-    left its gap; in decreasing q/p each stretch is observed to take the two sides of that
-    gap). Over the range of c where both ends stay in the free intervals they lie in there,
-    the weight is one smooth function; if it crosses ``target`` strictly inside, the root is
-    there and unique (the weight is strictly decreasing in c where it is positive, for
-    n >= 2: w decreases below the cut; for n = 1 a flat stretch weighs its width > target
-    everywhere), and :func:`_newton` finds it from the linear interpolation. Otherwise: 0 if
-    the front already weighs at most ``target``, the back end if the back (everything after
-    ``total - width``) already weighs at least it, else :func:`_solve_stretch`."""
+    First a guess (:func:`_guess`): the stretch centred on ``near`` (the previous token's
+    start, where it left its gap; in decreasing q/p each stretch is observed to take the two
+    sides of that gap). Otherwise: 0 if the front already weighs at most ``target``, the back
+    end if the back (everything after ``total - width``) already weighs at least it, else
+    :func:`_solve_stretch` in the bracket :func:`_bracket` finds next to the guess (a token
+    that does not take both sides of the gap is observed to lie within a few widths of it,
+    on its left)."""
     hi = values[root, _LEN_SUM] - width
     c = min(max(near - 0.5 * width, 0.0), hi)
     i, len_i, weight_i = _locate(c, root, 0.0, 0.0, values, links)
     j, len_j, weight_j = _locate(c + width, root, 0.0, 0.0, values, links)
-    a = max(len_i, len_j - width, 0.0)
-    b = min(len_i + (values[i, _END] - values[i, _START]), hi)
-    b = min(b, len_j + (values[j, _END] - values[j, _START]) - width)
-    if a < b:
-        ends = (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
-        g_a, _ = _excess(a, width, target, ends, cut, n)
-        g_b, _ = _excess(b, width, target, ends, cut, n)
-        if g_a > 0.0 > g_b:
-            return _newton(a, b, a + (b - a) * (g_a / (g_a - g_b)), width, target, ends, cut, n)
+    ends = (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
+    span_i = values[i, _END] - values[i, _START]
+    span_j = values[j, _END] - values[j, _START]
+    guess, lo, top = _guess(width, target, hi, ends, span_i, span_j, cut, n)
+    if guess >= 0.0:
+        return guess
     if _free_weight(width, root, 0.0, 0.0, values, links, cut, n) <= target:
         return 0.0
     if _weight_after(hi, root, values, links, cut, n) >= target:
         return hi
-    return _solve_stretch(0.0, hi, width, target, root, values, links, cut, n)
+    lo, top = _bracket(lo, top, hi, width, target, root, values, links, cut, n)
+    return _walk(lo, top, hi, width, target, root, values, links, cut, n)
+
+
+@nb.njit(cache=True)
+def _walk(
+    lo: float,
+    top: float,
+    hi: float,
+    width: float,
+    target: float,
+    root: int,
+    values: FloatArray,
+    links: IntArray,
+    cut: float,
+    n: int,
+) -> float:
+    """The root in the bracket [lo, top]: from lo, stretch by stretch over the ranges of c
+    where both ends stay in the same free intervals (a few, next to the guess), the first
+    range whose end weighs at most ``target`` holds it (:func:`_newton`); after ``WALK``
+    ranges, the binary search over breakpoints (:func:`_solve_stretch`) from there."""
+    for _ in range(WALK):
+        i, len_i, weight_i = _locate(lo, root, 0.0, 0.0, values, links)
+        j, len_j, weight_j = _locate(lo + width, root, 0.0, 0.0, values, links)
+        ends = (values[i, _START], len_i, weight_i, values[j, _START], len_j, weight_j)
+        b = min(len_i + (values[i, _END] - values[i, _START]), hi, top)
+        b = min(b, len_j + (values[j, _END] - values[j, _START]) - width)
+        g_b, _ = _excess(b, width, target, ends, cut, n)
+        if g_b <= 0.0 or b >= top:
+            g_lo, _ = _excess(lo, width, target, ends, cut, n)
+            x = lo + (b - lo) * (g_lo / (g_lo - g_b)) if g_lo > g_b else 0.5 * (lo + b)
+            return _newton(lo, b, x, width, target, ends, cut, n)
+        lo = b
+    return _solve_stretch(lo, top, width, target, root, values, links, cut, n)
+
+
+@nb.njit(cache=True)
+def _bracket(
+    lo: float,
+    top: float,
+    hi: float,
+    width: float,
+    target: float,
+    root: int,
+    values: FloatArray,
+    links: IntArray,
+    cut: float,
+    n: int,
+) -> tuple[float, float]:
+    """Narrow the bracket [lo, top] of the root (in [0, hi]) from the end the guess set:
+    steps of width, 2 width, 4 width ... away from it until the stretch's weight changes
+    side of ``target`` (the weight is non-increasing in c), so that the binary search over
+    breakpoints (:func:`_solve_stretch`) visits few of them."""
+    step = width
+    if top < hi:  # the root is at most top: step left
+        while top - step > lo:
+            x = top - step
+            g, _ = _excess(x, width, target, _ends_at(x, width, root, values, links), cut, n)
+            if g > 0.0:
+                return x, top
+            top, step = x, 2.0 * step
+    elif lo > 0.0:  # the root is at least lo: step right
+        while lo + step < top:
+            x = lo + step
+            g, _ = _excess(x, width, target, _ends_at(x, width, root, values, links), cut, n)
+            if g <= 0.0:
+                return lo, x
+            lo, step = x, 2.0 * step
+    return lo, top
+
+
+# A free part of at most two intervals, the common case (in decreasing q/p a token is observed
+# to take the two sides of the gap the previous one left, at k = V too), is kept in scalars
+# without the tree: ``(start, end)`` of the first and of the second interval, the first's
+# weight, and how many there are (0, 1 or 2). Placing a stretch in it is :func:`_place` with
+# each descent replaced by a comparison with the first interval's length.
+Pair = tuple[float, float, float, float, float, int]
+
+
+@nb.njit(cache=True)
+def _pair(s0: float, e0: float, s1: float, e1: float, count: int, cut: float, n: int) -> Pair:
+    """The free part ``[s0, e0]`` then ``[s1, e1]`` (the first ``count`` of them; the
+    others are read as empty intervals at 0)."""
+    if count < 2:
+        s1, e1 = 0.0, 0.0
+    if count < 1:
+        s0, e0 = 0.0, 0.0
+    return (s0, e0, s1, e1, weight_between(s0, e0, cut, n), count)
+
+
+@nb.njit(cache=True)
+def _pair_locate(c: float, free: Pair) -> tuple[float, float, float, float]:
+    """``(start, end, free length before, free weight before)`` of the free interval that
+    :func:`_locate` finds for compressed position c (the first ending after c, else the
+    last)."""
+    s0, e0, s1, e1, w0, count = free
+    if count == 2 and c >= e0 - s0:
+        return s1, e1, e0 - s0, w0
+    return s0, e0, 0.0, 0.0
+
+
+@nb.njit(cache=True)
+def _pair_ends(c: float, width: float, free: Pair) -> StretchEnds:
+    """:func:`_ends_at` in a free pair."""
+    start_i, _, len_i, weight_i = _pair_locate(c, free)
+    start_j, _, len_j, weight_j = _pair_locate(c + width, free)
+    return (start_i, len_i, weight_i, start_j, len_j, weight_j)
+
+
+@nb.njit(cache=True)
+def _pair_length(free: Pair) -> float:
+    """The free length of a pair."""
+    s0, e0, s1, e1, _, count = free
+    return (e0 - s0 if count else 0.0) + (e1 - s1 if count == 2 else 0.0)
+
+
+@nb.njit(cache=True)
+def _place_pair(width: float, target: float, near: float, free: Pair, cut: float, n: int) -> float:
+    """:func:`_place` in a free pair: the same guess, front and back checks, and binary
+    search over the two breakpoints (c or c + width at the first interval's end)."""
+    s0, e0, s1, e1, _, count = free
+    hi = _pair_length(free) - width
+    c = min(max(near - 0.5 * width, 0.0), hi)
+    start_i, end_i, len_i, weight_i = _pair_locate(c, free)
+    start_j, end_j, len_j, weight_j = _pair_locate(c + width, free)
+    ends = (start_i, len_i, weight_i, start_j, len_j, weight_j)
+    guess, _, _ = _guess(width, target, hi, ends, end_i - start_i, end_j - start_j, cut, n)
+    if guess >= 0.0:
+        return guess
+    start, end, before_len, before_weight = _pair_locate(width, free)
+    if before_len + (end - start) <= width:  # the whole free part
+        front = before_weight + weight_between(start, end, cut, n)
+    else:
+        front = _weight_into(width, start, before_len, before_weight, cut, n)
+    if front <= target:
+        return 0.0
+    start, end, before_len, _ = _pair_locate(hi, free)
+    back = weight_between(start + (hi - before_len), end, cut, n)
+    if count == 2 and before_len == 0.0:
+        back += weight_between(s1, e1, cut, n)
+    if back >= target:
+        return hi
+    a, b = 0.0, hi
+    for point in (e0 - s0, e0 - s0 - width):
+        if count == 2 and a < point < b:
+            g, _ = _excess(point, width, target, _pair_ends(point, width, free), cut, n)
+            if g > 0.0:
+                a = point
+            else:
+                b = point
+    middle = 0.5 * (a + b)
+    return _newton(a, b, middle, width, target, _pair_ends(middle, width, free), cut, n)
+
+
+@nb.njit(cache=True)
+def _carve_pair(
+    lo_c: float,
+    hi_c: float,
+    free: Pair,
+    kept: FloatArray,
+    p_start: FloatArray,
+    p_end: FloatArray,
+    pieces: int,
+) -> tuple[int, int]:
+    """:func:`_carve` in a free pair: the pieces of [lo_c, hi_c] go to
+    ``p_start/p_end[pieces:]``, the free intervals left (up to three) to ``kept`` (rows of
+    start, end); returns ``(how many are left, pieces)``."""
+    s0, e0, s1, e1, _, count = free
+    total = _pair_length(free)
+    left = 0
+    a_c = 0.0
+    for i in range(count):
+        s, e = (s0, e0) if i == 0 else (s1, e1)
+        b_c = total if i == count - 1 else a_c + (e - s)
+        if b_c <= lo_c or a_c >= hi_c:  # outside the stretch: kept whole
+            kept[left, 0], kept[left, 1] = s, e
+            left += 1
+        else:
+            cs = s + (lo_c - a_c) if lo_c > a_c else s
+            ce = min(s + (hi_c - a_c), e) if hi_c < b_c else e
+            if ce > cs:
+                p_start[pieces] = cs
+                p_end[pieces] = ce
+                pieces += 1
+            if cs > s:
+                kept[left, 0], kept[left, 1] = s, cs
+                left += 1
+            if e > ce:
+                kept[left, 0], kept[left, 1] = ce, e
+                left += 1
+        a_c = b_c
+    return left, pieces
 
 
 @nb.njit(cache=True)
@@ -504,6 +737,7 @@ def _fill_segment(
     q: FloatArray,
     accepted: FloatArray,
     order: IntArray,
+    needed: BoolArray,
     begin: int,
     end: int,
     stop: int,
@@ -516,30 +750,93 @@ def _fill_segment(
     n: int,
 ) -> tuple[int, int]:
     """Gap filling (Lemma 3) of the segment ``order[begin:end]`` that starts at ``line``, up
-    to ``order[stop - 1]``: ``out = (starts, ends, first, last)`` gets the tokens' pieces from
-    index ``pieces`` on. Returns ``(pieces, root)``: the root of the free part left (its
-    shape is what the tests check: a balanced tree)."""
-    values, links, _, _ = tree
+    to ``order[stop - 1]``: ``out = (starts, ends, first, last)`` gets the pieces of the
+    tokens in ``needed`` from index ``pieces`` on. Returns ``(pieces, root)``: the root of
+    the free part left if it is a tree (its shape is what the tests check: a balanced tree),
+    0 if it is a pair.
+
+    The free part is a pair (:data:`Pair`, in scalars) while it has at most two intervals,
+    a tree (nodes from 1 on) while it has more. Each step places (:func:`_place`) and carves
+    (:func:`_carve`) one stretch: a token's, or a run's. A run is a stretch of consecutive
+    tokens outside ``needed`` whose accepted densities A/q lie between the weight just right
+    and just left of the stretch the previous step took (the hole): each of them would take
+    a stretch across the hole (the free part's weight is non-increasing in the compressed
+    coordinate), so their union is one stretch of the free part before them, of length
+    q(run) and weight A(run), whose root in Lemma 3 is unique (A(run) > 0, n >= 2); the free
+    part left is the one token-by-token filling leaves, and the run's tokens get no pieces
+    (docs/partial-resolution.md, "Runs")."""
+    values, links, stack, _ = tree
     p_start, p_end, first, last = out
-    root = 0
-    if line + length > line:  # node 1: the whole segment, free
-        root = _leaf(1, line, line + length, values, links, cut, n)
-    fresh = 2
+    kept = np.zeros((3, 2))
+    free = _pair(line, line + length, 0.0, 0.0, 1 if line + length > line else 0, cut, n)
+    root, fresh = 0, 0
     lo_c = 0.0
-    for t in range(begin, stop):
+    left, right = -1.0, -1.0  # the weight just left and right of the hole (-1: none to join)
+    t = begin
+    while t < stop:
         x = order[t]
-        total = values[root, _LEN_SUM]
-        width = min(q[x], total)
+        width, target, after = 0.0, 0.0, t
+        while after < min(stop, end - 1) and not needed[order[after]]:
+            y = order[after]
+            if not (0.0 < accepted[y] <= left * q[y] and right * q[y] <= accepted[y]):
+                break
+            width += q[y]
+            target += accepted[y]
+            after += 1
+        run = after > t
+        if not run:
+            width, target, after = q[x], accepted[x], t + 1
+        total = values[root, _LEN_SUM] if root else _pair_length(free)
+        width = min(width, total)
         if t == end - 1:  # the segment's last token takes what is left
             lo_c, width = 0.0, total
+        elif root:
+            lo_c = _place(width, target, lo_c, root, values, links, cut, n)
         else:
-            lo_c = _place(width, accepted[x], lo_c, root, values, links, cut, n)
-        first[x] = pieces
-        root, fresh, pieces = _carve(
-            lo_c, lo_c + width, root, fresh, tree, p_start, p_end, pieces, cut, n
-        )
-        last[x] = pieces
+            lo_c = _place_pair(width, target, lo_c, free, cut, n)
+        before = pieces
+        if root:
+            root, fresh, pieces = _carve(
+                lo_c, lo_c + width, root, fresh, tree, p_start, p_end, pieces, cut, n
+            )
+            small, pair = _as_pair(root, values, links, cut, n)
+            if small:  # back to a pair
+                root, free = 0, pair
+        else:
+            kept_count, pieces = _carve_pair(lo_c, lo_c + width, free, kept, p_start, p_end, pieces)
+            if kept_count <= 2:
+                free = _pair(kept[0, 0], kept[0, 1], kept[1, 0], kept[1, 1], kept_count, cut, n)
+            else:  # three intervals: nodes 1-3 of a fresh tree
+                for node in range(1, 4):
+                    leaf = _leaf(node, kept[node - 1, 0], kept[node - 1, 1], values, links, cut, n)
+                    root = _merge(root, leaf, values, links, stack)
+                fresh = 4
+        left, right = -1.0, -1.0
+        hole = pieces > before and lo_c > 0.0 and lo_c + width < total  # free on both sides
+        if hole and n > 1 and after < stop and not needed[order[after]]:  # a run may follow
+            left = _density(p_start[before], cut, n)
+            right = _density(p_end[pieces - 1], cut, n)
+        if run:
+            pieces = before  # nobody's pieces
+        else:
+            first[x], last[x] = before, pieces
+        t = after
     return pieces, root
+
+
+@nb.njit(cache=True)
+def _as_pair(
+    root: int, values: FloatArray, links: IntArray, cut: float, n: int
+) -> tuple[bool, Pair]:
+    """``(True, the pair)`` if the tree has at most two intervals, else ``(False, any pair)``."""
+    left, right = links[root, _LEFT], links[root, _RIGHT]
+    child = left + right
+    if (left != 0 and right != 0) or links[child, _LEFT] != 0 or links[child, _RIGHT] != 0:
+        return False, _pair(0.0, 0.0, 0.0, 0.0, 0, cut, n)
+    one, two = (child, root) if left != 0 else (root, child)
+    count = (one != 0) + (two != 0)
+    s0, e0, s1, e1 = values[one, _START], values[one, _END], values[two, _START], values[two, _END]
+    return True, _pair(s0, e0, s1, e1, count, cut, n)
 
 
 @nb.njit(cache=True)
@@ -551,22 +848,22 @@ def clock_pieces(
     n: int,
     cut: float,
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
-    """The sets ``I_x`` of every token by gap filling: :func:`clock_pieces_until` run to the
-    end of every segment."""
-    return clock_pieces_until(q, accepted, order, segment_ends, segment_ends, n, cut)
+    """The sets ``I_x`` of every token by gap filling: :func:`clock_pieces_of` every token."""
+    return clock_pieces_of(q, accepted, order, segment_ends, np.ones(q.shape[0], np.bool_), n, cut)
 
 
 @nb.njit(cache=True)
-def clock_pieces_until(
+def clock_pieces_of(
     q: FloatArray,
     accepted: FloatArray,
     order: IntArray,
     segment_ends: IntArray,
-    stops: IntArray,
+    needed: BoolArray,
     n: int,
     cut: float,
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
-    """The sets ``I_x`` by gap filling: ``(starts, ends, first, last)``.
+    """The sets ``I_x`` of the tokens in ``needed`` by gap filling: ``(starts, ends, first,
+    last)``.
 
     Tokens are taken in ``order``; ``segment_ends`` cuts ``order`` into segments (the tight
     chain of [GR] Theorem 6.2's blocks, then H*), segment j owning the stretch of [0, 1] after
@@ -576,14 +873,15 @@ def clock_pieces_until(
     takes what is left. Token x's pieces are ``starts[first[x]:last[x]]`` to
     ``ends[first[x]:last[x]]``, in increasing position.
 
-    Segment j is filled only up to ``order[stops[j] - 1]`` (``stops[j]`` between its start
-    and ``segment_ends[j]``): a token's set depends only on the tokens before it in its own
-    segment (Lemma 3 fills in order, segments own disjoint stretches), so a decoder row fills
-    only as far as its drafted tokens; the tokens after a stop get no pieces.
+    A token's set depends only on the tokens before it in its own segment (Lemma 3 fills in
+    order, segments own disjoint stretches), so each segment is filled only up to its last
+    needed token, and runs of tokens nobody needs take one stretch together where that
+    leaves the same free part (:func:`_fill_segment`): a decoder row fills only what its
+    drafted tokens need. A token outside ``needed`` may get no pieces.
 
-    The free part is a balanced tree (:func:`_split`, :func:`_merge`): O(log m) per search
-    step over m free intervals, O(k log^2 k) in all, where a flat free list cost O(k^2) on a
-    segment of k tokens.
+    The free part is a balanced tree (:func:`_split`, :func:`_merge`) once it has more than
+    two intervals: O(log m) per search step over m free intervals, O(k log^2 k) in all,
+    where a flat free list cost O(k^2) on a segment of k tokens.
     """
     k = q.shape[0]
     # each token carves a run of free intervals and leaves at most two; every segment starts
@@ -602,11 +900,13 @@ def clock_pieces_until(
     for seg in range(segment_ends.shape[0]):
         end = segment_ends[seg]
         length = 0.0
+        stop = begin
         for t in range(begin, end):
             length += q[order[t]]
-        stop = min(max(stops[seg], begin), end)
+            if needed[order[t]]:
+                stop = t + 1
         pieces, _ = _fill_segment(
-            q, accepted, order, begin, end, stop, line, length, tree, out, pieces, cut, n
+            q, accepted, order, needed, begin, end, stop, line, length, tree, out, pieces, cut, n
         )
         line += length
         begin = end

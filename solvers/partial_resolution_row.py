@@ -11,9 +11,10 @@ compiled pass per row, nothing materialised that the drafts do not read:
 2. H* by the prefix rule of the q/p order and the accepted masses A: p on H*, the outer
    targets with their tight blocks elsewhere ([GR] Theorems 3.1 and 6.2;
    :func:`accepted_targets_kernel`, the one implementation the object API uses too);
-3. gap filling (Lemma 3) of the drafted tokens' segments only, and in each only up to its
-   last drafted token (:func:`~otlp.solvers.partial_resolution.clock_pieces_until`): a token's
-   set depends only on the tokens before it in its own segment;
+3. gap filling (Lemma 3) of the drafted tokens' segments only, in each only up to its last
+   drafted token, runs of undrafted tokens in one stretch where that leaves the same free
+   part (:func:`~otlp.solvers.partial_resolution.clock_pieces_of`): a token's set depends only on
+   the free part the tokens before it in its own segment leave;
 4. the clock race of the drafts (Lemma 4, :func:`~otlp.solvers.partial_resolution.clock_winner`)
    and, on rejection, the residual p - A (drawn over the draft vocabulary plus the outside
    row, :func:`~otlp.solvers.global_resolution.token.draw`).
@@ -34,7 +35,7 @@ from otlp.solvers.global_resolution.constants import BAD_DRAFT, OK
 from otlp.solvers.global_resolution.polymatroid import target_blocks
 from otlp.solvers.global_resolution.sorting import stable_argsort, top_tokens
 from otlp.solvers.global_resolution.token import draw, local_drafts, restrict, scan
-from otlp.solvers.partial_resolution import clock_pieces_until, clock_winner
+from otlp.solvers.partial_resolution import clock_pieces_of, clock_winner
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -98,21 +99,16 @@ def drafted_partition(
     p_local: FloatArray, q_local: FloatArray, n: int, local: IntArray
 ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, IntArray, float]:
     """``(A, starts, ends, first, last, cut)``: the clock partition's pieces of the tokens in
-    ``local`` (draft-vocabulary positions, any shape) and of the tokens gap filling passes
-    on the way to them; every other token has no pieces (``first == last``)."""
+    ``local`` (draft-vocabulary positions, any shape) and of the tokens gap filling takes one
+    by one on the way to them; every other token (after them, or in a run filled as one
+    stretch) has no pieces (``first == last``)."""
     accepted, order, segment_ends, rejection = accepted_targets_kernel(p_local, q_local, n)
     cut = 1.0 - max(rejection, 0.0) ** (1.0 / n)
-    k = p_local.shape[0]
-    position = np.empty(k, dtype=np.int64)
-    for t in range(k):
-        position[order[t]] = t
-    stops = np.zeros(segment_ends.shape[0], dtype=np.int64)
+    needed = np.zeros(p_local.shape[0], dtype=np.bool_)
     for x in local.ravel():
-        t = position[x]
-        seg = np.searchsorted(segment_ends, t, side="right")
-        stops[seg] = max(stops[seg], t + 1)
-    starts, ends, first, last = clock_pieces_until(
-        q_local, accepted, order, segment_ends, stops, n, cut
+        needed[x] = True
+    starts, ends, first, last = clock_pieces_of(
+        q_local, accepted, order, segment_ends, needed, n, cut
     )
     return accepted, starts, ends, first, last, cut
 
