@@ -3,8 +3,9 @@
 Build problems from (p, q, n, k), solve them with interchangeable backends, turn solutions
 into verification rules a decoder can sample from, and verify every answer.
 
-The subpackages named in the README's table (``otlp.decoding``, ``otlp.multistep``,
-``otlp.rules``, ``otlp.sketch``, ``otlp.validate``, ``otlp.verification``) are attributes of
+The subpackages named in the README's table (``otlp.decoding``, ``otlp.instances``,
+``otlp.multistep``, ``otlp.rules``, ``otlp.sketch``, ``otlp.solvers``, ``otlp.validate``,
+``otlp.verification``) are attributes of
 ``otlp`` loaded on first access (PEP 562, as scipy loads its subpackages), so ``import otlp``
 stays as fast as before.
 """
@@ -33,9 +34,27 @@ from otlp.verification import (
 from otlp.verify import Tolerances, VerificationReport, verify
 
 if TYPE_CHECKING:
-    from otlp import decoding, multistep, rules, sketch, validate, verification
+    from otlp import (
+        decoding,
+        instances,
+        multistep,
+        rules,
+        sketch,
+        solvers,
+        validate,
+        verification,
+    )
 
-SUBPACKAGES = ("decoding", "multistep", "rules", "sketch", "validate", "verification")
+SUBPACKAGES = (
+    "decoding",
+    "instances",
+    "multistep",
+    "rules",
+    "sketch",
+    "solvers",
+    "validate",
+    "verification",
+)
 
 __all__ = [
     "SCHEMES",
@@ -52,6 +71,7 @@ __all__ = [
     "decoding",
     "describe_methods",
     "global_resolution",
+    "instances",
     "limits",
     "method_names",
     "multistep",
@@ -62,6 +82,7 @@ __all__ = [
     "rules",
     "sketch",
     "solve",
+    "solvers",
     "validate",
     "verification",
     "verify",

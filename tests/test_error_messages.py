@@ -25,7 +25,12 @@ import pytest
 
 import otlp
 
-MODULES = ["otlp", *(f"otlp.{name}" for name in otlp.SUBPACKAGES)]
+# otlp.solvers and otlp.instances (the backends' table, the instance suites) are not walked here,
+# as before they moved under otlp: their own tests check their arguments.
+MODULES = [
+    "otlp",
+    *(f"otlp.{name}" for name in otlp.SUBPACKAGES if name not in ("solvers", "instances")),
+]
 
 # Result and record types the library builds for the caller, exceptions, protocols, abstract
 # bases and type aliases: not called with user input.
