@@ -242,16 +242,13 @@ def _speculative_step(
     scheme: str | None,
     rngs: list[np.random.Generator],
 ) -> tuple[list[list[int]], Step]:
-    from otlp.verification.drafting import sample_children
     from otlp.verification.tree import verify_tree
 
     parents = spec.parents
     n_nodes, batch = parents.size, active.size
     row_rngs = [rngs[r] for r in active]
     t0 = time.perf_counter()
-    tokens, q, fed = _draft_tree(
-        dft, active, parents, str(scheme), spec.top_k, row_rngs, sample_children
-    )
+    tokens, q, fed = draft_tree(dft, active, parents, str(scheme), spec.top_k, row_rngs)
     t1 = time.perf_counter()
     p = tgt.forward(tokens, parents, active)
     unfed = np.setdiff1d(np.arange(n_nodes), np.fromiter(fed, dtype=np.int64, count=len(fed)))
@@ -276,17 +273,21 @@ def _speculative_step(
     return new, step
 
 
-def _draft_tree(
+def draft_tree(
     dft: TreeSession,
     active: IntArray,
     parents: IntArray,
     scheme: str,
     top_k: int | None,
     rngs: list[np.random.Generator],
-    sample_children: Callable[..., IntArray],
 ) -> tuple[IntArray, FloatArray, dict[int, int]]:
-    """Drafted tokens ``(B, N)``, draft laws ``(B, N + 1, V)`` (rows of the deepest nodes left
-    for the caller) and the draft session's step id of every node it was fed."""
+    """Step 1 of the loop for the rows ``active`` of the draft session ``dft``: the tree
+    ``parents`` drafted depth by depth (children by ``scheme`` from the draft's law, or its
+    top ``top_k``; row b with ``rngs[b]``). Returns the drafted tokens ``(B, N)``, the draft
+    laws ``(B, N + 1, V)`` (the rows after the deepest nodes are left for the caller: no rule
+    reads them) and the draft session's step id of every node it was fed."""
+    from otlp.verification.drafting import sample_children
+
     batch, n_nodes = active.size, parents.size
     depth = node_depths(parents)
     tokens = np.full((batch, n_nodes), -1, dtype=np.int64)
