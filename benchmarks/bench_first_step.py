@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from otlp.decoding.first_step import FirstStep, first_step
+from otlp.decoding.first_step import FirstStep, measure_first_step
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.models.memo import MemoizedTreeLM
 from otlp.decoding.prompts import PROMPT_SETS
@@ -144,7 +144,7 @@ def main() -> None:
             parents = parents_of(shape, gamma)
             for i, context in enumerate(contexts):
                 began = time.perf_counter()
-                result = first_step(
+                result = measure_first_step(
                     tgt, dft, context, parents, methods, scheme=scheme,
                     samples=args.samples, top_k=args.top_k, tau=args.tau, chunk=args.chunk,
                     seed=args.seed,

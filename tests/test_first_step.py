@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from otlp.decoding.first_step import first_step
+from otlp.decoding.first_step import measure_first_step
 from otlp.decoding.models.memo import MemoizedTreeLM
 from otlp.decoding.models.prefix import PrefixLM
 from otlp.limits import limited
@@ -61,7 +61,7 @@ def test_first_step_agrees_with_the_exact_block_efficiency(
     ]
     assert "traversal_verification" in methods and "maxflow_cs" in methods
     tgt, dft = MemoizedTreeLM(PrefixLM(target)), MemoizedTreeLM(PrefixLM(draft))
-    result = first_step(tgt, dft, PROMPT, parents, methods, scheme=scheme, samples=SAMPLES)
+    result = measure_first_step(tgt, dft, PROMPT, parents, methods, scheme=scheme, samples=SAMPLES)
     assert not result.refused
     bound = block_efficiency_bound(target, draft, 2, shape, scheme, context=PROMPT)
     for method in methods:
@@ -80,9 +80,11 @@ def test_rules_share_the_trees_whatever_else_runs(toy: tuple[object, object]) ->
     target, draft = toy
     parents = k_ary_tree((2, 2))
     tgt, dft = MemoizedTreeLM(PrefixLM(target)), MemoizedTreeLM(PrefixLM(draft))
-    both = first_step(tgt, dft, PROMPT, parents, ["sps", "rrs"], samples=50, chunk=7, seed=3)
-    alone = first_step(tgt, dft, PROMPT, parents, ["rrs"], samples=50, chunk=64, seed=3)
-    other = first_step(tgt, dft, PROMPT, parents, ["rrs"], samples=50, chunk=64, seed=4)
+    both = measure_first_step(
+        tgt, dft, PROMPT, parents, ["sps", "rrs"], samples=50, chunk=7, seed=3
+    )
+    alone = measure_first_step(tgt, dft, PROMPT, parents, ["rrs"], samples=50, chunk=64, seed=3)
+    other = measure_first_step(tgt, dft, PROMPT, parents, ["rrs"], samples=50, chunk=64, seed=4)
     assert np.array_equal(both.emitted["rrs"], alone.emitted["rrs"])
     assert not np.array_equal(alone.emitted["rrs"], other.emitted["rrs"])
     diff, se = both.difference("rrs", "sps")
@@ -96,7 +98,7 @@ def test_a_rule_over_the_size_limits_is_refused_not_dropped_on_some_trees(
     target, draft = toy
     tgt, dft = MemoizedTreeLM(PrefixLM(target)), MemoizedTreeLM(PrefixLM(draft))
     with limited(max_operations=1):
-        result = first_step(
+        result = measure_first_step(
             tgt, dft, PROMPT, path_tree(2, 2), ["sps", "maxflow_cs"], samples=20, chunk=4
         )
     assert set(result.emitted) == {"sps"}

@@ -2,7 +2,7 @@
 
 A decode run's block efficiency averages over the contexts the decode visits; the optimum and
 its bound (:func:`otlp.multistep.block_efficiency_bound`, docs/optimum.md) are for one
-drafting law at one context. :func:`first_step` measures the rules where the bound applies:
+drafting law at one context. :func:`measure_first_step` measures the rules where the bound applies:
 the expected number of tokens one verification call emits (accepted drafts + 1, the block
 efficiency) at the prompt, by Monte Carlo over drafted trees. Each tree is drafted once (step
 1 of the loop, :func:`otlp.decoding.engine.draft_tree`), scored by one target forward, and
@@ -51,7 +51,7 @@ class FirstStep:
         return float(diff.mean()), _se(diff)
 
 
-def first_step(
+def measure_first_step(
     target: TreeModel,
     draft: TreeModel,
     prompt: Sequence[int],
