@@ -1,8 +1,8 @@
 """Every tree rule beside the scalable bound on the optimum, at the first step of each prompt.
 
 For each prompt (the first --count of each set; the chat-formatted prompt is the context),
-each drafting law (2-ary tree of depth 3, 2 paths of 4 tokens; children i.i.d. or without
-replacement) and each rule of the rule table that verifies it: the block efficiency of one
+each drafting law (2-ary tree of depth 3, 2 paths of 4 tokens, children i.i.d. or without
+replacement; a chain of 4 tokens) and each rule of the rule table that verifies it: the block efficiency of one
 verification call at the prompt (otlp.decoding.first_step: --samples trees drafted once,
 verified by every rule with the same seed), and the upper bound on any lossless rule's
 (otlp.multistep.block_efficiency_bound, at most --budget prefixes) for the same drafting law at
@@ -43,6 +43,7 @@ LAWS = {  # label -> (shape, gamma, scheme)
     "kary2 w/o repl.": ("kary2", 3, "without_replacement"),
     "paths2 iid": ("paths2", 4, "iid"),
     "paths2 w/o repl.": ("paths2", 4, "without_replacement"),
+    "chain": ("paths1", 4, "iid"),  # one path: block verification, HSD; the bound is the optimum
 }
 OT_RULES = ("partial_resolution", "maxflow_cs", "global_resolution")  # per-node OT, best first
 TRAVERSAL = "traversal_verification"
