@@ -2,12 +2,12 @@
 
 For each prompt (the first --count of each set; the chat-formatted prompt is the context),
 each drafting law (2-ary tree of depth 3, 2 paths of 4 tokens, children i.i.d. or without
-replacement; a chain of 4 tokens) and each rule of the rule table that verifies it: the block efficiency of one
-verification call at the prompt (otlp.decoding.first_step: --samples trees drafted once,
-verified by every rule with the same seed), and the upper bound on any lossless rule's
-(otlp.multistep.block_efficiency_bound, at most --budget prefixes) for the same drafting law at
-the same context. Target and draft are memoised by prefix (otlp.decoding.models.memo), and
-the bound reads the same memo.
+replacement; a chain of 4 tokens) and each rule of the rule table that verifies it: the block
+efficiency of one verification call at the prompt (otlp.decoding.first_step: --samples trees
+drafted once, each verified --repeats times by every rule with the same seeds), and the upper
+bound on any lossless rule's (otlp.multistep.block_efficiency_bound, at most --budget
+prefixes) for the same drafting law at the same context. Target and draft are memoised by
+prefix (otlp.decoding.models.memo), and the bound reads the same memo.
 
 --top-k K drafts from the draft's top K tokens and verifies with top_k = K (the decode loop's
 setting for partial and global resolution on SmolLM2); the bound is computed for that
@@ -17,7 +17,7 @@ per-node optimal transport rule, and the largest excess of a rule over the bound
 errors over every (prompt, law, rule). --model toy runs the toy Markov pair of
 `otlp decode --model toy` (prompts: the single tokens 0 .. count - 1).
 
-    python benchmarks/bench_first_step.py --prompts free --count 4 --samples 200 --top-k 100
+    python benchmarks/bench_first_step.py --prompts free --count 4 --samples 300 --top-k 100
 """
 
 from __future__ import annotations
@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--laws", default=",".join(LAWS), help=f"of: {', '.join(LAWS)}")
     parser.add_argument("--samples", type=int, default=200, help="drafted trees per cell")
     parser.add_argument("--chunk", type=int, default=32, help="trees per model call")
+    parser.add_argument("--repeats", type=int, default=8, help="verifications of each tree")
     parser.add_argument("--top-k", type=int, default=None, help="draft's top k (none: all)")
     parser.add_argument("--tau", type=float, default=None, help="global resolution's tau")
     parser.add_argument("--budget", type=int, default=128, help="prefixes expanded per bound")
@@ -148,7 +149,7 @@ def main() -> None:
                 result = measure_first_step(
                     tgt, dft, context, parents, methods, scheme=scheme,
                     samples=args.samples, top_k=args.top_k, tau=args.tau, chunk=args.chunk,
-                    seed=args.seed,
+                    repeats=args.repeats, seed=args.seed,
                 )  # fmt: skip
                 measured = time.perf_counter() - began
                 bound = block_efficiency_bound(
@@ -168,7 +169,8 @@ def main() -> None:
     pair = f"toy V = {args.vocab}" if args.model == "toy" else f"smollm2, draft {args.draft}"
     print(
         f"\n{time.perf_counter() - start:.0f} s in all ({pair}, T = {args.temperature}, "
-        f"drafting from {top}, {args.samples} trees per prompt and law, bound budget "
+        f"drafting from {top}, {args.samples} trees per prompt and law verified "
+        f"{args.repeats} times each, bound budget "
         f"{args.budget}; target {tgt.evaluated} laws in {tgt.calls} calls, draft "
         f"{dft.evaluated} in {dft.calls})"
     )

@@ -6,7 +6,8 @@ model it runs on (otlp.decoding.models.memo).
   weighed by its probability) within 4 standard errors, for 2 paths and a 2-ary tree, i.i.d.
   and without replacement, and stays below the scalable bound on the optimum.
 * Common random numbers: a rule's emitted counts do not depend on the other rules measured
-  with it nor on the trees per model call.
+  with it nor on the trees per model call; verifying each tree several times averages its
+  counts and shrinks the standard error of a difference between rules.
 * The memo returns the wrapped model's laws (toy models, and a tiny random Llama through its
   KV cache), evaluates each prefix once, restricts to the top k when asked, and survives
   evictions and reopened sessions.
@@ -90,6 +91,29 @@ def test_rules_share_the_trees_whatever_else_runs(toy: tuple[object, object]) ->
     diff, se = both.difference("rrs", "sps")
     assert diff == pytest.approx(both.mean("rrs") - both.mean("sps"))
     assert se >= 0 and (both.emitted["rrs"] >= both.emitted["sps"]).mean() > 0.5
+
+
+def test_repeated_verifications_average_and_sharpen_the_differences(
+    toy: tuple[object, object],
+) -> None:
+    target, draft = toy
+    tgt, dft = MemoizedTreeLM(PrefixLM(target)), MemoizedTreeLM(PrefixLM(draft))
+    rules = ["rrs", "partial_resolution", "traversal_verification"]
+    parents = k_ary_tree((2, 2))
+    once = measure_first_step(tgt, dft, PROMPT, parents, rules, samples=400)
+    often = measure_first_step(tgt, dft, PROMPT, parents, rules, samples=400, repeats=4)
+    for rule in rules:
+        exact = rule_block_efficiency(target, draft, 2, rule, shape="kary2", context=PROMPT)
+        assert abs(often.mean(rule) - exact) < Z * often.se(rule)
+        counts = 4 * often.emitted[rule]
+        assert np.array_equal(counts, np.round(counts)) and counts.min() >= 4
+    assert once.samples == often.samples == 400 and often.repeats == 4
+    # on a chain Traversal Verification is block verification tree by tree (its Theorem): the
+    # difference is the verifications' own noise, which 4 repeats halve
+    chain, pair = path_tree(1, 2), ["traversal_verification", "block"]
+    once = measure_first_step(tgt, dft, PROMPT, chain, pair, samples=400)
+    often = measure_first_step(tgt, dft, PROMPT, chain, pair, samples=400, repeats=4)
+    assert often.difference(*pair)[1] < 0.6 * once.difference(*pair)[1]
 
 
 def test_a_rule_over_the_size_limits_is_refused_not_dropped_on_some_trees(

@@ -16,24 +16,26 @@ prefixes the trees repeat (the prompt, the likely first tokens) are evaluated on
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from otlp.args import integers, positive_int
-from otlp.decoding.models.base import IntArray, TreeModel
+from otlp.decoding.models.base import FloatArray, IntArray, TreeModel
 from otlp.errors import ProblemTooLarge
 
 
 @dataclass(frozen=True)
 class FirstStep:
     """Tokens emitted by each rule on the same ``samples`` drafted trees (tree i is row i of
-    every array), and the rules refused with the reason (a problem over
-    :mod:`otlp.limits`)."""
+    every array; the mean over the ``repeats`` verifications of the tree), and the rules
+    refused with the reason (a problem over :mod:`otlp.limits`)."""
 
     samples: int
-    emitted: dict[str, IntArray]
+    repeats: int
+    emitted: dict[str, FloatArray]
     refused: dict[str, str] = field(default_factory=dict)
 
     def mean(self, method: str) -> float:
@@ -63,6 +65,7 @@ def measure_first_step(
     top_k: int | None = None,
     tau: float | None = None,
     chunk: int = 16,
+    repeats: int = 1,
     seed: int = 0,
 ) -> FirstStep:
     """Draft ``samples`` trees of shape ``parents`` at ``prompt`` (children by ``scheme``,
@@ -70,20 +73,24 @@ def measure_first_step(
     verify each with every rule of ``methods`` (``top_k`` as the decode loop passes it, and
     ``tau`` to the rules that take it: global resolution's error threshold).
 
-    Tree i is drafted with ``default_rng((seed, i, 0))`` and verified by every rule with
-    ``default_rng((seed, i, 1))``. A rule whose problem on some tree is over the size limits
-    (``otlp.ProblemTooLarge``) is listed in ``FirstStep.refused`` with the reason and measured
-    on no tree."""
+    Tree i is drafted with ``default_rng((seed, i, 0))`` and verified ``repeats`` times by
+    every rule, the r-th time with ``default_rng((seed, i, 1 + r))``; its figure is the mean
+    of the ``repeats`` counts. Verifying a tree again costs no model call, and it shrinks the
+    share of the standard error due to the verification's own randomness (nearly all of it,
+    for the difference between two rules on the same trees). A rule whose problem on some
+    tree is over the size limits (``otlp.ProblemTooLarge``) is listed in
+    ``FirstStep.refused`` with the reason and measured on no tree."""
     from otlp.decoding.engine import draft_tree
     from otlp.verification.rule_table import get
     from otlp.verification.tree import verify_tree
 
     samples = positive_int("samples", samples)
     chunk = positive_int("chunk", chunk)
+    repeats = positive_int("repeats", repeats)
     seed = positive_int("seed", seed, minimum=0)
     prompt = integers("prompt", prompt, minimum=0)
     takes_tau = {m: get(m).takes_tau for m in methods}
-    emitted = {m: np.zeros(samples, dtype=np.int64) for m in methods}
+    emitted = {m: np.zeros(samples) for m in methods}
     refused: dict[str, str] = {}
     for start in range(0, samples, chunk):
         trees = np.arange(start, min(start + chunk, samples))
@@ -94,7 +101,7 @@ def measure_first_step(
         p = target.session([prompt] * trees.size).forward(tokens, parents, rows)
         unfed = np.setdiff1d(np.arange(parents.size), np.fromiter(fed, dtype=np.int64))
         q[:, unfed + 1] = p[:, unfed + 1]  # laws after the deepest nodes: never read
-        for method in methods:
+        for method, r in itertools.product(methods, range(repeats)):
             if method in refused:
                 continue
             try:
@@ -107,15 +114,15 @@ def measure_first_step(
                     scheme=scheme,
                     top_k=top_k,
                     tau=tau if takes_tau[method] else None,
-                    rng=[np.random.default_rng((seed, int(i), 1)) for i in trees],
+                    rng=[np.random.default_rng((seed, int(i), 1 + r)) for i in trees],
                 )
             except ProblemTooLarge as error:
                 refused[method] = str(error)
                 continue
-            emitted[method][trees] = np.asarray(result.num_accepted) + 1
+            emitted[method][trees] += (np.asarray(result.num_accepted) + 1) / repeats
     kept = {m: e for m, e in emitted.items() if m not in refused}
-    return FirstStep(samples, kept, refused)
+    return FirstStep(samples, repeats, kept, refused)
 
 
-def _se(values: IntArray) -> float:
+def _se(values: FloatArray) -> float:
     return float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else float("nan")
