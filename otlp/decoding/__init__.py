@@ -2,7 +2,8 @@
 
 * :mod:`.loop` — :func:`decode`: draft a tree, one target forward over it, verify, repeat.
 * :mod:`.models` — the models the loop runs (Hugging Face decoders, SmolLM2, prompt lookup,
-  toy prefix models); :mod:`.grid` — configurations compared on a prompt set.
+  toy prefix models); :mod:`.compare` — configurations compared on a prompt set;
+  :mod:`.first_step` — every rule at the first step of a prompt, on the same drafted trees.
 
 The verification a step calls lives one layer below, in :mod:`otlp.verification` (tree
 shapes, drafting a node's children, :func:`verify_tree` / :func:`verify_chain`); its names are
@@ -58,8 +59,9 @@ __all__ = [
 ]
 
 # ----- the decode loop and its models (decode-engine) -------------------------------------
+from otlp.decoding.first_step import FirstStep, measure_first_step
 from otlp.decoding.loop import DecodeResult, Speculation, decode
-from otlp.decoding.models import Memoized, PrefixLM, TreeModel, TreeSession
+from otlp.decoding.models import Memoized, MemoizedTreeLM, PrefixLM, TreeModel, TreeSession
 from otlp.decoding.models.pair import ModelPair, load_model_pair
 from otlp.decoding.models.precision import PRECISIONS, Fidelity, fidelity
 
@@ -67,7 +69,9 @@ __all__ += [
     "PRECISIONS",
     "DecodeResult",
     "Fidelity",
+    "FirstStep",
     "Memoized",
+    "MemoizedTreeLM",
     "ModelPair",
     "PrefixLM",
     "Speculation",
@@ -76,4 +80,5 @@ __all__ += [
     "decode",
     "fidelity",
     "load_model_pair",
+    "measure_first_step",
 ]

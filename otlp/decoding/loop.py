@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from otlp.args import canonical_name, integers, positive_int
-from otlp.decoding.models.base import FloatArray, IntArray, TreeModel, TreeSession
+from otlp.decoding.models.base import FloatArray, IntArray, TreeModel, TreeSession, check_model
 
 AUTOREGRESSIVE = "ar"
 
@@ -179,8 +179,8 @@ def decode(
             f"{' or '.join(RULES[method].schemes)}, got {scheme!r}"
         )
     max_new = positive_int("max_new_tokens", max_new_tokens)
-    vocab = _check_model("target", target)
-    if draft is not None and _check_model("draft", draft) != vocab:
+    vocab = check_model("target", target)
+    if draft is not None and check_model("draft", draft) != vocab:
         raise ValueError(
             f"draft: vocabulary size {draft.vocab_size} differs from the target's {vocab}"
         )
@@ -242,16 +242,13 @@ def _speculative_step(
     scheme: str | None,
     rngs: list[np.random.Generator],
 ) -> tuple[list[list[int]], Step]:
-    from otlp.verification.drafting import sample_children
     from otlp.verification.tree import verify_tree
 
     parents = spec.parents
     n_nodes, batch = parents.size, active.size
     row_rngs = [rngs[r] for r in active]
     t0 = time.perf_counter()
-    tokens, q, fed = _draft_tree(
-        dft, active, parents, str(scheme), spec.top_k, row_rngs, sample_children
-    )
+    tokens, q, fed = draft_tree(dft, active, parents, str(scheme), spec.top_k, row_rngs)
     t1 = time.perf_counter()
     p = tgt.forward(tokens, parents, active)
     unfed = np.setdiff1d(np.arange(n_nodes), np.fromiter(fed, dtype=np.int64, count=len(fed)))
@@ -276,17 +273,21 @@ def _speculative_step(
     return new, step
 
 
-def _draft_tree(
+def draft_tree(
     dft: TreeSession,
     active: IntArray,
     parents: IntArray,
     scheme: str,
     top_k: int | None,
     rngs: list[np.random.Generator],
-    sample_children: Callable[..., IntArray],
 ) -> tuple[IntArray, FloatArray, dict[int, int]]:
-    """Drafted tokens ``(B, N)``, draft laws ``(B, N + 1, V)`` (rows of the deepest nodes left
-    for the caller) and the draft session's step id of every node it was fed."""
+    """Step 1 of the loop for the rows ``active`` of the draft session ``dft``: the tree
+    ``parents`` drafted depth by depth (children by ``scheme`` from the draft's law, or its
+    top ``top_k``; row b with ``rngs[b]``). Returns the drafted tokens ``(B, N)``, the draft
+    laws ``(B, N + 1, V)`` (the rows after the deepest nodes are left for the caller: no rule
+    reads them) and the draft session's step id of every node it was fed."""
+    from otlp.verification.drafting import sample_children
+
     batch, n_nodes = active.size, parents.size
     depth = node_depths(parents)
     tokens = np.full((batch, n_nodes), -1, dtype=np.int64)
@@ -362,17 +363,6 @@ def sample_rows(laws: FloatArray, rngs: Sequence[np.random.Generator]) -> IntArr
     u = np.array([rng.random() for rng in rngs]) * cdf[:, -1]
     out = np.array([np.searchsorted(c, x, side="right") for c, x in zip(cdf, u, strict=True)])
     return np.minimum(out, laws.shape[1] - 1).astype(np.int64)
-
-
-def _check_model(name: str, model: object) -> int:
-    """``model``'s vocabulary size if it is a :class:`TreeModel`, else a ``ValueError``."""
-    vocab = getattr(model, "vocab_size", None)
-    if not callable(getattr(model, "session", None)) or not isinstance(vocab, numbers.Integral):
-        raise ValueError(
-            f"{name}: expected a TreeModel (vocab_size and session(prompts)), "
-            f"got {type(model).__name__}"
-        )
-    return int(vocab)
 
 
 def _token_lists(name: str, values: object, vocab: int) -> list[tuple[int, ...]]:

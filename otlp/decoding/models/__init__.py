@@ -3,6 +3,8 @@
 * :mod:`~otlp.decoding.models.base` — :class:`TreeModel` / :class:`TreeSession`, temperature;
 * :mod:`~otlp.decoding.models.prefix` — any function of prefixes (the toy models of
   :mod:`otlp.multistep.models`), memoised or not;
+* :mod:`~otlp.decoding.models.memo` — any tree model with a memo of its laws by prefix
+  (repeated first steps of a prompt);
 * :mod:`~otlp.decoding.models.hf` — ``transformers`` causal LMs with a KV cache and tree
   attention, layer-subset drafts;
 * :mod:`~otlp.decoding.models.smollm2` — the embedded SmolLM2-135M default (needs the ``llm``
@@ -18,6 +20,7 @@
 """
 
 from otlp.decoding.models.base import TreeModel, TreeSession, tempered
+from otlp.decoding.models.memo import MemoizedTreeLM
 from otlp.decoding.models.prefix import Memoized, PrefixLM
 
-__all__ = ["Memoized", "PrefixLM", "TreeModel", "TreeSession", "tempered"]
+__all__ = ["Memoized", "MemoizedTreeLM", "PrefixLM", "TreeModel", "TreeSession", "tempered"]

@@ -22,6 +22,7 @@ law is one-hot at the most likely token (lowest index on ties).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -92,3 +93,14 @@ def tempered(probs: FloatArray, temperature: float) -> FloatArray:
     logits -= logits.max(axis=-1, keepdims=True)
     out = np.exp(logits)
     return out / out.sum(axis=-1, keepdims=True)
+
+
+def check_model(name: str, model: object) -> int:
+    """``model``'s vocabulary size if it is a :class:`TreeModel`, else a ``ValueError``."""
+    vocab = getattr(model, "vocab_size", None)
+    if not callable(getattr(model, "session", None)) or not isinstance(vocab, numbers.Integral):
+        raise ValueError(
+            f"{name}: expected a TreeModel (vocab_size and session(prompts)), "
+            f"got {type(model).__name__}"
+        )
+    return int(vocab)
