@@ -18,6 +18,11 @@ from math import log2
 
 from otlp.errors import ProblemTooLarge
 
+# Seconds a call may take by default where it has a time budget: global resolution's decoder
+# call and each token's convex solve (:mod:`otlp.solvers.global_resolution.budget`), after which
+# a unit falls back to its exact max-flow or the scheme's lossless rule; a runaway solve (tiny
+# tau on a loaded machine) never hangs a decoder.
+DEFAULT_TIME_BUDGET = 5.0
 # Bytes a builder spends per variable: value, two index arrays and solver-side copies.
 BYTES_PER_VARIABLE = 64
 # Sizes above 2^BIG_EXPONENT are not computed exactly (k^n for huge n): they are reported

@@ -36,6 +36,15 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.solvers.row_status import (
+    BAD_DRAFT,
+    BAD_DRAFT_ROW,
+    BAD_TARGET_ROW,
+    NOT_HUB,
+    REPEATED,
+    TOO_MANY,
+)
+
 CHUNK = 256  # entries summed at once by the inverse-CDF draws before scanning one chunk
 TINY = 1e-300  # a residual with less mass falls back to its target (otlp.rules.base.residual)
 
@@ -696,15 +705,6 @@ def node_token(
     return rejection_token(p, q, p_total, q_total, drafts, without_replacement, u, work, removed)
 
 
-# Error codes of :func:`node_walk` (0: none).
-BAD_TARGET = 1  # the target row at (row, context) fails its check
-BAD_DRAFT = 2  # the draft row at (row, context) fails its check
-ZERO_DRAFT = 3  # a drafted token has draft probability 0 at its context
-REPEATED = 4  # drafts without replacement repeat a token
-NOT_HUB = 5  # a SpecHub pair lacks the hub argmax q
-TOO_MANY = 6  # more than two SpecHub drafts at a node
-
-
 @nb.njit(cache=True)
 def _checked_total(laws: NDArray, totals: NDArray[np.float64], b: int, c: int, atol: float) -> bool:
     """Fill ``totals[b, c]`` from the row once; False when the row fails its check."""
@@ -750,7 +750,8 @@ def node_walk(
     (sums into ``p_totals``/``q_totals``, -1 = unread; ``atols`` = the two tolerances).
     Children of context c are ``kids[kid_start[c]:kid_start[c + 1]]``. Row b's uniforms
     ``u[b]`` give ``width`` per level. Writes ``path_nodes`` (B, D; -1 padded) and ``bonus``;
-    on bad input stops and writes ``error`` = (code, row, context, token or count, second token).
+    on bad input stops and writes ``error`` = (code, row, context, token or count, second token);
+    the codes are :class:`otlp.solvers.row_status.RowStatus`'s (0: none).
     """
     rows = tokens.shape[0]
     nodes = max(tokens.shape[1], 1)
@@ -772,19 +773,19 @@ def node_walk(
                         count += 1
             context = state[0] + 1
             if not _checked_total(p, p_totals, b, context, atols[0]):
-                error[:] = (BAD_TARGET, b, context, -1, -1)
+                error[:] = (BAD_TARGET_ROW, b, context, -1, -1)
                 return
             mine = u[b, level * width : (level + 1) * width]
             if count == 0:
                 y = draw_scaled(p[b, context], p_totals[b, context], mine[0])
                 break
             if not _checked_total(q, q_totals, b, context, atols[1]):
-                error[:] = (BAD_DRAFT, b, context, -1, -1)
+                error[:] = (BAD_DRAFT_ROW, b, context, -1, -1)
                 return
             for j in range(count):
                 omega[j] = tokens[b, cands[j]]
                 if not q[b, context, omega[j]] > 0:
-                    error[:] = (ZERO_DRAFT, b, context, omega[j], -1)
+                    error[:] = (BAD_DRAFT, b, context, omega[j], -1)
                     return
                 if without_replacement:
                     for i in range(j):
@@ -851,7 +852,7 @@ def block_walk(
     (sums into ``p_totals``/``q_totals``); the row after the chain is read only when the
     whole chain is accepted. Uniforms ``u[b, 0]``, ``u[b, 1]``. Writes ``path_nodes`` (B, D;
     -1 padded) and ``bonus``; on bad input stops and writes ``error`` = (code, row, context,
-    token, -1) (code ZERO_DRAFT: context = the node)."""
+    token, -1) (code BAD_DRAFT: context = the node)."""
     work = buckets_work(0)
     for b in range(tokens.shape[0]):
         steps = 0
@@ -859,13 +860,13 @@ def block_walk(
             steps += 1
         for i in range(steps):
             if not _checked_total(p, p_totals, b, i, atols[0]):
-                error[:] = (BAD_TARGET, b, i, -1, -1)
+                error[:] = (BAD_TARGET_ROW, b, i, -1, -1)
                 return
             if not _checked_total(q, q_totals, b, i, atols[1]):
-                error[:] = (BAD_DRAFT, b, i, -1, -1)
+                error[:] = (BAD_DRAFT_ROW, b, i, -1, -1)
                 return
             if not q[b, i, tokens[b, i]] > 0:
-                error[:] = (ZERO_DRAFT, b, i, tokens[b, i], -1)
+                error[:] = (BAD_DRAFT, b, i, tokens[b, i], -1)
                 return
         tau, token = steps, -1
         if steps:
@@ -876,7 +877,7 @@ def block_walk(
             )  # fmt: skip
         if token < 0:  # no drafts, or the whole chain accepted: the target after it
             if not _checked_total(p, p_totals, b, tau, atols[0]):
-                error[:] = (BAD_TARGET, b, tau, -1, -1)
+                error[:] = (BAD_TARGET_ROW, b, tau, -1, -1)
                 return
             token = draw_scaled(p[b, tau], p_totals[b, tau], u[b, 1 if steps else 0])
         for d in range(tau):

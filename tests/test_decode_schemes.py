@@ -12,7 +12,7 @@ import otlp
 import otlp.rules
 from otlp.global_resolution.fused import row_slice
 from otlp.instances import dirichlet_pair, zipf_llm_pair
-from otlp.solvers.global_resolution.constants import OK
+from otlp.solvers.row_status import OK
 from otlp.verification.position_schemes import SCHEME_METHODS as SCHEME_METHODS_OF
 from tests.test_verification_position import _law_test
 

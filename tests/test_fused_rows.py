@@ -13,9 +13,9 @@ from otlp.global_resolution.fused import row_slice, scheme_row
 from otlp.rules.joints import DraftJoint
 from otlp.solvers.global_resolution.budget import Deadline
 from otlp.solvers.global_resolution.clocks import QuadratureRangeError
-from otlp.solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
 from otlp.solvers.global_resolution.newton import MESSAGES, OUT_OF_TIME
 from otlp.solvers.global_resolution.token import draw
+from otlp.solvers.row_status import BAD_DRAFT, FALLBACK, OK
 from tests.test_decode_schemes import _case
 
 TAU = 1e-3

@@ -123,10 +123,10 @@ def test_decode_checks_every_scheme_with_the_issue_27_classes(monkeypatch) -> No
     split = [
         c for c in (make_case(0, i) for i in range(10, 4000)) if c["class"] == "split_supports"
     ]
-    import otlp.global_resolution.fused as fused
+    import otlp.decoder_rows.checks as row_checks
 
     monkeypatch.setattr(
-        fused,
+        row_checks,
         "impossible_draw",
         lambda rows, local: int(np.argmin(local)) if (local < 0).any() else -1,
     )

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import otlp
-from otlp.global_resolution.reports import RowReport, SolveReport, TokenReport, UnitReport
+from otlp.decoder_rows.result import RowReport
+from otlp.global_resolution.reports import SolveReport, TokenReport, UnitReport
 from otlp.verification.position import RowReport as OldPathRowReport
 
 BASE = [f.name for f in dataclasses.fields(UnitReport)]

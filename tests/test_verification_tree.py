@@ -518,9 +518,9 @@ def test_global_resolution_without_replacement_top_k_refusals_name_their_row():
 def test_a_fused_node_the_row_cannot_certify_gets_the_fallback_token(monkeypatch):
     """A node without replacement whose fused row falls back (here: forced) gets its token
     from the object API's exact fallback, built from the float32 rows as given."""
+    from otlp.global_resolution import scheme_rows
     from otlp.global_resolution.fused import RowResult
-    from otlp.solvers.global_resolution.constants import FALLBACK
-    from otlp.verification import position_schemes
+    from otlp.solvers.row_status import FALLBACK
 
     calls = []
 
@@ -528,7 +528,7 @@ def test_a_fused_node_the_row_cannot_certify_gets_the_fallback_token(monkeypatch
         calls.append(args[0].dtype)
         return RowResult(FALLBACK, -1, message="forced")
 
-    monkeypatch.setattr(position_schemes, "scheme_row", uncertified)
+    monkeypatch.setattr(scheme_rows, "scheme_row", uncertified)
     parents = path_tree(3, 1)
     tokens, p, q = random_batch(parents, rows=2, seed=4, vocab=12)
     tokens[:] = np.argsort(-q[:, 0], axis=-1)[:, :3]

@@ -29,14 +29,16 @@ materialised plan.
 The package, one module per job: :mod:`.method` (the ``global_resolution`` method and the
 engine for a scheme), :mod:`.iid` (i.i.d. drafts), :mod:`.schemes` (without replacement,
 two independent drafts), :mod:`.exact` (the per-unit max-flow fallback), :mod:`.plan` (the
-lazy plan), :mod:`.reports` and :mod:`.constants`. The compiled kernels, numeric only, are
-in :mod:`otlp.solvers.global_resolution`; the fused per-token decoder path is
-:mod:`otlp.solvers.global_resolution.token`.
+lazy plan), :mod:`.reports` and :mod:`.constants`; a decoder's rows enter by :mod:`.rows`
+(:class:`~otlp.global_resolution.rows.GlobalResolutionRows`: the compiled i.i.d. batch of
+:mod:`.iid_rows`, the fused scheme rows of :mod:`.scheme_rows` and :mod:`.fused`, the chain of
+:mod:`.row_fallback` and :mod:`.rule_fallback` for a row they cannot certify). The compiled
+kernels, numeric only, are in :mod:`otlp.solvers.global_resolution`; the fused per-token
+decoder path is :mod:`otlp.solvers.global_resolution.token`.
 """
 
 from otlp.global_resolution.constants import (
     BUDGET_FACTOR,
-    DEFAULT_TIME_BUDGET,
     GUARD_NODES,
     INNER,
     MAX_DRAFTS,
@@ -60,6 +62,7 @@ from otlp.global_resolution.plan import GlobalResolutionPlan
 from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.global_resolution.scheme_parts import chain_targets
 from otlp.global_resolution.schemes import SCHEMES, SchemeGlobalResolution
+from otlp.limits import DEFAULT_TIME_BUDGET
 
 __all__ = [
     "BUDGET_FACTOR",

@@ -42,9 +42,6 @@ SEED_T_LIMITS = {2: 50, 3: 20, 4: 10, 5: 10}  # [GR] Appendix K (10 beyond n = 5
 # Below TAU_MIN the Newton certificate (quadrature error ~1e-8 relative) can never be met, so
 # every unit would fall back, and the verifier's 15 tau approaches floating-point rounding.
 TAU_MIN = 1e-10
-# Seconds a unit's convex solve (one token's, at most) may take before the unit falls back to
-# its exact max-flow; a runaway solve (tiny tau on a loaded machine) never hangs a decoder.
-DEFAULT_TIME_BUDGET = 5.0
 GUARD_NODES = 64  # quadrature nodes assumed by the size guard (20-60 in practice)
 # Max-flow on int64 capacities (scale 2^50 of the largest) rounds away flows below ~1e-15 of
 # it; an outer column short by at most this much lost its flow to that rounding.

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.decoder_rows.checks import RowVocabulary, checked_row
 from otlp.global_resolution.constants import BUDGET_FACTOR, INNER, NUMERICAL_FAILURES, OUTER
 from otlp.global_resolution.scheme_parts import (
     Selection,
@@ -43,7 +44,6 @@ from otlp.global_resolution.scheme_parts import (
     unit_system,
     without_replacement_analysis,
 )
-from otlp.instance import impossible_draw
 from otlp.solvers.global_resolution import OuterTargets
 from otlp.solvers.global_resolution.budget import (
     NO_DEADLINE,
@@ -55,24 +55,18 @@ from otlp.solvers.global_resolution.budget import (
     setup_seconds,
 )
 from otlp.solvers.global_resolution.clocks import QuadratureRangeError
-from otlp.solvers.global_resolution.constants import BAD_DRAFT, FALLBACK, OK
 from otlp.solvers.global_resolution.newton import ITERATION_LIMIT, MESSAGES, OUT_OF_TIME
 from otlp.solvers.global_resolution.scheme_token import (
-    greedy_last,
     greedy_slice,
-    independent_vocabulary,
 )
-from otlp.solvers.global_resolution.sorting import top_tokens
 from otlp.solvers.global_resolution.system_newton import system_newton
 from otlp.solvers.global_resolution.token import (
     budget_share,
     draw,
-    local_drafts,
-    restrict,
-    scan,
     slice_of,
     unit_of,
 )
+from otlp.solvers.row_status import BAD_DRAFT, FALLBACK, OK
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -81,7 +75,7 @@ FUSED_SCHEMES = ("without_replacement", "independent", "greedy")
 
 @dataclass(frozen=True)
 class RowResult:
-    """One row: ``status`` (a code of :mod:`otlp.solvers.global_resolution.constants`), the
+    """One row: ``status`` (a :class:`~otlp.solvers.row_status.RowStatus` code), the
     token (-1 unless OK), and the unit's report fields. For a bad input ``detail`` is the
     offending draft row (BAD_P .. SUM_Q) or draft position (BAD_DRAFT). ``out_of_time``: a
     stage did not fit the call's deadline; ``iteration_limit``: Newton stopped at its
@@ -100,59 +94,6 @@ class RowResult:
     out_of_time: bool = False
     iteration_limit: bool = False
     alpha_star: float | None = None
-
-
-@dataclass(frozen=True)
-class RowVocabulary:
-    """A row restricted to its draft vocabulary: global ids, p there, the draft rows there
-    (one for without replacement and greedy, two for independent drafts), p outside."""
-
-    tokens: IntArray
-    p_local: FloatArray
-    rows: FloatArray
-    p_outside: float
-
-
-def row_vocabulary(
-    p: NDArray, q_rows: NDArray, scheme: str, top_k: int, atol: float
-) -> tuple[int, int, RowVocabulary | None]:
-    """(status, offending draft row, vocabulary): the O(V) scans, top-k and restriction."""
-    sums = []
-    for d in range(q_rows.shape[0]):
-        status, p_sum, q_sum = scan(p, q_rows[d], atol)
-        if status != OK:
-            return status, d, None
-        sums.append(q_sum)
-    if scheme == "independent":
-        tokens, p_local, q1, q2, p_outside = independent_vocabulary(
-            p, q_rows[0], q_rows[1], top_k, p_sum, sums[0], sums[1]
-        )
-        return OK, 0, RowVocabulary(tokens, p_local, np.stack((q1, q2)), p_outside)
-    tokens = top_tokens(q_rows[0], top_k)
-    p_local, q_local, p_outside = restrict(p, q_rows[0], tokens, p_sum, sums[0])
-    return OK, 0, RowVocabulary(tokens, p_local, q_local[None, :], p_outside)
-
-
-def checked_row(
-    p: NDArray, q_rows: NDArray, drafts: IntArray, scheme: str, top_k: int, atol: float
-) -> tuple[int, int, RowVocabulary | None, IntArray | None]:
-    """(status, detail, vocabulary, the drafts' local ids): one decoder row's inputs and
-    drafts checked the same way for every method of ``verify_drafts``.
-
-    A bad p or draft row gives its status and the draft row (as :func:`row_vocabulary`);
-    drafts that the scheme cannot produce give ``BAD_DRAFT`` and the first impossible
-    position (:func:`otlp.instance.impossible_draw`: token d from draft row d), or -1 for a
-    greedy tuple that is not the top n - 1 tokens plus one other."""
-    status, bad_row, vocab = row_vocabulary(p, q_rows, scheme, top_k, atol)
-    if vocab is None:
-        return status, bad_row, None, None
-    local = local_drafts(vocab.tokens, drafts)
-    position = impossible_draw(vocab.rows, local)
-    if position >= 0:
-        return BAD_DRAFT, position, vocab, None
-    if scheme == "greedy" and greedy_last(local, drafts.shape[0]) < 0:
-        return BAD_DRAFT, -1, vocab, None
-    return OK, 0, vocab, local
 
 
 def analysis(scheme: str, n: int, vocab: RowVocabulary) -> tuple[Selection, OuterTargets] | str:

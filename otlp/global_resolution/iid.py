@@ -36,7 +36,6 @@ from otlp.columns import DraftColumns
 from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import (
     BUDGET_FACTOR,
-    DEFAULT_TIME_BUDGET,
     INNER,
     MINIMIZERS,
     NUMERICAL_FAILURES,
@@ -61,6 +60,7 @@ from otlp.global_resolution.exact import (
 from otlp.global_resolution.reports import SolveReport, TokenReport
 from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
+from otlp.limits import DEFAULT_TIME_BUDGET
 from otlp.plan import carry_stranded_columns, fit_columns, negligible_column_slice
 from otlp.solvers.global_resolution import (
     ALPHA_LIMIT,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
 from otlp.global_resolution.iid import GlobalResolution
 from otlp.global_resolution.plan import GlobalResolutionPlan
 from otlp.global_resolution.schemes import SCHEMES, SchemeGlobalResolution
 from otlp.instance import Instance
+from otlp.limits import DEFAULT_TIME_BUDGET
 from otlp.methods import register_method
 
 

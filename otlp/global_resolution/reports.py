@@ -1,7 +1,7 @@
 """The reports of global resolution, composed from one base: what solving a unit took
 (:class:`SolveReport`), what producing one token's slice took (:class:`TokenReport`, a solve
-report plus the drafted omega), and how a decoder's batched row was verified
-(:class:`RowReport`, :func:`otlp.verification.position.verify_drafts`).
+report plus the drafted omega); a decoder's row reports the same fields
+(:class:`otlp.decoder_rows.result.RowReport`).
 
 Every report is keyword-constructed and says which unit was solved (``system``, ``block``),
 its number of ``variables``, the minimiser's ``iterations``, the certified L1 ``deviation``
@@ -86,15 +86,3 @@ class TokenReport(SolveReport):
             fallback_rule=fallback_rule,
             acceptance_lost=acceptance_lost,
         )
-
-
-@dataclass(frozen=True, kw_only=True)
-class RowReport(UnitReport):
-    """How one row of :func:`otlp.verification.position.verify_drafts` got its token: for
-    global resolution the unit omega needed with its ``budget`` (5 tau, an outer block its
-    share); exact rules report no system and zeros. ``fallback_rule`` and
-    ``acceptance_lost`` as in :class:`TokenReport`."""
-
-    budget: float
-    fallback_rule: str | None = None
-    acceptance_lost: float | None = None

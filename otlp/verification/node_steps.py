@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.global_resolution.rows import GlobalResolutionRows
 from otlp.rules.base import residual
 from otlp.rules.kseq import kseq_parameters
 from otlp.rules.rrs import replacement_residuals, without_replacement_walk
@@ -26,7 +27,6 @@ from otlp.verification.rule_table import NodeKernel, node_kernel, register_node_
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
-MAX_ITER = 50  # global resolution's Newton iterations per unit
 
 
 def node_law(
@@ -162,50 +162,12 @@ def _global_resolution_law(
     return _plan_law(p, q, omega, "global_resolution", scheme, tau)
 
 
-def _global_resolution_row(
-    p: NDArray[np.floating],
-    q: NDArray[np.floating],
-    omega: IntArray,
-    tau: float,
-    u: FloatArray,
-    top_k: int | None,
-    atol: float,
-    *,
-    without_replacement: bool,
-) -> int:
-    """Global resolution's token by the compiled per-row paths of :func:`otlp.verify_drafts`:
-    its fused scheme row for drafts without replacement, else its i.i.d. kernel."""
-    from otlp.verification.position import global_resolution_rows
-    from otlp.verification.position_schemes import scheme_row_token
-
-    if without_replacement:
-        return scheme_row_token(
-            p, q[None, :], omega, "without_replacement", tau=tau, uniforms=u[:2],
-            max_iter=MAX_ITER, atol=atol, top_k=top_k,
-        )  # fmt: skip
-    result = global_resolution_rows(
-        p[None, :],
-        q[None, :],
-        np.ascontiguousarray(omega[None, :], dtype=np.int64),
-        np.ascontiguousarray(u[None, :2], dtype=np.float64),
-        top_k=top_k,
-        tau=tau,
-        max_iter=MAX_ITER,
-        atol=atol,
-    )
-    return int(result.tokens[0])
-
-
 def _global_resolution_token(
     p: FloatArray, q: FloatArray, omega: IntArray, scheme: str, tau: float, u: FloatArray
 ) -> int:
     """Global resolution's token at a node on the node's checked, renormalised (and top-k
-    restricted) laws."""
-    from otlp.global_resolution import check_unit_size
-
-    check_unit_size(int(np.count_nonzero(q)), omega.shape[0])
-    wor = scheme == "without_replacement"
-    return _global_resolution_row(p, q, omega, tau, u, None, 1e-9, without_replacement=wor)
+    restricted) laws (:meth:`GlobalResolutionRows.node_token`)."""
+    return GlobalResolutionRows(tau).node_token(p, q, omega, u, scheme=scheme)
 
 
 def _global_resolution_fused(
@@ -218,23 +180,10 @@ def _global_resolution_fused(
     top_k: int | None,
     atol: float,
 ) -> int:
-    """Global resolution's token on the rows as given (the kernels check them, restrict q to
-    its top-k and renormalise both rows themselves); a node of one draft without replacement
-    takes the i.i.d. kernel. -1 where a drafted token is outside the kernel's top-k or a row
-    fails the kernel's check: the restricted path decides (and names the row in its
-    error)."""
-    from otlp.global_resolution import check_unit_size
-
-    if scheme == "without_replacement" and omega.shape[0] > 1:
-        try:
-            check_unit_size(top_k or 0, omega.shape[0])
-        except ValueError:  # the restricted path refuses the node's own unit by name
-            return -1
-        return _global_resolution_row(p, q, omega, tau, u, top_k, atol, without_replacement=True)
-    try:  # the kernel checks both rows (finite, nonnegative, sums within atol) itself
-        return _global_resolution_row(p, q, omega, tau, u, top_k, atol, without_replacement=False)
-    except ValueError:
-        return -1
+    """Global resolution's token on the rows as given, -1 where the restricted path must
+    decide (:meth:`GlobalResolutionRows.fused_node_token`)."""
+    rows = GlobalResolutionRows(tau)
+    return rows.fused_node_token(p, q, omega, u, scheme=scheme, top_k=top_k, atol=atol)
 
 
 def _maxflow_cs_law(

@@ -31,9 +31,7 @@ is one of its drafts, and a report per row.
 
 from __future__ import annotations
 
-import math
 import time
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -43,26 +41,18 @@ from otlp.args import (
     canonical_name,
     positive_int,
 )
-from otlp.errors import ProblemTooLarge
-from otlp.global_resolution.constants import DEFAULT_TIME_BUDGET
-from otlp.global_resolution.reports import RowReport
-from otlp.global_resolution.rule_fallback import rule_seconds
-from otlp.instance import Instance
-from otlp.solvers.global_resolution.budget import Deadline, blas_pinned
-from otlp.solvers.global_resolution.constants import BAD_P, FALLBACK, INNER, OUTER, SINGLE_DRAFT
-from otlp.verification.position_rows import (
-    DraftVerification,
-    batch_arrays,
-    call_deadline,
-    draw_token,
-    exact_verification,
-    fallback_token,
-    local_drafts,
+from otlp.decoder_rows.checks import raise_for_bad_rows
+from otlp.decoder_rows.exact import exact_rows
+from otlp.decoder_rows.inputs import batch_arrays
+from otlp.decoder_rows.result import DraftVerification, RowReport, exact_verification
+from otlp.global_resolution.rows import GlobalResolutionRows
+from otlp.limits import DEFAULT_TIME_BUDGET
+from otlp.verification.position_schemes import (
+    draft_scheme,
+    handles,
     method_tau,
-    raise_for_row_status,
-    rule_rows,
+    verify_scheme_drafts,
 )
-from otlp.verification.position_schemes import draft_scheme, handles, verify_scheme_drafts
 from otlp.verification.rule_table import RULES, position_names
 
 __all__ = [
@@ -70,7 +60,6 @@ __all__ = [
     "DraftVerification",
     "RowReport",
     "default_method",
-    "global_resolution_rows",
     "verify_drafts",
 ]
 
@@ -164,17 +153,11 @@ def verify_drafts(
             atol=atol,
             time_budget=time_budget,
         )
-    from otlp.global_resolution import (  # registers the method
-        check_time_budget,
-        check_unit_size,
-    )
-
     method = canonical_name(method, "method")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
-    tau = method_tau(method, tau)
+    options = GlobalResolutionRows.checked(method_tau(method, tau), max_iter, time_budget)
     p_arr, q_rows, draft_arr, atol = batch_arrays(p, q, drafts, atol)
-    q_arr = q_rows[:, 0]
     rows, n = draft_arr.shape
     vocab = p_arr.shape[1]
     if top_k is not None:
@@ -183,34 +166,20 @@ def verify_drafts(
         raise ValueError(f"method: {method!r} verifies one draft per row, got n = {n}")
     if not isinstance(parallel, bool):
         raise ValueError(f"parallel: expected True or False, got {parallel!r}")
-    max_iter = positive_int("max_iter", max_iter, minimum=0)
-    time_budget = check_time_budget(time_budget)
     generator = as_generator(rng)
     if method == "partial_resolution":
         return partial_resolution_rows(
-            p_arr, q_arr, draft_arr, generator.random((rows, n + 2)), top_k, atol
+            p_arr, q_rows[:, 0], draft_arr, generator.random((rows, n + 2)), top_k, atol
         )
     uniforms = generator.random((rows, 2))
     if method != "global_resolution":
-        return _exact_rule(p_arr, q_arr, draft_arr, method, top_k, atol, uniforms)
-    try:
-        check_unit_size(vocab if top_k is None else top_k, n)
-    except ProblemTooLarge as exc:  # a valid row still gets a token: the i.i.d. rule's
-        verified = _exact_rule(p_arr, q_arr, draft_arr, "rrs", top_k, atol, uniforms)
-        return rule_rows(verified, str(exc))
-    return global_resolution_rows(
-        p_arr,
-        q_arr,
-        draft_arr,
-        uniforms,
-        top_k=top_k,
-        tau=tau,
-        max_iter=max_iter,
-        atol=atol,
-        parallel=parallel,
-        time_budget=time_budget,
-        deadline=call_deadline(time_budget, start, rows * rule_seconds(vocab, 1)),
-    )
+        return exact_rows(
+            p_arr, q_rows, draft_arr, method, uniforms, top_k=top_k, atol=atol, kernel_checks=False
+        )
+    return options.verify(
+        p_arr, q_rows, draft_arr, uniforms, scheme="iid", top_k=top_k, atol=atol,
+        parallel=parallel, start=start,
+    )  # fmt: skip
 
 
 def default_method(scheme: str) -> str:
@@ -224,159 +193,6 @@ def default_method(scheme: str) -> str:
     ``ValueError`` naming ``scheme``.
     """
     return "partial_resolution" if draft_scheme(scheme) == "iid" else "global_resolution"
-
-
-def global_resolution_rows(
-    p_arr: NDArray,
-    q_arr: NDArray,
-    draft_arr: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
-    *,
-    top_k: int | None,
-    tau: float,
-    max_iter: int,
-    atol: float,
-    parallel: bool = False,
-    time_budget: float | None = DEFAULT_TIME_BUDGET,
-    deadline: Deadline | None = None,
-) -> DraftVerification:
-    """Global resolution's compiled batch on checked arrays (``verify_drafts`` after its
-    argument checks): p, q (1 or B, V) float32/float64 C-contiguous, drafts (B, n) int64,
-    two ``uniforms`` per row (a row's token depends on its own pair only); rows whose unit
-    misses its budget are solved exactly (fallback). Every row stops at ``deadline`` (the
-    caller's; default ``time_budget`` seconds from this call, None: no limit) and a row that
-    ran out of it gets its token from ``rrs``."""
-    from otlp.solvers.global_resolution.token import batch, batch_parallel
-
-    if deadline is None:
-        deadline = Deadline.after(time_budget)
-    kernel = batch_parallel if parallel else batch
-    _compile(kernel, p_arr.dtype, q_arr.dtype)  # on a tiny row: its seconds count
-    # one draft: the closed form, no Newton step to pin BLAS for
-    with blas_pinned((top_k or p_arr.shape[1]) if draft_arr.shape[1] > 1 else 0):
-        tokens, table = kernel(
-            p_arr, q_arr, draft_arr, top_k or 0, tau, max_iter, atol, uniforms, deadline.now()
-        )
-        _raise_for_bad_rows(table, p_arr, q_arr, draft_arr)
-        reports = _row_reports(
-            p_arr,
-            q_arr,
-            draft_arr,
-            uniforms,
-            tokens,
-            table,
-            top_k,
-            tau,
-            max_iter,
-            atol,
-            time_budget,
-            deadline,
-        )
-    accepted = (tokens[:, None] == draft_arr).any(axis=1)
-    return DraftVerification(tokens, accepted, tuple(reports), "global_resolution")
-
-
-_COMPILED: set[tuple[object, ...]] = set()  # (kernel, p dtype, q dtype) run once
-
-
-def _compile(kernel: Any, p_dtype: np.dtype, q_dtype: np.dtype) -> None:
-    """Run the batch ``kernel`` once on a two-token row of these dtypes, so that numba
-    compiles it (or loads it from its cache) on a row that cannot fail: those seconds count
-    against the call's budget (:mod:`otlp.solvers.global_resolution.budget`; :func:`warm_up` does
-    this ahead)."""
-    if (kernel, p_dtype, q_dtype) not in _COMPILED:
-        half = np.full((1, 2), 0.5)
-        drafts = np.zeros((1, 1), dtype=np.int64)
-        kernel(half.astype(p_dtype), half.astype(q_dtype), drafts, 0, 1e-3, 0, 1e-6, half, math.inf)
-        _COMPILED.add((kernel, p_dtype, q_dtype))
-
-
-def _row_reports(
-    p_arr: NDArray,
-    q_arr: NDArray,
-    draft_arr: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
-    tokens: NDArray[np.int64],
-    table: NDArray,
-    top_k: int | None,
-    tau: float,
-    max_iter: int,
-    atol: float,
-    time_budget: float | None,
-    deadline: Deadline,
-) -> list[RowReport]:
-    """Each row's report from the kernel's table; a fallback row's token (written into
-    ``tokens``) from :func:`fallback_token`."""
-    from otlp.solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
-    from otlp.solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
-
-    rows = draft_arr.shape[0]
-    reports = []
-    for b in range(rows):
-        status, system, block, variables, iterations, deviation, budget, newton = table[b]
-        fallback = bool(status == FALLBACK)
-        message = NEWTON_MESSAGES[int(newton)]
-        if system == SINGLE_DRAFT:
-            message = "closed form: one draft's optimal plan is speculative sampling's law"
-        rule, lost = None, None
-        if fallback:
-            inst, _ = _row_instance(p_arr, q_arr, draft_arr, b, top_k, atol)
-            tokens[b], how, rule, lost = fallback_token(
-                inst,
-                draft_arr[b],
-                uniforms[b],
-                out_of_time=int(newton) == OUT_OF_TIME,
-                alpha_star=None,
-                tau=tau,
-                max_iter=max_iter,
-                time_budget=time_budget,
-                deadline=deadline,
-                iteration_limit=int(newton) == ITERATION_LIMIT,
-            )
-            message = (
-                f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; {how}"
-            )
-        reports.append(
-            RowReport(
-                system=_SYSTEM_NAMES.get(int(system)),  # -1: out of time before any unit
-                block=int(block) if system == OUTER else None,
-                variables=int(variables),
-                iterations=int(iterations),
-                deviation=float(deviation),
-                budget=float(budget),
-                fallback=fallback,
-                message=message,
-                fallback_rule=rule,
-                acceptance_lost=lost,
-            )
-        )
-    return reports
-
-
-# The unit a fused row solved (otlp.solvers.global_resolution.constants' codes).
-_SYSTEM_NAMES = {OUTER: "outer", INNER: "inner", SINGLE_DRAFT: "single draft (closed form)"}
-
-
-def _raise_for_bad_rows(table: NDArray, p: NDArray, q: NDArray, drafts: NDArray) -> None:
-    """The first refused row's ``ValueError`` (:func:`raise_for_row_status`), if any."""
-    bad = np.flatnonzero(table[:, 0] >= BAD_P)
-    if bad.size:
-        b = int(bad[0])
-        raise_for_row_status(int(table[b, 0]), int(table[b, 1]), b, p, q, drafts)
-
-
-def _row_instance(
-    p: NDArray, q: NDArray, drafts: NDArray, b: int, top_k: int | None, atol: float
-) -> tuple[Instance, NDArray[np.int64]]:
-    """The row's Instance and its drafts' draft-vocabulary positions (errors name the row)."""
-    pb = p[0] if p.shape[0] == 1 else p[b]
-    qb = q[0] if q.shape[0] == 1 else q[b]
-    try:
-        inst = Instance(pb, qb, drafts.shape[1], top_k=top_k, atol=atol)
-    except ValueError as exc:
-        name, _, rest = str(exc).partition(":")
-        raise ValueError(f"{name}[{b}]:{rest}") from None
-    return inst, local_drafts(inst, drafts, b)
 
 
 def partial_resolution_rows(
@@ -398,38 +214,5 @@ def partial_resolution_rows(
     from otlp.solvers.partial_resolution_row import batch
 
     tokens, table = batch(p, q, drafts, top_k or 0, atol, uniforms)
-    _raise_for_bad_rows(table, p, q, drafts)
+    raise_for_bad_rows(table, p, q, drafts)
     return exact_verification(tokens, drafts, "partial_resolution")
-
-
-def _exact_rule(
-    p: NDArray,
-    q: NDArray,
-    drafts: NDArray,
-    method: str,
-    top_k: int | None,
-    atol: float,
-    uniforms: NDArray[np.float64],
-) -> DraftVerification:
-    """Each row's token from the exact conditional law of the rule given its drafts."""
-    import otlp.rules
-    from otlp.api import solve
-
-    rows = drafts.shape[0]
-    tokens = np.empty(rows, dtype=np.int64)
-    rule = None if method == "maxflow_cs" else otlp.rules.get(method)
-    shared = p.shape[0] == 1 and q.shape[0] == 1  # one (p, q) for all rows: solve it once
-    plan = None
-    for b in range(rows):
-        if b == 0 or not shared:
-            inst, local = _row_instance(p, q, drafts, b, top_k, atol)
-            plan = solve(inst, "maxflow-cs", check=False) if rule is None else None
-        else:
-            local = local_drafts(inst, drafts, b)
-        if plan is not None:
-            probs = plan.local_slice(drafts[b])
-        else:
-            assert rule is not None
-            probs = rule.local_conditionals(inst, local[None, :])[0]
-        tokens[b] = draw_token(inst, probs, uniforms[b])
-    return exact_verification(tokens, drafts, method)

@@ -26,40 +26,14 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-from otlp.args import (
-    as_generator,
-    canonical_name,
-    positive_int,
-)
-from otlp.errors import ProblemTooLarge
-from otlp.global_resolution.constants import (
-    DEFAULT_TIME_BUDGET,
-    check_time_budget,
-    check_unit_size,
-)
-from otlp.global_resolution.fused import RowResult, checked_row, scheme_row
-from otlp.global_resolution.reports import RowReport
-from otlp.global_resolution.rule_fallback import FALLBACK_RULES, rule_seconds
-from otlp.instance import Instance
-from otlp.solvers.global_resolution.budget import Deadline
-from otlp.solvers.global_resolution.constants import (
-    FALLBACK,
-    OK,
-)
-from otlp.verification.position_rows import (
-    DraftVerification,
-    batch_arrays,
-    call_deadline,
-    draw_token,
-    exact_verification,
-    fallback_token,
-    local_drafts,
-    method_tau,
-    raise_for_row_status,
-    rule_rows,
-)
+from otlp.args import as_generator, canonical_name, positive_int
+from otlp.decoder_rows.exact import exact_rows
+from otlp.decoder_rows.inputs import batch_arrays
+from otlp.decoder_rows.result import DraftVerification
+from otlp.global_resolution.rows import GlobalResolutionRows
+from otlp.limits import DEFAULT_TIME_BUDGET
 from otlp.verification.rule_table import POSITION_SCHEMES, RULES, position_names
 
 # Scheme -> the rules run here (the rule table's): every position rule of the schemes beyond
@@ -77,6 +51,18 @@ def draft_scheme(scheme: object) -> str:
     if name not in SCHEME_METHODS:
         raise ValueError(f"scheme: expected one of {', '.join(SCHEME_METHODS)}, got {scheme!r}")
     return name
+
+
+def method_tau(method: str, tau: object) -> float:
+    """``tau`` checked as ``method`` (canonical) takes it: global resolution's error threshold
+    (None: its default, :meth:`GlobalResolutionRows.checked`); an exact method has none and
+    refuses one by name (as :func:`otlp.verify_tree` does), and gets the default, unused."""
+    if not RULES[method].takes_tau and tau is not None:
+        raise ValueError(
+            f"tau: method {method!r} is exact and takes no error threshold (tau is "
+            f"global_resolution's), got tau={tau!r}"
+        )
+    return GlobalResolutionRows.checked(tau if RULES[method].takes_tau else None).tau
 
 
 def handles(scheme: object, method: object) -> bool:
@@ -108,7 +94,7 @@ def verify_scheme_drafts(
         raise ValueError(
             f"method: scheme {scheme!r} takes {', '.join(SCHEME_METHODS[scheme])}, got {method!r}"
         )
-    tau = method_tau(method, tau)
+    options = GlobalResolutionRows.checked(method_tau(method, tau), max_iter, time_budget)
     draft_rows = 2 if scheme == "independent" else 1
     p_arr, q_arr, draft_arr, atol = batch_arrays(p, q, drafts, atol, draft_rows=draft_rows)
     rows, n = draft_arr.shape
@@ -135,200 +121,12 @@ def verify_scheme_drafts(
             f"parallel: only the i.i.d. fused path runs on numba's threads; scheme {scheme!r} "
             "verifies its rows one by one"
         )
-    max_iter = positive_int("max_iter", max_iter, minimum=0)
-    time_budget = check_time_budget(time_budget)
     uniforms = as_generator(rng).random((rows, 2))
     if method != "global_resolution":
-        return _exact_rows(p_arr, q_arr, draft_arr, scheme, method, top_k, atol, uniforms)
-    try:
-        if scheme != "greedy":  # the greedy plan is closed form: no Newton evaluation
-            check_unit_size(vocab if top_k is None else top_k, n)
-    except ProblemTooLarge as exc:  # a valid row still gets a token: the scheme's rule's
-        name = FALLBACK_RULES[scheme].name
-        verified = _exact_rows(p_arr, q_arr, draft_arr, scheme, name, top_k, atol, uniforms)
-        return rule_rows(verified, str(exc))
-    deadline = call_deadline(time_budget, start, rows * rule_seconds(vocab, q_arr.shape[1]))
-    return _scheme_rows(
-        p_arr, q_arr, draft_arr, uniforms, scheme, top_k, tau, max_iter, atol, time_budget, deadline
-    )
-
-
-def _scheme_rows(
-    p_arr: NDArray,
-    q_arr: NDArray,
-    draft_arr: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
-    scheme: str,
-    top_k: int | None,
-    tau: float,
-    max_iter: int,
-    atol: float,
-    time_budget: float | None,
-    deadline: Deadline,
-) -> DraftVerification:
-    """The fused row per row of the batch, before the call's ``deadline``; a row it cannot
-    certify gets its token from :func:`fallback_token`."""
-    rows = draft_arr.shape[0]
-    tokens = np.empty(rows, dtype=np.int64)
-    reports = []
-    for b in range(rows):
-        pb, qb = _row(p_arr, b), _row(q_arr, b)
-        result = scheme_row(
-            pb, qb, draft_arr[b], scheme, top_k or 0, tau, max_iter, atol, uniforms[b], deadline
+        return exact_rows(
+            p_arr, q_arr, draft_arr, method, uniforms, scheme=scheme, top_k=top_k, atol=atol
         )
-        if result.status not in (OK, FALLBACK):
-            raise_for_row_status(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
-        fallback = result.status == FALLBACK
-        message = result.message
-        rule, lost = None, None
-        if fallback:
-            inst = _instance(pb, qb, draft_arr.shape[1], scheme, top_k, atol, b)
-            tokens[b], how, rule, lost = _fallback(
-                inst, draft_arr[b], uniforms[b], result, tau, max_iter, time_budget, deadline
-            )
-            message = f"{message}; {how}"
-        else:
-            tokens[b] = result.token
-        reports.append(
-            RowReport(
-                system=result.system,
-                block=result.block,
-                variables=result.variables,
-                iterations=result.iterations,
-                deviation=result.deviation,
-                budget=result.budget,
-                fallback=fallback,
-                message=message,
-                fallback_rule=rule,
-                acceptance_lost=lost,
-            )
-        )
-    accepted = (tokens[:, None] == draft_arr).any(axis=1)
-    return DraftVerification(tokens, accepted, tuple(reports), "global_resolution")
-
-
-def scheme_row_token(
-    p: NDArray[np.floating],
-    q: NDArray[np.floating],
-    drafts: NDArray[np.int64],
-    scheme: str,
-    *,
-    tau: float,
-    uniforms: NDArray[np.float64],
-    max_iter: int,
-    atol: float,
-    top_k: int | None = None,
-    time_budget: float | None = DEFAULT_TIME_BUDGET,
-) -> int:
-    """One row's global-resolution token: ``p`` (V,), ``q`` (d, V) as
-    :func:`verify_scheme_drafts` holds them, two uniforms. The fused path, the object API
-    where it cannot certify the row (the rule where it ran out of ``time_budget`` seconds
-    from this call): that function's step per row, for ``verify_tree``'s nodes.
-
-    ``top_k`` None: the caller checked and renormalised the rows and restricted q itself
-    (only q's support is the draft vocabulary: a restricted q costs its k tokens, not V); a
-    row the fused path refuses raises. ``top_k`` k (0: every positive draft token): the rows
-    as given (float32 or float64, each within ``atol`` of summing to 1), q restricted to its
-    top k here; a row or draft the fused path refuses gives -1, for the caller's checked
-    path to name."""
-    deadline = Deadline.after(time_budget)
-    k = top_k
-    if k is None:
-        support = int(np.count_nonzero(q.max(axis=0)))
-        k = support if support < q.shape[-1] else 0
-    result = scheme_row(p, q, drafts, scheme, k, tau, max_iter, atol, uniforms, deadline)
-    if result.status == FALLBACK:  # Instance widens and renormalises the rows itself
-        inst = _instance(p, q, drafts.shape[0], scheme, k or None, atol, 0)
-        return _fallback(inst, drafts, uniforms, result, tau, max_iter, time_budget, deadline)[0]
-    if result.status != OK and top_k is None:
-        raise_for_row_status(
-            result.status, result.detail, 0, p[None], q[None], drafts[None], scheme
-        )
-    return result.token if result.status == OK else -1
-
-
-def _fallback(
-    inst: Instance,
-    drafts: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
-    result: RowResult,
-    tau: float,
-    max_iter: int,
-    time_budget: float | None,
-    deadline: Deadline,
-) -> tuple[int, str, str | None, float | None]:
-    """:func:`fallback_token` for a row the fused scheme row (``result``) could not certify."""
-    return fallback_token(
-        inst,
-        drafts,
-        uniforms,
-        out_of_time=result.out_of_time,
-        alpha_star=result.alpha_star,
-        tau=tau,
-        max_iter=max_iter,
-        time_budget=time_budget,
-        deadline=deadline,
-        iteration_limit=result.iteration_limit,
-    )
-
-
-def _row(arr: NDArray, b: int) -> NDArray:
-    return arr[0] if arr.shape[0] == 1 else arr[b]
-
-
-def _instance(
-    pb: NDArray, qb: NDArray, n: int, scheme: str, top_k: int | None, atol: float, b: int
-) -> Instance:
-    """The row's Instance (errors name the row)."""
-    q_arg = list(qb) if scheme == "independent" else qb[0]
-    try:
-        return Instance(pb, q_arg, n, scheme, top_k=top_k, atol=atol)
-    except ValueError as exc:
-        name, _, rest = str(exc).partition(":")
-        raise ValueError(f"{name}[{b}]:{rest}") from None
-
-
-def _exact_rows(
-    p: NDArray,
-    q: NDArray,
-    drafts: NDArray,
-    scheme: str,
-    method: str,
-    top_k: int | None,
-    atol: float,
-    uniforms: NDArray[np.float64],
-) -> DraftVerification:
-    """Each row's token from the exact conditional law of the rule given its drafts."""
-    import otlp.rules
-    from otlp.api import solve
-
-    rows, n = drafts.shape
-    tokens = np.empty(rows, dtype=np.int64)
-    rule = None if method == "maxflow_cs" else otlp.rules.get(method)
-    shared = p.shape[0] == 1 and q.shape[0] == 1  # one (p, q) for all rows: solve it once
-    inst: Instance | None = None
-    plan = None
-    for b in range(rows):
-        status, detail, _, _ = checked_row(
-            _row(p, b), _row(q, b), drafts[b], scheme, top_k or 0, atol
-        )
-        if status != OK:  # the fused path's own checks: every method refuses the same rows
-            raise_for_row_status(status, detail, b, p, q, drafts, scheme)
-        if inst is None or not shared:
-            inst = _instance(_row(p, b), _row(q, b), n, scheme, top_k, atol, b)
-            plan = solve(inst, "maxflow-cs", check=False) if rule is None else None
-        local = local_drafts(inst, drafts, b)
-        if plan is not None:
-            probs = plan.local_slice(drafts[b])
-        else:
-            assert rule is not None
-            if method == "spechub":
-                hub = int(np.argmax(inst.q_local))
-                if hub not in local:
-                    raise ValueError(
-                        f"drafts[{b}]: {drafts[b].tolist()} does not contain SpecHub's hub "
-                        f"token {int(inst.tokens[hub])} (argmax q): its hub joint cannot draw it"
-                    )
-            probs = rule.local_conditionals(inst, local[None, :])[0]
-        tokens[b] = draw_token(inst, probs, uniforms[b])
-    return exact_verification(tokens, drafts, method)
+    return options.verify(
+        p_arr, q_arr, draft_arr, uniforms, scheme=scheme, top_k=top_k, atol=atol,
+        parallel=False, start=start,
+    )  # fmt: skip

@@ -49,12 +49,6 @@ from otlp.args import canonical_name, positive_int
 from otlp.multistep import single_path
 from otlp.multistep.gbv import check_ranking, local_key, select_path, skewed_conditionals
 from otlp.solvers.node_rules import (
-    BAD_DRAFT,
-    BAD_TARGET,
-    NOT_HUB,
-    REPEATED,
-    TOO_MANY,
-    ZERO_DRAFT,
     block_walk,
     buckets_work,
     draw_scaled,
@@ -62,6 +56,7 @@ from otlp.solvers.node_rules import (
     node_walk,
     path_token,
 )
+from otlp.solvers.row_status import RowStatus
 from otlp.tensors import as_index_array
 from otlp.verification import rule_table
 from otlp.verification import shapes as trees
@@ -69,7 +64,7 @@ from otlp.verification.drafting import restrict_top_k, row_uniforms
 from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, LogitLaws
 from otlp.verification.laws import ContextLaws
 from otlp.verification.node_steps import draw, node_law
-from otlp.verification.position_rows import method_tau
+from otlp.verification.position_schemes import method_tau
 from otlp.verification.rule_table import VerificationRule, node_kernel
 
 FloatArray = NDArray[np.float64]
@@ -203,7 +198,7 @@ def verify_tree(
         uses ``q`` as given (pass your own restricted law there).
     tau:
         Global resolution's error threshold (each step within 15 tau of p in L1); None =
-        :data:`otlp.verification.position_rows.DEFAULT_TAU`. The other methods are exact
+        :data:`otlp.global_resolution.row_options.DEFAULT_TAU`. The other methods are exact
         and take no ``tau``: passing one is a ``ValueError`` naming it and the method.
     rng:
         One seed / ``numpy.random.Generator`` / ``torch.Generator`` for the batch, a sequence
@@ -526,23 +521,23 @@ class _Task:
         """The ``ValueError`` of a compiled walk's error (code, row, context, token, other)."""
         step = self.step
         code, b, context, token, other = (int(e) for e in error)
-        if code == ZERO_DRAFT and step.rule.protocol == "path":  # context: the chain's node
+        if code == RowStatus.BAD_DRAFT and step.rule.protocol == "path":  # context: its node
             raise ValueError(
                 f"tokens[{b}, {context}]: token {token} has draft probability 0 where drafted "
                 "(or is outside the top-k draft)"
             )
-        if code == BAD_TARGET:
+        if code == RowStatus.BAD_TARGET_ROW:
             self.target.refuse(b, context)
-        if code == BAD_DRAFT:
+        if code == RowStatus.BAD_DRAFT_ROW:
             self.draft.refuse(b, context)
-        if code == ZERO_DRAFT:
+        if code == RowStatus.BAD_DRAFT:
             _check_drafts(b, context, step, np.array([token]), np.array([False]), None)
-        if code == REPEATED:
+        if code == RowStatus.REPEATED:
             _check_drafts(b, context, step, np.array([token, token]), np.array([True, True]), None)
-        if code == TOO_MANY:
+        if code == RowStatus.TOO_MANY:
             many = np.zeros(token, dtype=np.int64)
             _check_drafts(b, context, step, many, np.ones(token, dtype=bool), None)
-        if code == NOT_HUB:
+        if code == RowStatus.NOT_HUB:
             pair = np.array([token, other])
             _check_drafts(b, context, step, pair, np.array([True, True]), -1)
 

@@ -31,8 +31,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from otlp.verification.position import global_resolution_rows, verify_drafts
-from otlp.verification.position_schemes import scheme_row_token
+from otlp.global_resolution.rows import GlobalResolutionRows
+from otlp.verification.position import verify_drafts
 
 WARM_VOCAB = 64  # large enough for Newton's units (not a closed form) and BLAS's pinning
 # (scheme, draft counts) of every path of verify_drafts' global resolution
@@ -80,15 +80,13 @@ def warm_up(
     for p_type, q_type in itertools.product(dtypes, repeat=2):
         pd: np.ndarray = p.astype(p_type)
         qd: np.ndarray = q.astype(q_type)
-        global_resolution_rows(
-            pd[None, :], qd[None, :], order[None, :2], uniforms, top_k=None, tau=1e-3,
-            max_iter=50, atol=1e-4,
-        )  # fmt: skip
+        rows = GlobalResolutionRows()
+        rows.fused_node_token(pd, qd, order[:2], uniforms[0], scheme="iid", top_k=None, atol=1e-4)
         for budget in (None, 1e-9):
-            scheme_row_token(
-                pd, qd[None, :], order[:2], "without_replacement", tau=1e-3, uniforms=uniforms[0],
-                max_iter=50, atol=1e-4, top_k=0, time_budget=budget,
-            )  # fmt: skip
+            rows = GlobalResolutionRows(time_budget=budget)
+            rows.fused_node_token(
+                pd, qd, order[:2], uniforms[0], scheme="without_replacement", top_k=0, atol=1e-4
+            )
     return time.perf_counter() - start
 
 

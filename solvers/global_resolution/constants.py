@@ -15,5 +15,5 @@ OUTER, INNER = 0, 1
 # fused kernels' closed form, :func:`.token.single_draft_slice`).
 SINGLE_DRAFT = 2
 
-# Row status codes of the fused kernels (:func:`.token.token_row`, :func:`.token.batch`).
-OK, FALLBACK, BAD_P, BAD_Q, SUM_P, SUM_Q, BAD_DRAFT = 0, 1, 2, 3, 4, 5, 6
+# A row's status codes (:func:`.token.token_row`, :func:`.token.batch`) are the decoder rows'
+# own: :mod:`otlp.solvers.row_status`.

@@ -19,9 +19,9 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.solvers.global_resolution.constants import OK
 from otlp.solvers.global_resolution.sorting import top_tokens
 from otlp.solvers.global_resolution.token import restrict
+from otlp.solvers.row_status import OK
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

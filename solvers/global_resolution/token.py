@@ -22,24 +22,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.solvers.global_resolution.constants import (
-    BAD_DRAFT,
-    BAD_P,
-    BAD_Q,
     BUDGET_FACTOR,
-    FALLBACK,
     INNER,
-    OK,
     OUTER,
     PSI_TIE,
     SINGLE_DRAFT,
-    SUM_P,
-    SUM_Q,
 )
 from otlp.solvers.global_resolution.newton import CONVERGED, OUT_OF_TIME, clock, newton_kernel
 from otlp.solvers.global_resolution.polymatroid import target_blocks
 from otlp.solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_alpha
 from otlp.solvers.global_resolution.sorting import stable_argsort, top_tokens
 from otlp.solvers.node_rules import CHUNK, row_total
+from otlp.solvers.row_status import BAD_DRAFT, BAD_P, BAD_Q, FALLBACK, OK, SUM_P, SUM_Q
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -1,4 +1,5 @@
-"""What every verify_drafts path shares (:mod:`otlp.verification.position_rows`): the input
+"""What every verify_drafts path shares (:mod:`otlp.decoder_rows`; global resolution's rule rows in
+:mod:`otlp.global_resolution.row_fallback`): the input
 checks by argument name, the stricter array's sum check when p and q differ in precision,
 and the reports of exact rows and of rows a too-large unit sends to the rule (issue 39's
 mutation round)."""

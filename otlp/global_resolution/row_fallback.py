@@ -1,0 +1,94 @@
+"""Global resolution's fallback chain for a decoder row ([GR] §5.3, §6): a row the fused path
+cannot certify is solved by the object API (its unit's exact max-flow where Newton misses its
+certificate); a row out of time, or whose unit is over ``otlp.limits``, gets its token from the
+scheme's lossless rule (:mod:`otlp.global_resolution.rule_fallback`). Every path says in the
+row's report what it did."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.decoder_rows.inputs import draw_token
+from otlp.decoder_rows.result import DraftVerification
+from otlp.global_resolution.method import make_engine
+from otlp.global_resolution.reports import TokenReport
+from otlp.global_resolution.row_options import RowOptions
+from otlp.global_resolution.rule_fallback import rule_token
+from otlp.instance import Instance
+from otlp.solvers.global_resolution.budget import Deadline
+
+
+def call_deadline(time_budget: float | None, start: float, reserve: float) -> Deadline:
+    """A ``verify_drafts`` call's deadline for its stages: ``time_budget`` seconds from the
+    call's ``start``, less ``reserve`` seconds kept for its rows' rule tokens
+    (:func:`otlp.global_resolution.rule_fallback.rule_seconds`), so that a row sent to the
+    rule still ends within the budget."""
+    return Deadline.after(None if time_budget is None else time_budget - reserve, start)
+
+
+def object_api_token(
+    options: RowOptions,
+    inst: Instance,
+    drafts: NDArray,
+    u: NDArray[np.float64],
+    deadline: Deadline,
+) -> tuple[int, TokenReport]:
+    """A decoder row the fused path could not certify: the object API solves the unit the
+    drafts need before the call's ``deadline`` (exactly by max-flow where its own certificate
+    fails too, by the scheme's lossless rule where that max-flow is over ``otlp.limits`` or
+    does not fit the time left) and draws the token; returns (token, the token's report)."""
+    engine = make_engine(
+        inst, options.tau, max_iter=options.max_iter, time_budget=options.time_budget
+    )
+    probs, report = engine.local_slice(drafts, deadline)
+    return draw_token(inst, probs, u), report
+
+
+def fallback_token(
+    options: RowOptions,
+    inst: Instance,
+    drafts: NDArray,
+    u: NDArray[np.float64],
+    deadline: Deadline,
+    *,
+    out_of_time: bool,
+    alpha_star: float | None,
+    iteration_limit: bool = False,
+) -> tuple[int, str, str | None, float | None]:
+    """The token of a row the fused path could not certify: (token, what the fallback did,
+    the lossless rule that gave the token or None, the acceptance it lost or None).
+
+    A row ``out_of_time`` (a stage did not fit the call's deadline) goes straight to the
+    scheme's lossless rule: an exact max-flow on its unit costs more than the Newton
+    iteration that no longer fitted. Any other row goes to :func:`object_api_token`; one
+    whose Newton stopped at its ``iteration_limit`` hands it no iteration (the object API's
+    Newton would stop at the same limit: it keeps its seed if that is certified, otherwise it
+    solves the unit exactly at once)."""
+    if out_of_time:
+        found = rule_token(inst, inst.to_local(drafts), alpha_star, deadline)
+        token = draw_token(inst, found.probs, u)
+        return token, f"token by {found.rule}", found.rule, found.acceptance_lost
+    if iteration_limit:
+        options = dataclasses.replace(options, max_iter=0)
+    token, report = object_api_token(options, inst, drafts, u, deadline)
+    return token, f"object API: {report.message}", report.fallback_rule, report.acceptance_lost
+
+
+def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification:
+    """Rows that global resolution could not take at all (its one Newton evaluation over the
+    draft vocabulary is over ``otlp.limits``), verified instead by the scheme's lossless rule
+    (``verification``, e.g. ``rrs``): every row is that rule's, whatever its drafts, so the
+    batch keeps the rule's exact law; each report says so (``fallback_rule``) and why."""
+    reports = tuple(
+        dataclasses.replace(
+            report,
+            fallback=True,
+            fallback_rule=verification.method,
+            message=f"{reason}; every row verified by {verification.method}",
+        )
+        for report in verification.reports
+    )
+    return dataclasses.replace(verification, reports=reports, method="global_resolution")

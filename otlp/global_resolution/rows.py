@@ -1,0 +1,127 @@
+"""Global resolution's decoder rows ([GR] §6, Algorithm 1): the one entry the decoder's calls use.
+
+:class:`GlobalResolutionRows` holds one call's checked options (tau, Newton's iteration limit,
+the time budget) and verifies with them either a batch of rows of any draft scheme
+(:meth:`~GlobalResolutionRows.verify`, for :func:`otlp.verify_drafts`) or one node of a draft
+tree (:meth:`~GlobalResolutionRows.node_token` and
+:meth:`~GlobalResolutionRows.fused_node_token`, for :func:`otlp.verify_tree`). Below it, one
+module per job: :mod:`.iid_rows` (the compiled i.i.d. batch), :mod:`.scheme_rows` (without
+replacement, independent, greedy), :mod:`.row_fallback` (the chain a row takes when the fused
+path cannot certify it) and :mod:`.rule_fallback` (its last link, the scheme's lossless rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.decoder_rows.exact import exact_rows
+from otlp.decoder_rows.result import DraftVerification
+from otlp.errors import ProblemTooLarge
+from otlp.global_resolution.constants import check_unit_size
+from otlp.global_resolution.iid_rows import iid_rows
+from otlp.global_resolution.row_fallback import call_deadline, rule_rows
+from otlp.global_resolution.row_options import RowOptions
+from otlp.global_resolution.rule_fallback import FALLBACK_RULES, rule_seconds
+from otlp.global_resolution.scheme_rows import scheme_row_token, scheme_rows
+from otlp.solvers.global_resolution.budget import Deadline
+
+
+@dataclass(frozen=True)
+class GlobalResolutionRows(RowOptions):
+    """Global resolution's rows for one decoder call, with its checked options (:class:`RowOptions`:
+    ``tau``, ``max_iter``, ``time_budget``; build them with :meth:`checked`)."""
+
+    def verify(
+        self,
+        p: NDArray,
+        q: NDArray,
+        drafts: NDArray[np.int64],
+        uniforms: NDArray[np.float64],
+        *,
+        scheme: str,
+        top_k: int | None,
+        atol: float,
+        parallel: bool,
+        start: float,
+    ) -> DraftVerification:
+        """The batch's tokens: ``p`` (1 or B, V), ``q`` (1 or B, d, V) and ``drafts`` (B, n)
+        as :func:`otlp.decoder_rows.inputs.batch_arrays` holds them, two ``uniforms`` per row,
+        the call's ``start`` (its ``time.perf_counter()``; the budget counts from there).
+
+        A unit whose one Newton evaluation is over ``otlp.limits`` sends every row to the
+        scheme's lossless rule (each report says so); otherwise each row is verified by the
+        compiled i.i.d. batch (``parallel``: on numba's threads) or the fused scheme row, and a
+        row those cannot certify goes down the fallback chain."""
+        rows, n = drafts.shape
+        vocab = p.shape[1]
+        try:
+            if scheme != "greedy":  # the greedy plan is closed form: no Newton evaluation
+                check_unit_size(vocab if top_k is None else top_k, n)
+        except ProblemTooLarge as exc:  # a valid row still gets a token: the scheme's rule's
+            rule = FALLBACK_RULES[scheme].name
+            verified = exact_rows(
+                p, q, drafts, rule, uniforms, scheme=scheme, top_k=top_k, atol=atol,
+                kernel_checks=scheme != "iid",
+            )  # fmt: skip
+            return rule_rows(verified, str(exc))
+        reserve = rows * rule_seconds(vocab, q.shape[1])  # kept for the rows' rule tokens
+        deadline = call_deadline(self.time_budget, start, reserve)
+        if scheme == "iid":
+            return iid_rows(self, p, q[:, 0], drafts, uniforms, top_k, atol, deadline, parallel)
+        return scheme_rows(self, p, q, drafts, uniforms, scheme, top_k, atol, deadline)
+
+    def node_token(
+        self, p: NDArray[np.floating], q: NDArray[np.floating], omega: NDArray[np.int64],
+        u: NDArray[np.float64], *, scheme: str,
+    ) -> int:  # fmt: skip
+        """The token at a tree node on the node's checked, renormalised (and top-k restricted)
+        laws ``p``, ``q`` (V,), its drafted tokens ``omega`` and uniforms ``u``; a unit over
+        ``otlp.limits`` is refused by name."""
+        check_unit_size(int(np.count_nonzero(q)), omega.shape[0])
+        wor = scheme == "without_replacement"
+        return self._node_row(p, q, omega, u, None, 1e-9, without_replacement=wor)
+
+    def fused_node_token(
+        self, p: NDArray[np.floating], q: NDArray[np.floating], omega: NDArray[np.int64],
+        u: NDArray[np.float64], *, scheme: str, top_k: int | None, atol: float,
+    ) -> int:  # fmt: skip
+        """The token at a tree node on the rows as given (the kernels check them, restrict q
+        to its top-k and renormalise both rows themselves); a node of one draft without
+        replacement takes the i.i.d. kernel. -1 where a drafted token is outside the kernel's
+        top-k or a row fails the kernel's check: the restricted path (:meth:`node_token`)
+        decides, and names the row in its error."""
+        if scheme == "without_replacement" and omega.shape[0] > 1:
+            try:
+                check_unit_size(top_k or 0, omega.shape[0])
+            except ValueError:  # the restricted path refuses the node's own unit by name
+                return -1
+            return self._node_row(p, q, omega, u, top_k, atol, without_replacement=True)
+        try:  # the kernel checks both rows (finite, nonnegative, sums within atol) itself
+            return self._node_row(p, q, omega, u, top_k, atol, without_replacement=False)
+        except ValueError:
+            return -1
+
+    def _node_row(
+        self, p: NDArray[np.floating], q: NDArray[np.floating], omega: NDArray[np.int64],
+        u: NDArray[np.float64], top_k: int | None, atol: float, *, without_replacement: bool,
+    ) -> int:  # fmt: skip
+        """A node's token by the compiled per-row paths of :meth:`verify`: the fused scheme
+        row for drafts without replacement, else the i.i.d. kernel."""
+        if without_replacement:
+            return scheme_row_token(
+                self, p, q[None, :], omega, "without_replacement", u[:2], atol, top_k
+            )
+        result = iid_rows(
+            self,
+            p[None, :],
+            q[None, :],
+            np.ascontiguousarray(omega[None, :], dtype=np.int64),
+            np.ascontiguousarray(u[None, :2], dtype=np.float64),
+            top_k,
+            atol,
+            Deadline.after(self.time_budget),
+        )
+        return int(result.tokens[0])

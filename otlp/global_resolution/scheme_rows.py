@@ -1,0 +1,129 @@
+"""Global resolution's decoder rows for the schemes beyond i.i.d. ([GR] §6, App. N, O, S):
+drafts without replacement, two independent drafters, greedy drafts. Each row runs the fused
+per-row path (:func:`otlp.global_resolution.fused.scheme_row`: compiled scan and top-k, H*,
+outer targets, the one unit omega needs, the slice, the draw); a row it cannot certify goes
+down the fallback chain (:mod:`otlp.global_resolution.row_fallback`). For the greedy scheme the
+optimal plan has a closed form and every row is exact."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otlp.decoder_rows.checks import raise_for_row_status
+from otlp.decoder_rows.inputs import row, row_instance
+from otlp.decoder_rows.result import DraftVerification, RowReport, verification
+from otlp.global_resolution.fused import RowResult, scheme_row
+from otlp.global_resolution.row_fallback import fallback_token
+from otlp.global_resolution.row_options import RowOptions
+from otlp.instance import Instance
+from otlp.solvers.global_resolution.budget import Deadline
+from otlp.solvers.row_status import FALLBACK, OK
+
+
+def scheme_rows(
+    options: RowOptions,
+    p_arr: NDArray,
+    q_arr: NDArray,
+    draft_arr: NDArray[np.int64],
+    uniforms: NDArray[np.float64],
+    scheme: str,
+    top_k: int | None,
+    atol: float,
+    deadline: Deadline,
+) -> DraftVerification:
+    """The fused row per row of the batch, before the call's ``deadline``; a row it cannot
+    certify gets its token from :func:`fallback_token`."""
+    rows = draft_arr.shape[0]
+    tokens = np.empty(rows, dtype=np.int64)
+    reports = []
+    for b in range(rows):
+        pb, qb = row(p_arr, b), row(q_arr, b)
+        result = scheme_row(
+            pb, qb, draft_arr[b], scheme, top_k or 0, options.tau, options.max_iter, atol,
+            uniforms[b], deadline,
+        )  # fmt: skip
+        if result.status not in (OK, FALLBACK):
+            raise_for_row_status(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
+        fallback = result.status == FALLBACK
+        message = result.message
+        rule, lost = None, None
+        if fallback:
+            n = draft_arr.shape[1]
+            inst = row_instance(pb, qb, n, b, scheme=scheme, top_k=top_k, atol=atol)
+            tokens[b], how, rule, lost = _fallback(
+                options, inst, draft_arr[b], uniforms[b], result, deadline
+            )
+            message = f"{message}; {how}"
+        else:
+            tokens[b] = result.token
+        reports.append(
+            RowReport(
+                system=result.system,
+                block=result.block,
+                variables=result.variables,
+                iterations=result.iterations,
+                deviation=result.deviation,
+                budget=result.budget,
+                fallback=fallback,
+                message=message,
+                fallback_rule=rule,
+                acceptance_lost=lost,
+            )
+        )
+    return verification(tokens, draft_arr, tuple(reports), "global_resolution")
+
+
+def scheme_row_token(
+    options: RowOptions,
+    p: NDArray[np.floating],
+    q: NDArray[np.floating],
+    drafts: NDArray[np.int64],
+    scheme: str,
+    uniforms: NDArray[np.float64],
+    atol: float,
+    top_k: int | None = None,
+) -> int:
+    """One row's global-resolution token: ``p`` (V,), ``q`` (d, V) as
+    :func:`otlp.decoder_rows.inputs.batch_arrays` holds them, two uniforms. The fused path,
+    the object API where it cannot certify the row (the rule where it ran out of the
+    options' ``time_budget``, counted from this call): :func:`scheme_rows`' step per row, for
+    ``verify_tree``'s nodes.
+
+    ``top_k`` None: the caller checked and renormalised the rows and restricted q itself
+    (only q's support is the draft vocabulary: a restricted q costs its k tokens, not V); a
+    row the fused path refuses raises. ``top_k`` k (0: every positive draft token): the rows
+    as given (float32 or float64, each within ``atol`` of summing to 1), q restricted to its
+    top k here; a row or draft the fused path refuses gives -1, for the caller's checked
+    path to name."""
+    deadline = Deadline.after(options.time_budget)
+    k = top_k
+    if k is None:
+        support = int(np.count_nonzero(q.max(axis=0)))
+        k = support if support < q.shape[-1] else 0
+    result = scheme_row(
+        p, q, drafts, scheme, k, options.tau, options.max_iter, atol, uniforms, deadline
+    )
+    if result.status == FALLBACK:  # Instance widens and renormalises the rows itself
+        inst = row_instance(p, q, drafts.shape[0], 0, scheme=scheme, top_k=k or None, atol=atol)
+        return _fallback(options, inst, drafts, uniforms, result, deadline)[0]
+    if result.status != OK and top_k is None:
+        raise_for_row_status(
+            result.status, result.detail, 0, p[None], q[None], drafts[None], scheme
+        )
+    return result.token if result.status == OK else -1
+
+
+def _fallback(
+    options: RowOptions,
+    inst: Instance,
+    drafts: NDArray[np.int64],
+    uniforms: NDArray[np.float64],
+    result: RowResult,
+    deadline: Deadline,
+) -> tuple[int, str, str | None, float | None]:
+    """:func:`fallback_token` for a row the fused scheme row (``result``) could not certify."""
+    return fallback_token(
+        options, inst, drafts, uniforms, deadline, out_of_time=result.out_of_time,
+        alpha_star=result.alpha_star, iteration_limit=result.iteration_limit,
+    )  # fmt: skip
