@@ -107,6 +107,10 @@ def test_the_registry_holds_the_field_s_algorithms() -> None:
         "typical_acceptance_chain_tree",
         "sglang_target_only_relaxed",
         "sglang_target_only_relaxed_tree",
+        "trtllm_dynamic_tree",
+        "vllm_synthetic",
+        "vllm_synthetic_chain_tree",
+        "medusa_typical_tree",
     } <= lossy
 
 
@@ -496,6 +500,10 @@ EXACT_POSITION_CASES = [
     ("sibling_ratio_no_residual", np.array([0.5, 0.5]), np.array([0.9, 0.1]), 2, "iid", 0.2),
     ("top_n_id_sorted_residual", np.array([0.5, 0.3, 0.2]), np.array([0, 0.5, 0.5]), 1, "iid", 0.5),
     ("typical_acceptance", np.array([0.5, 0.5]), np.array([0.9, 0.1]), 1, "iid", 0.4),
+    # accepted with 0.7 whatever p, else norm(max(p - q, 0)) = (1, 0): law (0.44, 0.56)
+    ("vllm_synthetic", np.array([0.5, 0.5]), np.array([0.2, 0.8]), 1, "iid", 0.06),
+    ("vllm_synthetic", np.array([0.4, 0.6]), np.array([0.43, 0.57]), 1, "iid", 0.099),
+    ("vllm_synthetic", np.array([0.4, 0.6]), np.array([0.4, 0.6]), 1, "iid", 0.0),  # p = q
 ]
 
 
@@ -584,3 +592,188 @@ def test_sglang_s_thresholds_below_one_deviate_by_the_hand_computed_amount() -> 
     assert abs(emits_zero(sglang_target_only) - 0.5) < 1e-12
     verdict = otlp.referee.referee(SUBJECTS["sglang_target_only_relaxed"].sampler, cases=20)
     assert not verdict.lossless and verdict.failure is not None and verdict.failure.tv > 0.1
+
+
+# ----- issue 35's subjects: engines' rules judged by the referee's exact mode ----------------
+def _tree_case(root_p, root_q, next_p, next_q, parents, scheme):
+    """A depth-1 or depth-2 TreeCase from the root's laws and one law per token after it."""
+    from otlp.referee.cases import TreeCase
+
+    levels = 2 if max(parents) < 0 else 3
+    vocab = len(root_p)
+    target = [np.array([root_p]), np.array(next_p)]
+    draft = [np.array([root_q]), np.array(next_q)]
+    if levels == 3:
+        target.append(np.tile(np.array(next_p), (vocab, 1)))
+        draft.append(np.tile(np.array(next_q), (vocab, 1)))
+    return TreeCase(tuple(target), tuple(draft), np.array(parents), scheme)
+
+
+def _exact_deviation(name: str, case) -> float:
+    """The referee's exact verdict on one case, unshrunk: deviating, exact, its TV."""
+    subject = SUBJECTS[name]
+    verdict = otlp.referee.referee(
+        subject.sampler,
+        protocol=subject.protocol,
+        scheme=subject.scheme,
+        cases=[case],
+        mode="exact",
+        shrink_failures=False,
+    )
+    assert verdict.status == "deviation" and verdict.statistical_cases == 0
+    assert verdict.failure is not None
+    return float(verdict.failure.tv)
+
+
+TRT_P = np.array([0.0, 0.30, 0.15, 0.05, 0.50])  # TensorRT-LLM's fixture: root_target_probs
+TRT_Q = np.array([0.0, 0.35, 0.35, 0.30, 0.0])  # draft_child_probs
+
+
+def test_trtllm_dynamic_tree_kernel_gives_its_fixture_s_tv_0_557() -> None:
+    """TensorRT-LLM's own unit test of its dynamic-tree rejection kernel: a root with children
+    1, 2, 3, target p = TRT_P at every context, draft q = TRT_Q. Each sibling is tried against
+    the same row p: token 1 is accepted with 0.30 / 0.35 = 6/7, token 2 with (1/7)(3/7), token
+    3 with (1/7)(4/7)(1/6), else the residual (0, 0, 0, 0, 1): the first token follows
+    (0, 6/7, 3/49, 2/147, 10/147), TV 6/7 - 0.3 = 39/70 = 0.557 from p (by hand). The
+    referee's exact mode (every uniform branched) on the fixture's drafted tree gives it to
+    rounding, for the emitted stream completed to depth 2. That number is a law given one
+    drafted tree, not yet a verdict: Sequoia's lossless rule, which also tries token 1 first,
+    emits (0, 6/7, 0, 0, 1/7) on this tree, at the same TV; over the drafting (the next test)
+    Sequoia is exact and the kernel is not."""
+    from otlp.referee import symbolic
+    from otlp.referee.observe import emitted
+
+    case = _tree_case(TRT_P, TRT_Q, [TRT_P] * 5, [TRT_Q] * 5, [-1, -1, -1], "without_replacement")
+    tokens = np.array([1, 2, 3])
+    p, q = case.context_laws(tokens)
+    np.testing.assert_array_equal(p, np.tile(TRT_P, (4, 1)))  # the fixture's target_probs_tree
+
+    def stream_tv(name: str) -> float:
+        sampler = SUBJECTS[name].sampler
+        outcomes = symbolic.exact_law(
+            lambda rng: sampler(tokens, case.parents, p, q, rng), key=symbolic.tree_key
+        )
+        law = sum(
+            share * case.completion(emitted(case, tokens, out)) for out, share in outcomes.items()
+        )
+        return 0.5 * float(np.abs(law - case.target).sum())
+
+    first = np.zeros(5)
+    sampler = SUBJECTS["trtllm_dynamic_tree"].sampler
+    outcomes = symbolic.exact_law(
+        lambda rng: sampler(tokens, case.parents, p, q, rng), key=symbolic.tree_key
+    )
+    for (nodes, bonus), share in outcomes.items():
+        first[tokens[nodes[0]] if nodes else bonus] += share
+    np.testing.assert_allclose(first, [0, 6 / 7, 3 / 49, 2 / 147, 10 / 147], atol=1e-15)
+    assert stream_tv("trtllm_dynamic_tree") == pytest.approx(39 / 70, abs=1e-12)
+    assert round(stream_tv("trtllm_dynamic_tree"), 3) == 0.557
+    assert stream_tv("sequoia_tree") == pytest.approx(39 / 70, abs=1e-12)
+
+
+def test_trtllm_dynamic_tree_drafted_as_the_kernel_drafts_deviates_by_127_294() -> None:
+    """The same laws with the siblings drafted (3 of 3 tokens without replacement, so every
+    order of 1, 2, 3 with its probability): the residual's mass (1/7)(4/7)(5/6) = 10/147 does
+    not depend on the order, and tokens 1-3 take the rest, so TV = 0.5 - 10/147 = 127/294
+    (0.432) — the referee's exact verdict on the case, where Sequoia's rule is exact."""
+    case = _tree_case(TRT_P, TRT_Q, [TRT_P] * 5, [TRT_Q] * 5, [-1, -1, -1], "without_replacement")
+    assert _exact_deviation("trtllm_dynamic_tree", case) == pytest.approx(127 / 294, abs=1e-12)
+    verdict = otlp.referee.referee(SUBJECTS["sequoia_tree"].sampler, cases=[case], mode="exact")
+    assert verdict.lossless and verdict.exact_cases == 1
+
+
+def test_trtllm_dynamic_tree_is_lossless_on_one_child_and_on_two_of_two_tokens() -> None:
+    """One child: speculative sampling. Two children covering V = 2 without replacement:
+    order (0, 1) w.p. q0 accepts 0 with p0 / q0 (p0 < q0) and 1 surely, so P(0) = p0."""
+    nxt = [[0.4, 0.6], [0.2, 0.8]]
+    for parents in ([-1], [-1, -1]):
+        case = _tree_case([0.6, 0.4], [0.9, 0.1], nxt, nxt, parents, "without_replacement")
+        sampler = SUBJECTS["trtllm_dynamic_tree"].sampler
+        verdict = otlp.referee.referee(sampler, cases=[case], mode="exact")
+        assert verdict.lossless and verdict.exact_cases == 1, parents
+
+
+def test_vllm_synthetic_chain_accepts_by_its_schedule_whatever_p() -> None:
+    """vLLM's conversion c_i = a_i / a_(i-1) of the unconditional schedule (0.7, 0.5, 0.4),
+    0 after a zero; on a one-node chain with p = (0.6, 0.4), q = (0.9, 0.1) at the root the
+    first token is 0 w.p. 0.7 * 0.9 (the residual is (0, 1)): 0.63 against 0.6, TV 0.03;
+    on a two-node chain the second draft is accepted with 5/7 after the first."""
+    from otlp.referee.subjects.synthetic import RATES, conditional_rates
+
+    assert RATES == (0.7, 0.5, 0.4)
+    np.testing.assert_allclose(conditional_rates(), [0.7, 5 / 7, 0.8])
+    assert conditional_rates((0.5, 0.0, 0.0)) == [0.5, 0.0, 0.0]
+    nxt = [[0.4, 0.6], [0.2, 0.8]]
+    case = _tree_case([0.6, 0.4], [0.9, 0.1], nxt, nxt, [-1], "iid")
+    assert _exact_deviation("vllm_synthetic_chain_tree", case) == pytest.approx(0.03, abs=1e-12)
+    # the accepted prefixes of a two-node chain: 0.3 none, 0.7 (2/7) one, 0.7 (5/7) both
+    from otlp.referee import symbolic
+
+    sampler = SUBJECTS["vllm_synthetic_chain_tree"].sampler
+    half = np.full((3, 2), 0.5)
+    law = symbolic.exact_law(
+        lambda rng: sampler(np.array([0, 1]), CHAIN, half, half, rng), key=symbolic.tree_key
+    )
+    accepted = dict.fromkeys([(), (0,), (0, 1)], 0.0)
+    for (nodes, _), share in law.items():
+        accepted[nodes] += share
+    np.testing.assert_allclose(
+        [accepted[()], accepted[(0,)], accepted[(0, 1)]], [0.3, 0.2, 0.5], atol=1e-12
+    )
+
+
+def test_medusa_typical_tree_emits_argmax_after_its_best_path() -> None:
+    """p = (0.6, 0.4) at the root, (0.4, 0.6) after 0 and (0.2, 0.8) after 1, q = (0.9, 0.1):
+    the drafted token passes min(0.09, 0.3 exp(-H)) either way and the next token is argmax p
+    after it, 1: the stream is (0, 1) w.p. 0.9 and (1, 1) w.p. 0.1 against the target's
+    (0.24, 0.36, 0.08, 0.32): TV 0.9 - 0.36 = 0.54. With both tokens as siblings the likelier
+    one, 0, wins: (0, 1) always, TV 0.64."""
+    nxt = [[0.4, 0.6], [0.2, 0.8]]
+    one = _tree_case([0.6, 0.4], [0.9, 0.1], nxt, nxt, [-1], "without_replacement")
+    assert _exact_deviation("medusa_typical_tree", one) == pytest.approx(0.54, abs=1e-12)
+    two = _tree_case([0.6, 0.4], [0.9, 0.1], nxt, nxt, [-1, -1], "without_replacement")
+    assert _exact_deviation("medusa_typical_tree", two) == pytest.approx(0.64, abs=1e-12)
+
+
+def test_medusa_typical_tree_prefers_the_longest_then_the_likeliest_path() -> None:
+    """Children 0 (p 0.6) and 1 (p 0.4) at the root; only 1's child 2 passes (0 has child 2
+    of mass 0 after 0): the deeper path (1, 2) wins over the likelier 0. A refused root: no
+    node, argmax p at the root."""
+    sampler = SUBJECTS["medusa_typical_tree"].sampler
+    rng = np.random.default_rng(0)
+    parents = np.array([-1, -1, 0, 1])
+    tokens = np.array([0, 1, 2, 2])
+    p = np.array(
+        [[0.6, 0.4, 0.0], [0.5, 0.5, 0.0], [0.1, 0.1, 0.8], [0.1, 0.2, 0.7], [0.3, 0.3, 0.4]]
+    )
+    assert sampler(tokens, parents, p, p, rng) == ([1, 3], 2)
+    p[2] = [0.1, 0.1, 0.8]  # both paths pass to depth 2: the likelier, 0.6 * 0.8 > 0.4 * 0.8
+    p[1] = [0.1, 0.1, 0.8]
+    assert sampler(tokens, parents, p, p, rng) == ([0, 2], 2)
+    refused = np.array([[0.96, 0.02, 0.02]] * 5)  # threshold 0.09: tokens 1, 2 refused
+    assert sampler(np.array([1, 2, 1, 2]), parents, refused, refused, rng) == ([], 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "vocab"),
+    [
+        ("trtllm_dynamic_tree", 3),  # V = 2 with both tokens drafted is lossless (above)
+        ("vllm_synthetic", 2),
+        ("vllm_synthetic_chain_tree", 2),
+        ("medusa_typical_tree", 2),
+    ],
+)
+def test_issue_35_subjects_deviate_at_the_defaults_in_exact_mode(name: str, vocab: int) -> None:
+    """The table's verdicts: every new lossy subject deviates at the referee's defaults, in
+    exact mode, with a minimal case of the stated vocabulary and a TV above 0.01 (the table
+    gives each minimal case; the tests above compute those TVs by hand)."""
+    subject = SUBJECTS[name]
+    verdict = otlp.referee.referee(
+        subject.sampler,
+        protocol=subject.protocol,
+        scheme=subject.scheme,
+        max_children=subject.max_children,
+    )
+    assert verdict.status == "deviation" and verdict.statistical_cases == 0
+    assert verdict.failure is not None and verdict.failure.tv > 0.01
+    assert verdict.failure.case.vocab == vocab

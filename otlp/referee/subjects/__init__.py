@@ -39,7 +39,9 @@ from otlp.referee.subjects.suspects import (
     sibling_ratio_no_residual_tree,
     top_n_id_sorted_residual,
     top_n_id_sorted_residual_tree,
+    trtllm_dynamic_tree,
 )
+from otlp.referee.subjects.synthetic import vllm_synthetic, vllm_synthetic_chain_tree
 from otlp.referee.subjects.target_only import (
     eagle_target_only,
     eagle_target_only_tree,
@@ -51,7 +53,11 @@ from otlp.referee.subjects.target_only import (
     target_only,
     target_only_tree,
 )
-from otlp.referee.subjects.typical import typical_acceptance, typical_acceptance_chain_tree
+from otlp.referee.subjects.typical import (
+    medusa_typical_tree,
+    typical_acceptance,
+    typical_acceptance_chain_tree,
+)
 
 PROTOCOLS = ("position", "tree")
 
@@ -97,6 +103,17 @@ _TYPICAL = "Medusa (Cai et al. 2024) typical acceptance; vLLM TypicalAcceptanceS
 _BLOCK = "Block verification (Sun et al., ICLR 2025); [GBV] §2.1"
 _SUSPECT_A = "a stored TensorRT-LLM tree rejection sampling kernel (issue 26): no residual update"
 _SUSPECT_B = "llama.cpp examples/speculative residual from id-sorted top-N lists (issue 26)"
+_TRTLLM_DYNAMIC = (
+    "TensorRT-LLM verifyDynamicTreeRejectionKernel as stored (dynamicTreeKernels.cu): siblings "
+    "against the same target row, one residual; its unit test's fixture gives TV 0.557"
+)
+_SYNTHETIC = (
+    "vLLM rejection_sample_method='synthetic' (synthetic_acceptance_rates 0.7, 0.5, 0.4): "
+    "accepts by schedule, whatever p"
+)
+_MEDUSA_TREE = (
+    "Medusa (Cai et al. 2024) evaluate_posterior, typical sampling, fast=True, on its tree"
+)
 
 SUBJECTS: dict[str, Subject] = {
     s.name: s
@@ -184,6 +201,24 @@ SUBJECTS: dict[str, Subject] = {
             False,
             _SUSPECT_B,
         ),
+        Subject(
+            "trtllm_dynamic_tree",
+            trtllm_dynamic_tree,
+            "tree",
+            "without_replacement",
+            False,
+            _TRTLLM_DYNAMIC,
+        ),
+        Subject("vllm_synthetic", vllm_synthetic, "position", "iid", False, _SYNTHETIC, 1),
+        Subject(
+            "vllm_synthetic_chain_tree",
+            vllm_synthetic_chain_tree,
+            "tree",
+            "iid",
+            False,
+            _SYNTHETIC,
+            1,
+        ),
         Subject("typical_acceptance", typical_acceptance, "position", "iid", False, _TYPICAL, 1),
         Subject(
             "typical_acceptance_chain_tree",
@@ -193,6 +228,14 @@ SUBJECTS: dict[str, Subject] = {
             False,
             _TYPICAL,
             1,
+        ),
+        Subject(
+            "medusa_typical_tree",
+            medusa_typical_tree,
+            "tree",
+            "without_replacement",
+            False,
+            _MEDUSA_TREE,
         ),
     )
 }

@@ -4,6 +4,10 @@ descriptions (issue 26): both are expected lossy, and each docstring says when i
 * Per-sibling ratio without residual update: one stored version of TensorRT-LLM's tree
   rejection sampling kernel tried each sibling with min(1, p / q) against the same target law
   (the later fix changed the output distribution of its tree rejection sampling).
+  TensorRT-LLM's dynamic-tree rejection kernel (``verifyDynamicTreeRejectionKernel`` in
+  ``cpp/tensorrt_llm/kernels/speculativeDecoding/dynamicTreeKernels.cu``, as stored) is this
+  rule on its EAGLE-3 dynamic trees: each sibling x tried with min(1, p(x) / q(x)) against
+  the parent's target row, one residual norm(max(p - q, 0)) when all are rejected.
 * Residual from two id-sorted top-N lists: llama.cpp's speculative example keeps the target's
   and the draft's candidate lists (token id, probability), sorts each by token id and subtracts
   them entry by entry, which lines up only when both lists hold the same ids.
@@ -137,3 +141,29 @@ def top_n_id_sorted_residual_tree(
     lossy (wherever the two lists at a node hold different ids).
     """
     return walk_tree(tokens, parents, p, q, rng, id_sorted_residual)
+
+
+def trtllm_dynamic_tree(
+    tokens: ArrayLike, parents: ArrayLike, p: ArrayLike, q: ArrayLike, rng: np.random.Generator
+) -> tuple[list[int], int]:
+    """TensorRT-LLM's dynamic-tree rejection kernel as stored (``verifyDynamicTreeRejection``):
+    depth by depth from the last accepted node, its children in sibling order, each accepted
+    with min(1, p(x) / q(x)), p the last accepted node's target row for every sibling (no
+    residual update between siblings); the first accepted sibling extends the path; when all
+    are rejected, the correction token is a draw from norm(max(p - q, 0)) (p itself when that
+    is empty), and at a leaf the bonus token is a draw from p. In law this is
+    :func:`sibling_ratio_no_residual_tree` on the kernel's distinct siblings (EAGLE-3's
+    top-k).
+
+    The kernel's own unit test (test_dynamic_tree_kernel_rejection_sampling_has_higher_acceptance)
+    drafts a root with children 1, 2, 3 from q = (0, 0.35, 0.35, 0.30, 0) under the target
+    p = (0, 0.30, 0.15, 0.05, 0.50): token 1 is accepted with 6/7, so given that tree the first
+    token follows (0, 6/7, 3/49, 2/147, 10/147), TV 6/7 - 0.3 = 0.557 from p (Sequoia's
+    lossless rule is at the same TV given that tree, with (0, 6/7, 0, 0, 1/7)). Over the
+    drafting (every order of 1, 2, 3) the kernel's law misses p by 0.5 - 10/147 = 0.432,
+    where Sequoia's is p.
+
+    Protocol: tree. Draft scheme: each node's children without replacement from q at its
+    context. Expected lossy (wherever a node has two or more children).
+    """
+    return sibling_ratio_no_residual_tree(tokens, parents, p, q, rng)
