@@ -324,28 +324,41 @@ def summary(arrays: dict[str, np.ndarray]) -> str:
     return "\n".join(lines)
 
 
+def suite_parser(doc: str, positions_help: str) -> argparse.ArgumentParser:
+    """The command line every model's generator shares, described by the first paragraph of
+    ``doc``: ``--out``, ``--positions`` (help ``positions_help``) and ``--temperatures``; a
+    generator adds its own flags, then :func:`parse_suite_args` adds ``--top-k`` and parses."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="output .npz path")
+    ap.add_argument("--positions", type=int, default=DEFAULT_POSITIONS, help=positions_help)
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
+    return ap
+
+
+def parse_suite_args(ap: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed by a :func:`suite_parser` given ``--top-k``; temperatures must be
+    positive (else the usage error of ``ap``)."""
+    ap.add_argument("--top-k", type=int, default=TOP_K)
+    args = ap.parse_args(argv)
+    if any(t <= 0 for t in args.temperatures):
+        ap.error("temperatures must be positive")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="output .npz path")
-    ap.add_argument(
-        "--positions",
-        type=int,
-        default=DEFAULT_POSITIONS,
-        help=f"positions per prompt, evenly spaced over the continuation; 0 = all "
+    ap = suite_parser(
+        __doc__,
+        f"positions per prompt, evenly spaced over the continuation; 0 = all "
         f"(default {DEFAULT_POSITIONS}, which keeps the .npz under 8 MB)",
     )
-    ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
     ap.add_argument(
         "--draft-temperature",
         type=float,
         default=None,
         help="fixed draft temperature (default: same as the target's)",
     )
-    ap.add_argument("--top-k", type=int, default=TOP_K)
-    args = ap.parse_args(argv)
-    if any(t <= 0 for t in args.temperatures):
-        ap.error("temperatures must be positive")
+    args = parse_suite_args(ap, argv)
     t0 = time.time()
     arrays = generate(args.positions or None, args.temperatures, args.draft_temperature, args.top_k)
     write_suite(arrays, args.out, t0)

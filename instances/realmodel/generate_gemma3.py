@@ -21,11 +21,9 @@ layer types by list position). ::
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,8 +32,10 @@ from otlp.instances.realmodel.generate import (
     DEFAULT_POSITIONS,
     TOP_K,
     instance_row,
+    parse_suite_args,
     pick_positions,
     suite_arrays,
+    suite_parser,
     write_suite,
 )
 from otlp.instances.realmodel.prompts import PROMPTS, Prompt
@@ -138,19 +138,8 @@ def generate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="output .npz path")
-    ap.add_argument(
-        "--positions",
-        type=int,
-        default=DEFAULT_POSITIONS,
-        help=f"positions per prompt (default {DEFAULT_POSITIONS}); 0 = all",
-    )
-    ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
-    ap.add_argument("--top-k", type=int, default=TOP_K)
-    args = ap.parse_args(argv)
-    if any(t <= 0 for t in args.temperatures):
-        ap.error("temperatures must be positive")
+    ap = suite_parser(__doc__, f"positions per prompt (default {DEFAULT_POSITIONS}); 0 = all")
+    args = parse_suite_args(ap, argv)
     import torch
 
     torch.set_num_threads(1)
