@@ -197,6 +197,21 @@ def dirichlet_suite() -> Suite:
     return Suite("dirichlet", suite_names()["dirichlet"], items)
 
 
+def _model_suite(name: str, rows: list[dict[str, Any]]) -> Suite:
+    """A suite of a real model's rows (``{"p", "q", "meta"}``, as the realmodel loaders return
+    them), each named after the suite, its draft, temperature and index."""
+    items = tuple(
+        SuiteItem(
+            f"{name}-{row['meta']['draft']}-T{row['meta']['temperature']}-{row['meta']['index']}",
+            row["p"],
+            row["q"],
+            row["meta"],
+        )
+        for row in rows
+    )
+    return Suite(name, suite_names()[name], items)
+
+
 @register_suite(
     "smollm2",
     "SmolLM2-135M next-token distributions: 12 prompts x 6 positions x 2 temperatures x 6 "
@@ -204,16 +219,7 @@ def dirichlet_suite() -> Suite:
     "instances/data/smollm2.md)",
 )
 def smollm2_suite() -> Suite:
-    items = tuple(
-        SuiteItem(
-            f"smollm2-{row['meta']['draft']}-T{row['meta']['temperature']}-{row['meta']['index']}",
-            row["p"],
-            row["q"],
-            row["meta"],
-        )
-        for row in load_smollm2()
-    )
-    return Suite("smollm2", suite_names()["smollm2"], items)
+    return _model_suite("smollm2", load_smollm2())
 
 
 @register_suite(
@@ -223,13 +229,4 @@ def smollm2_suite() -> Suite:
     "card: instances/data/gemma3.md)",
 )
 def gemma3_suite() -> Suite:
-    items = tuple(
-        SuiteItem(
-            f"gemma3-{row['meta']['draft']}-T{row['meta']['temperature']}-{row['meta']['index']}",
-            row["p"],
-            row["q"],
-            row["meta"],
-        )
-        for row in load_gemma3()
-    )
-    return Suite("gemma3", suite_names()["gemma3"], items)
+    return _model_suite("gemma3", load_gemma3())

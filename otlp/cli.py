@@ -1,5 +1,7 @@
 """The ``otlp`` command line. Each subcommand lives in a module of ``otlp.commands`` that
-exposes ``register(subparsers)``; add a module's name to ``COMMANDS`` to add a subcommand.
+declares its help as ``COMMAND``, its flags in ``add_arguments(parser)`` and its ``run(args)``
+(``otlp.commands.common.add_command`` reads them); add a module's name to ``COMMANDS`` to add a
+subcommand.
 
 Exit statuses: 0 success; 1 a check failed (a plan or cell did not verify, a fuzz instance
 failed, a refereed sampler deviates); 2 bad input (one line naming the flag, never a
@@ -17,7 +19,7 @@ import sys
 import threading
 
 from otlp import __version__
-from otlp.commands.common import HelpFormatter, Parser
+from otlp.commands.common import HelpFormatter, Parser, add_command
 
 # In the order a new user meets them: one instance, all rules, multi-step, the benchmark
 # harness, the fuzz campaign, the instance suites.
@@ -54,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", title="commands"
     )
     for module in COMMANDS:
-        importlib.import_module(module).register(subparsers)
+        add_command(subparsers, importlib.import_module(module))
     return parser
 
 

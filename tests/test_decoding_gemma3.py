@@ -26,17 +26,20 @@ transformers = pytest.importorskip("transformers")
 
 from otlp.decoding.loop import Speculation, decode  # noqa: E402
 from otlp.decoding.models.hf import HFTreeLM  # noqa: E402
+from tests.tiny_models import tiny_causal_lm  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tiny() -> Any:
-    config = transformers.Gemma3TextConfig(
-        vocab_size=48,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+    # sharpen: laws sharper than the default init's; tied, so the embedding too
+    return tiny_causal_lm(
+        transformers.Gemma3ForCausalLM,
+        vocab=48,
+        width=32,
+        layers=3,
+        heads=4,
+        positions=256,
+        sharpen=8.0,
         head_dim=8,
         query_pre_attn_scalar=8,
         sliding_window=3,
@@ -46,14 +49,8 @@ def tiny() -> Any:
             "full_attention": {"rope_type": "default", "rope_theta": 10_000.0},
         },
         final_logit_softcapping=2.0,
-        max_position_embeddings=256,
         attn_implementation="sdpa",
     )
-    torch.manual_seed(0)
-    model = transformers.Gemma3ForCausalLM(config)
-    with torch.no_grad():  # sharper laws than the default init; tied, so the embedding too
-        model.lm_head.weight.mul_(8.0)
-    return model.eval()
 
 
 def own_laws(model: Any, prefix: list[int]) -> np.ndarray:

@@ -11,24 +11,21 @@ transformers = pytest.importorskip("transformers")
 
 from otlp.decoding.loop import Speculation, decode  # noqa: E402
 from otlp.decoding.models.hf import HFTreeLM  # noqa: E402
+from tests.tiny_models import tiny_causal_lm  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tiny() -> object:
-    config = transformers.LlamaConfig(
-        vocab_size=40,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
+    # sharpen: laws sharper than the default init's, so that greedy is stable
+    return tiny_causal_lm(
+        transformers.LlamaForCausalLM,
+        vocab=40,
+        width=32,
+        layers=4,
+        heads=4,
+        positions=256,
+        sharpen=30.0,
     )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
-    with torch.no_grad():  # sharper laws than the default init, so that greedy is stable
-        model.lm_head.weight.mul_(30.0)
-    return model.eval()
 
 
 def full(model: HFTreeLM, prefix: list[int]) -> np.ndarray:

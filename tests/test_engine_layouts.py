@@ -178,6 +178,22 @@ def test_a_tree_shape_per_row_gives_each_row_its_own_outcome(method):
         verify_tree(tokens, np.stack(forms[:2]), p, q, method=method, rng=seeds)
 
 
+def _on_logits_and_on_laws(tokens, logits, laws, q, seed):
+    """verify_chain's output ids (method "rrs", one seed) on ``logits`` with temperature 0.8,
+    top-k 4 and top-p 0.9, and on ``laws``, the target laws of those logits."""
+    given = verify_chain(
+        tokens,
+        logits,
+        q,
+        method="rrs",
+        rng=seed,
+        temperature=0.8,
+        target_top_k=4,
+        target_top_p=0.9,
+    )
+    return given.output_ids, verify_chain(tokens, laws, q, method="rrs", rng=seed).output_ids
+
+
 def test_bfloat16_logits_with_a_temperature():
     """ml_dtypes bfloat16 logits (as a model returns them) with a temperature, top-k and
     top-p: the law in bfloat16 is the float64 one of the same logits rounded, and verify_chain
@@ -191,18 +207,8 @@ def test_bfloat16_logits_with_a_temperature():
     want = target_laws(low.astype(np.float64), 0.8, 4, 0.9)
     np.testing.assert_allclose(law.astype(np.float64), want, atol=1e-2)
     for seed in range(5):
-        given = verify_chain(
-            tokens,
-            low,
-            q,
-            method="rrs",
-            rng=seed,
-            temperature=0.8,
-            target_top_k=4,
-            target_top_p=0.9,
-        )
-        ours = verify_chain(tokens, law, q, method="rrs", rng=seed)
-        assert np.array_equal(given.output_ids, ours.output_ids)
+        given, ours = _on_logits_and_on_laws(tokens, low, law, q, seed)
+        assert np.array_equal(given, ours)
     with pytest.raises(ValueError, match=r"^p: expected a float16, bfloat16, float32 or float64"):
         verify_chain(tokens, logits.astype(np.int64), q, temperature=1.0)
 
@@ -469,18 +475,8 @@ def test_torch_logits_give_laws_in_their_dtype_and_the_same_outcome(dtype):
     want = target_laws(low.to(torch.float64), 0.8, 4, 0.9)
     assert torch.equal(law, want.to(low.dtype))
     for seed in range(3):
-        given = verify_chain(
-            tokens,
-            low,
-            q,
-            method="rrs",
-            rng=seed,
-            temperature=0.8,
-            target_top_k=4,
-            target_top_p=0.9,
-        )
-        ours = verify_chain(tokens, law, q, method="rrs", rng=seed)
-        assert torch.equal(torch.as_tensor(given.output_ids), torch.as_tensor(ours.output_ids))
+        given, ours = _on_logits_and_on_laws(tokens, low, law, q, seed)
+        assert torch.equal(torch.as_tensor(given), torch.as_tensor(ours))
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from otlp.verification import rule_block_efficiency
 from otlp.verification.drafting import restrict_top_k
 from otlp.verification.rule_table import RULES
 from otlp.verification.shapes import k_ary_tree, path_tree
+from tests.tiny_models import tiny_causal_lm
 
 PROMPT = (1,)
 SAMPLES = 1000
@@ -176,21 +177,15 @@ def test_memo_restricts_to_the_top_k() -> None:
 
 
 def test_memo_feeds_a_kv_cached_model_its_ancestors_first() -> None:
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from otlp.decoding.models.hf import HFTreeLM
 
-    config = transformers.LlamaConfig(
-        vocab_size=20,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
+    model = HFTreeLM(
+        tiny_causal_lm(
+            transformers.LlamaForCausalLM, vocab=20, width=16, layers=2, heads=2, positions=64
+        )
     )
-    torch.manual_seed(0)
-    model = HFTreeLM(transformers.LlamaForCausalLM(config).eval())
     memo = MemoizedTreeLM(model, capacity=4, max_nodes=6)
     rng = np.random.default_rng(1)
     for _ in range(5):

@@ -30,6 +30,7 @@ from otlp.solvers.global_resolution.expsum import (
 )
 from tests.profiles import examples
 from tests.strategies import instances
+from tests.test_guarantees import _four_outer_blocks
 from tests.work import work_done
 
 TAUS = (1e-3, 1e-4)
@@ -224,7 +225,7 @@ def test_lazy_slices_equal_the_materialised_plan(inst: otlp.Instance, seed: int)
 
 
 def test_tuple_columns_give_the_same_coupling() -> None:
-    inst = _several_outer_blocks()
+    inst = _four_outer_blocks()
     sets = otlp.solve(inst, "global_resolution", tau=1e-4, strict=True)
     tuples = otlp.solve(inst, "global_resolution", tau=1e-4, form="tuples", strict=True)
     assert tuples.acceptance == pytest.approx(sets.acceptance, abs=1e-12)
@@ -309,18 +310,9 @@ def test_budget_exhausted_falls_back_to_exact_max_flow_and_says_so() -> None:
     assert plan.acceptance == pytest.approx(exact.acceptance, abs=1e-9)
 
 
-def _several_outer_blocks() -> otlp.Instance:
-    """A small instance whose outer system has blocks [1, 1, 2, 3] (found by search)."""
-    rng = np.random.default_rng(4000)
-    vocab, n = int(rng.integers(5, 10)), int(rng.integers(2, 4))
-    p = rng.dirichlet(np.ones(vocab) * rng.choice([0.3, 1, 3]))
-    q = rng.dirichlet(np.ones(vocab) * rng.choice([0.3, 1, 3]))
-    return otlp.Instance(p, q, n)
-
-
 @pytest.mark.parametrize("max_iter", [None, 0])
 def test_outer_blocks_fall_back_one_by_one(max_iter: int | None) -> None:
-    inst = _several_outer_blocks()
+    inst = _four_outer_blocks()
     tau = 1e-3 if max_iter is None else 1e-7
     plan = otlp.solve(inst, "global_resolution", tau=tau, max_iter=max_iter, strict=True)
     sizes = plan.engine.outer.ends - plan.engine.outer.starts

@@ -129,31 +129,38 @@ def test_a_draft_the_target_never_emits_is_rejected_at_u_0(dtype, without_replac
         assert token != 1 and p[token] > 0
 
 
+def _spechub_walk(tokens, parents, p, q, *, rows, seed):
+    """``rows`` copies of one SpecHub-drafted tree through the compiled walk (C-contiguous
+    rows): the result and the set of outcomes seen, which lie among the exact law's."""
+    from otlp.decoding import outcome_law, verify_tree
+
+    law = outcome_law(tokens, parents, p, q, method="spechub", scheme="spechub")
+    result = verify_tree(
+        np.tile(tokens, (rows, 1)),
+        parents,
+        np.tile(p, (rows, 1, 1)),  # C-contiguous: the compiled walk
+        np.tile(q, (rows, 1, 1)),
+        method="spechub",
+        scheme="spechub",
+        rng=seed,
+    )
+    seen = {tuple(int(t) for t in result.tokens_out(b)) for b in range(rows)}
+    assert seen <= set(law)
+    return result, seen
+
+
 def test_spechub_hub_is_the_first_argmax_at_ties():
     """SpecHub's hub is argmax q with ties going to the lowest token id (as in
     otlp.rules.spechub and the drafting docs): with q(1) = q(3) the maximum, a pair holding
     token 1 is verified, by the compiled walk, with the outcomes of its exact law, and a
     pair holding only token 3 is refused as lacking the hub."""
-    from otlp.decoding import outcome_law, path_tree, verify_tree
+    from otlp.decoding import path_tree, verify_tree
 
     parents = path_tree(2, 1)
     p = np.array([[0.3, 0.1, 0.2, 0.4]] * 3)
     q = np.array([[0.1, 0.35, 0.2, 0.35]] * 3)
-    rows = 200
     for pair in ([2, 1], [1, 2], [1, 3]):
-        tokens = np.array(pair, dtype=np.int64)
-        law = outcome_law(tokens, parents, p, q, method="spechub", scheme="spechub")
-        result = verify_tree(
-            np.tile(tokens, (rows, 1)),
-            parents,
-            np.tile(p, (rows, 1, 1)),  # C-contiguous: the compiled walk
-            np.tile(q, (rows, 1, 1)),
-            method="spechub",
-            scheme="spechub",
-            rng=5,
-        )
-        seen = {tuple(int(t) for t in result.tokens_out(b)) for b in range(rows)}
-        assert seen <= set(law)
+        _, seen = _spechub_walk(np.array(pair, dtype=np.int64), parents, p, q, rows=200, seed=5)
         assert len(seen) > 1
     with pytest.raises(ValueError, match=r"the SpecHub pair \[2, 3\] at context 0 lacks the hub"):
         verify_tree(np.array([[2, 3]]), parents, p[None], q[None], method="spechub", rng=0)
@@ -204,7 +211,7 @@ def test_spechub_walk_follows_the_first_of_two_equal_children():
     to the first child alone and verifies its pair next (otlp.verification.tree: "else the
     first of them"); its outcomes are those of outcome_law, node 1 is never on the path. A
     walk that followed both children would see four candidates at the next level."""
-    from otlp.decoding import k_ary_tree, outcome_law, verify_tree
+    from otlp.decoding import k_ary_tree
 
     parents = k_ary_tree((2, 2))  # root children 0, 1; node 0's children 2, 3; node 1's 4, 5
     vocab = 3
@@ -213,19 +220,7 @@ def test_spechub_walk_follows_the_first_of_two_equal_children():
     p[0] = [0.2, 0.3, 0.5]
     q[0] = [0.0, 0.0, 1.0]  # one-hot: the hub pair is (2, 2)
     tokens = np.array([2, 2, 0, 1, 1, 2], dtype=np.int64)
-    law = outcome_law(tokens, parents, p, q, method="spechub", scheme="spechub")
-    rows = 300
-    result = verify_tree(
-        np.tile(tokens, (rows, 1)),
-        parents,
-        np.tile(p, (rows, 1, 1)),  # C-contiguous: the compiled walk
-        np.tile(q, (rows, 1, 1)),
-        method="spechub",
-        scheme="spechub",
-        rng=9,
-    )
-    seen = {tuple(int(t) for t in result.tokens_out(b)) for b in range(rows)}
-    assert seen <= set(law)
+    result, seen = _spechub_walk(tokens, parents, p, q, rows=300, seed=9)
     assert set(result.path_nodes[:, 0].tolist()) == {-1, 0}
     assert {len(key) for key in seen} == {1, 2, 3}
 

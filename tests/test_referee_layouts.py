@@ -382,9 +382,8 @@ def test_the_cli_offers_every_protocol_and_generator():
     from otlp.referee.judge import PROTOCOLS
 
     parser = argparse.ArgumentParser()
-    command.register(parser.add_subparsers())
-    sub = parser._subparsers._group_actions[0].choices["referee"]  # type: ignore[union-attr]
-    choices = {a.dest: a.choices for a in sub._actions}
+    command.add_arguments(parser)
+    choices = {a.dest: a.choices for a in parser._actions}
     assert tuple(choices["protocol"]) == PROTOCOLS
     assert tuple(choices["rng"]) == KINDS
 

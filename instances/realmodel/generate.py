@@ -26,7 +26,7 @@ import importlib.util
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,28 +235,53 @@ def generate(
     Rows are ordered prompt → position → draft → temperature.
     """
     tok, model = load_model()
-    rows: list[dict[str, Any]] = []
-    for pid, prompt in enumerate(prompts):
-        t0 = time.time()
+
+    def logits_of(prompt: Prompt) -> tuple[Any, int, Any, dict[str, Any]]:
         ids, start = encode(tok, prompt)
         target, dl = all_logits(model, ids, drafts)
-        n_cont = ids.shape[1] - start
+        return ids[0], start, target, {d.name: dl[d.name] for d in drafts}
+
+    rows = suite_rows(prompts, logits_of, temperatures, draft_temperature, top_k, n_positions, log)
+    vocab = int(model.lm_head.out_features)  # the logits' width
+    return suite_arrays(rows, vocab, top_k, MODEL_NAME, [d.describe() for d in drafts], prompts)
+
+
+def suite_rows(
+    prompts: Sequence[Prompt],
+    logits_of: Callable[[Prompt], tuple[Any, int, Any, dict[str, Any]]],
+    temperatures: Sequence[float],
+    draft_temperature: float | None,
+    top_k: int,
+    n_positions: int | None,
+    log: bool,
+) -> list[dict[str, Any]]:
+    """The rows of a suite, prompt → position → draft → temperature. ``logits_of(prompt)``
+    gives the prompt's tokens, where its continuation starts, the target's logits and each
+    draft's (name -> logits, in order); at each picked continuation position, for each draft
+    and temperature, a row is the :func:`instance_row` of the two logits there with its
+    metadata. ``draft_temperature=None``: the draft at the target's temperature. ``log``: one
+    progress line per prompt on stderr."""
+    rows = []
+    for pid, prompt in enumerate(prompts):
+        t0 = time.time()
+        tokens, start, target, drafts = logits_of(prompt)
+        n_cont = len(tokens) - start
         for pos in pick_positions(n_cont, n_positions):
             at = start - 1 + int(pos)  # logits at `at` predict continuation token `pos`
             p_log = target[at].numpy()
-            for d in drafts:
-                q_log = dl[d.name][at].numpy()
+            for name, logits in drafts.items():
+                q_log = logits[at].numpy()
                 for t in temperatures:
                     td = t if draft_temperature is None else draft_temperature
                     row = instance_row(p_log, q_log, t, td, top_k)
                     row.update(
-                        draft=d.name,
+                        draft=name,
                         temperature=float(t),
                         draft_temperature=float(td),
                         prompt_kind=prompt.kind,
                         prompt_id=pid,
                         position=int(pos),
-                        next_token=int(ids[0, at + 1]),
+                        next_token=int(tokens[at + 1]),
                     )
                     rows.append(row)
         if log:
@@ -266,8 +291,7 @@ def generate(
                 file=sys.stderr,
                 flush=True,
             )
-    vocab = int(target.shape[-1])
-    return suite_arrays(rows, vocab, top_k, MODEL_NAME, [d.describe() for d in drafts], prompts)
+    return rows
 
 
 def suite_arrays(
@@ -324,28 +348,41 @@ def summary(arrays: dict[str, np.ndarray]) -> str:
     return "\n".join(lines)
 
 
+def suite_parser(doc: str, positions_help: str) -> argparse.ArgumentParser:
+    """The command line every model's generator shares, described by the first paragraph of
+    ``doc``: ``--out``, ``--positions`` (help ``positions_help``) and ``--temperatures``; a
+    generator adds its own flags, then :func:`parse_suite_args` adds ``--top-k`` and parses."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="output .npz path")
+    ap.add_argument("--positions", type=int, default=DEFAULT_POSITIONS, help=positions_help)
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
+    return ap
+
+
+def parse_suite_args(ap: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed by a :func:`suite_parser` given ``--top-k``; temperatures must be
+    positive (else the usage error of ``ap``)."""
+    ap.add_argument("--top-k", type=int, default=TOP_K)
+    args = ap.parse_args(argv)
+    if any(t <= 0 for t in args.temperatures):
+        ap.error("temperatures must be positive")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="output .npz path")
-    ap.add_argument(
-        "--positions",
-        type=int,
-        default=DEFAULT_POSITIONS,
-        help=f"positions per prompt, evenly spaced over the continuation; 0 = all "
+    ap = suite_parser(
+        __doc__,
+        f"positions per prompt, evenly spaced over the continuation; 0 = all "
         f"(default {DEFAULT_POSITIONS}, which keeps the .npz under 8 MB)",
     )
-    ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
     ap.add_argument(
         "--draft-temperature",
         type=float,
         default=None,
         help="fixed draft temperature (default: same as the target's)",
     )
-    ap.add_argument("--top-k", type=int, default=TOP_K)
-    args = ap.parse_args(argv)
-    if any(t <= 0 for t in args.temperatures):
-        ap.error("temperatures must be positive")
+    args = parse_suite_args(ap, argv)
     t0 = time.time()
     arrays = generate(args.positions or None, args.temperatures, args.draft_temperature, args.top_k)
     write_suite(arrays, args.out, t0)

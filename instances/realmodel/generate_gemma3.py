@@ -21,11 +21,8 @@ layer types by list position). ::
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,9 +30,10 @@ import numpy as np
 from otlp.instances.realmodel.generate import (
     DEFAULT_POSITIONS,
     TOP_K,
-    instance_row,
-    pick_positions,
+    parse_suite_args,
     suite_arrays,
+    suite_parser,
+    suite_rows,
     write_suite,
 )
 from otlp.instances.realmodel.prompts import PROMPTS, Prompt
@@ -99,38 +97,14 @@ def generate(
     source = gemma3.source("--model")
     tokenizer, model = load_tokenizer(source), load_model(source)
     names = [name for name, _, _ in drafts]
-    rows: list[dict[str, Any]] = []
     vocab = int(model.config.vocab_size)
-    for pid, prompt in enumerate(prompts):
-        t0 = time.time()
+
+    def logits_of(prompt: Prompt) -> tuple[list[int], int, Any, dict[str, Any]]:
         ids, start = encode(tokenizer, prompt)
         target, by_draft = all_logits(model, ids, drafts)
-        n_cont = len(ids) - start
-        for pos in pick_positions(n_cont, n_positions):
-            at = start - 1 + int(pos)  # logits at `at` predict continuation token `pos`
-            p_log = target[at].numpy()
-            for name in names:
-                q_log = by_draft[name][at].numpy()
-                for t in temperatures:
-                    row = instance_row(p_log, q_log, t, t, top_k)
-                    row.update(
-                        draft=name,
-                        temperature=float(t),
-                        draft_temperature=float(t),
-                        prompt_kind=prompt.kind,
-                        prompt_id=pid,
-                        position=int(pos),
-                        next_token=int(ids[at + 1]),
-                    )
-                    rows.append(row)
-        if log:
-            print(
-                f"prompt {pid} ({prompt.kind}): {n_cont} continuation tokens, "
-                f"{time.time() - t0:.1f}s",
-                file=sys.stderr,
-                flush=True,
-            )
+        return ids, start, target, {name: by_draft[name] for name in names}
 
+    rows = suite_rows(prompts, logits_of, temperatures, None, top_k, n_positions, log)
     return suite_arrays(
         rows, vocab, top_k, MODEL_NAME, [f"{n} ({spec}): {d}" for n, spec, d in drafts], prompts
     )
@@ -138,19 +112,8 @@ def generate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="output .npz path")
-    ap.add_argument(
-        "--positions",
-        type=int,
-        default=DEFAULT_POSITIONS,
-        help=f"positions per prompt (default {DEFAULT_POSITIONS}); 0 = all",
-    )
-    ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
-    ap.add_argument("--top-k", type=int, default=TOP_K)
-    args = ap.parse_args(argv)
-    if any(t <= 0 for t in args.temperatures):
-        ap.error("temperatures must be positive")
+    ap = suite_parser(__doc__, f"positions per prompt (default {DEFAULT_POSITIONS}); 0 = all")
+    args = parse_suite_args(ap, argv)
     import torch
 
     torch.set_num_threads(1)

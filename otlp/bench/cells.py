@@ -176,7 +176,7 @@ def plan_grid(config: BenchConfig, catalog: Catalog, suites: Iterable[str] = ())
 def _sweep_cells(
     sweep: Sweep, suite: str, config: BenchConfig, catalog: Catalog, notes: dict[str, None]
 ) -> Iterable[Cell]:
-    entries = [(METHOD, name) for name in _known_methods(sweep, catalog, notes)]
+    entries = [(METHOD, name) for name in _known(sweep, "methods", sweep.methods, catalog.methods)]
     entries += [(RULE, name) for name in _known_rules(sweep, catalog, notes)]
     entries += [(DECODE, name) for name in known_decoders(sweep.decoders, notes)]
     for select, scheme, (k, n) in product(
@@ -199,16 +199,6 @@ def _sweep_cells(
                 yield Cell(kind=kind, name=name, tau=tau, options=settings.options, **common)
 
 
-def _known_methods(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list[str]:
-    unknown = sorted(set(sweep.methods) - set(catalog.methods))
-    if unknown:
-        raise ValueError(
-            f"[[sweep]] {sweep.name!r} methods: unknown {', '.join(unknown)}; "
-            f"known: {', '.join(catalog.methods)}"
-        )
-    return list(sweep.methods)
-
-
 def _known_rules(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list[str]:
     if not sweep.rules:
         return []
@@ -217,13 +207,19 @@ def _known_rules(sweep: Sweep, catalog: Catalog, notes: dict[str, None]) -> list
         return []
     if sweep.rules == "all":
         return list(catalog.rules)
-    unknown = sorted(set(sweep.rules) - set(catalog.rules))
+    return _known(sweep, "rules", sweep.rules, catalog.rules)
+
+
+def _known(sweep: Sweep, field: str, names: Sequence[str], known: Sequence[str]) -> list[str]:
+    """The sweep's ``names`` for ``field`` (methods or rules), refused naming the sweep, the
+    field and every unknown name where one is not among ``known``."""
+    unknown = sorted(set(names) - set(known))
     if unknown:
         raise ValueError(
-            f"[[sweep]] {sweep.name!r} rules: unknown {', '.join(unknown)}; "
-            f"known: {', '.join(catalog.rules)}"
+            f"[[sweep]] {sweep.name!r} {field}: unknown {', '.join(unknown)}; "
+            f"known: {', '.join(known)}"
         )
-    return list(sweep.rules)
+    return list(names)
 
 
 def check_options(config: BenchConfig, cells: Iterable[Cell]) -> None:

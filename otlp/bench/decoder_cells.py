@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from otlp.bench.markdown import table_head, table_row
 from otlp.bench.records import ERROR, NOT_APPLICABLE, OK, TOO_LARGE, token_record
 
 DECODE = "decode"
@@ -184,8 +185,7 @@ def decode_tables(piece: Any) -> list[str]:
         f"output token, ms over {tokens} tokens: median (p90) and, in brackets, the ratio to "
         "global resolution's median; `argpartition` and `sps_numpy` are floors.",
         "",
-        _row(["(k, n)", *single]),
-        _row(["---"] * (len(single) + 1)),
+        *table_head(["(k, n)", *single]),
     ]
     for k, n in piece.points(DECODE):
         reference = _reference(rows, k, n, single)
@@ -193,14 +193,13 @@ def decode_tables(piece: Any) -> list[str]:
         for label in single:
             row = rows.get((k, n, label))
             cells.append(_time_text(row, reference))
-        lines.append(_row([f"({k}, {n})", *cells]))
+        lines.append(table_row([f"({k}, {n})", *cells]))
     if batched:
         lines += [
             "",
             "**Batched throughput** (`otlp.verify_drafts` on B rows, tokens/s, median token).",
             "",
-            _row(["(k, n)", *batched]),
-            _row(["---"] * (len(batched) + 1)),
+            *table_head(["(k, n)", *batched]),
         ]
         for k, n in piece.points(DECODE):
             texts = []
@@ -208,7 +207,7 @@ def decode_tables(piece: Any) -> list[str]:
                 row = rows.get((k, n, label))
                 ms = None if row is None else row.get("time_median_ms")
                 texts.append("—" if not ms else f"{1e3 / ms:,.0f}")
-            lines.append(_row([f"({k}, {n})", *texts]))
+            lines.append(table_row([f"({k}, {n})", *texts]))
     return lines
 
 
@@ -231,7 +230,3 @@ def _time_text(row: dict | None, reference: float | None) -> str:
     if reference:
         text += f" [{median / reference:.3g}×]"
     return text
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"

@@ -8,12 +8,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from otlp.bench.cells import METHOD, RULE
 from otlp.bench.decoder_cells import DECODE, decode_tables
 from otlp.bench.machine import describe_machine
+from otlp.bench.markdown import table_head, table_row
 from otlp.bench.tables import Row, Slice, best_under_limit, measured
 
 CAPPED = "—"
@@ -100,11 +101,12 @@ def time_table(piece: Slice) -> list[str]:
         "is the share of tokens verified without fallback, shown where below 100% or the "
         "method can fall back.",
         "",
-        _row(["(k, n)", *labels]),
-        _row(["---"] * (len(labels) + 1)),
+        *table_head(["(k, n)", *labels]),
     ]
     for k, n in piece.points(METHOD):
-        lines.append(_row([f"({k}, {n})", *(_time_cell(cells.get((k, n, x))) for x in labels)]))
+        lines.append(
+            table_row([f"({k}, {n})", *(_time_cell(cells.get((k, n, x))) for x in labels)])
+        )
     return lines
 
 
@@ -115,8 +117,7 @@ def best_acceptance_table(piece: Slice, time_limits_ms: Sequence[float]) -> list
         "**Table 2.** Best mean acceptance over the (k, n) cells whose mean per-token time is "
         "within the limit and whose every token verified; the cell is in brackets.",
         "",
-        _row(["limit (ms/token)", *labels]),
-        _row(["---"] * (len(labels) + 1)),
+        *table_head(["limit (ms/token)", *labels]),
     ]
     for limit in time_limits_ms:
         best = best_under_limit(piece, limit)
@@ -124,7 +125,7 @@ def best_acceptance_table(piece: Slice, time_limits_ms: Sequence[float]) -> list
             CAPPED if row is None else f"{_pct(row['acceptance_mean'])} ({row['k']}, {row['n']})"
             for row in (best[label] for label in labels)
         ]
-        lines.append(_row([f"{limit:g}", *texts]))
+        lines.append(table_row([f"{limit:g}", *texts]))
     return lines
 
 
@@ -137,11 +138,10 @@ def alpha_table(piece: Slice) -> list[str]:
         f"**Optimal acceptance** alpha* (mean over {piece.alpha_tokens()} tokens) by number of "
         "drafts n and top-k.",
         "",
-        _row(["n \\ k", *map(str, ks)]),
-        _row(["---"] * (len(ks) + 1)),
+        *table_head(["n \\ k", *map(str, ks)]),
     ]
     for n in ns:
-        lines.append(_row([str(n), *(_pct(alpha.get((k, n))) for k in ks)]))
+        lines.append(table_row([str(n), *(_pct(alpha.get((k, n))) for k in ks)]))
     return lines
 
 
@@ -157,12 +157,11 @@ def rules_table(piece: Slice) -> list[str]:
         "with their own draft joint (without replacement, SpecHub) can exceed the i.i.d. "
         "alpha*, and mentored decoding is lossy.",
         "",
-        _row(["(k, n)", "alpha*", *labels]),
-        _row(["---"] * (len(labels) + 2)),
+        *table_head(["(k, n)", "alpha*", *labels]),
     ]
     for k, n in piece.points(RULE):
         texts = [_acceptance_cell(cells.get((k, n, label))) for label in labels]
-        lines.append(_row([f"({k}, {n})", _pct(alpha.get((k, n))), *texts]))
+        lines.append(table_row([f"({k}, {n})", _pct(alpha.get((k, n))), *texts]))
     return lines
 
 
@@ -172,8 +171,9 @@ def verification_table(piece: Slice) -> list[str]:
         "**Verification.** Tokens verified (with fallback), largest target-marginal L1 error, "
         "largest |alpha* - acceptance| and most negative plan entry over all cells.",
         "",
-        _row(["method", "tokens", "verified", "fallbacks", "max L1", "max gap", "min entry"]),
-        _row(["---"] * 7),
+        *table_head(
+            ["method", "tokens", "verified", "fallbacks", "max L1", "max gap", "min entry"]
+        ),
     ]
     failures: list[str] = []
     for label in piece.labels(METHOD):
@@ -181,7 +181,7 @@ def verification_table(piece: Slice) -> list[str]:
         if not rows:
             continue
         lines.append(
-            _row(
+            table_row(
                 [
                     label,
                     str(sum(r["tokens"] for r in rows)),
@@ -207,11 +207,21 @@ def verification_table(piece: Slice) -> list[str]:
 
 
 # ----- formatting --------------------------------------------------------------------------
-def _time_cell(row: Row | None) -> str:
+def _cell(row: Row | None, key: str, text: Callable[[Row], str]) -> str:
+    """A table cell: ``text(row)``, or CAPPED where the cell did not run, or the row's status
+    where it ran without a ``key`` value."""
     if row is None or not measured(row):
         return CAPPED
-    if row["time_median_ms"] is None:
+    if row[key] is None:
         return row["status"]
+    return text(row)
+
+
+def _time_cell(row: Row | None) -> str:
+    return _cell(row, "time_median_ms", _time_text)
+
+
+def _time_text(row: Row) -> str:
     text = f"{_ms(row['time_median_ms'])} ({_ms(row['time_p90_ms'])})"
     if row["success_rate"] < 1 or row["tau"] is not None:
         text += f" · {_pct(row['success_rate'], 0)}"
@@ -221,11 +231,7 @@ def _time_cell(row: Row | None) -> str:
 
 
 def _acceptance_cell(row: Row | None) -> str:
-    if row is None or not measured(row):
-        return CAPPED
-    if row["acceptance_mean"] is None:
-        return row["status"]
-    return _pct(row["acceptance_mean"])
+    return _cell(row, "acceptance_mean", lambda r: _pct(r["acceptance_mean"]))
 
 
 def _extreme(rows: Sequence[Row], key: str, pick: Any) -> float | None:
@@ -247,7 +253,3 @@ def _pct(value: float | None, digits: int = 2) -> str:
 
 def _sci(value: float | None) -> str:
     return "–" if value is None else f"{value:.1e}"
-
-
-def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cells) + " |"

@@ -13,8 +13,8 @@ import otlp
 from otlp.commands.common import (
     RESULTS_ROOT,
     CommaList,
+    Command,
     Tracker,
-    add_command,
     add_output_arguments,
     add_progress_argument,
     output_path,
@@ -33,20 +33,20 @@ DEFAULT_OUT = RESULTS_ROOT / "bench"
 REFERENCE_OUT = Path("benchmarks") / "results"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "bench",
-        summary="run the benchmark harness (suites x methods x (k, n, tau)); writes a report",
-        description="Measure per-token time, success, acceptance and verifier deviations over "
-        "a grid from a TOML config; resumable (finished cells are kept in OUT/results.jsonl, "
-        "also after Ctrl-C); local process pool or a Dask cluster. Writes results.csv, "
-        f"tokens.csv, results.json, report.md and plots to OUT (default {DEFAULT_OUT}/, "
-        f"git-ignored; the tracked reference results are regenerated only with --out "
-        f"{REFERENCE_OUT}). Exit status 1 when a token failed verification or a cell errored.",
-        example="otlp bench --config benchmarks/configs/default.toml --out otlp-results/bench",
-        json_help="print the run's summary (cells, counts, files) as JSON to stdout",
-    )
+COMMAND = Command(
+    summary="run the benchmark harness (suites x methods x (k, n, tau)); writes a report",
+    description="Measure per-token time, success, acceptance and verifier deviations over "
+    "a grid from a TOML config; resumable (finished cells are kept in OUT/results.jsonl, "
+    "also after Ctrl-C); local process pool or a Dask cluster. Writes results.csv, "
+    f"tokens.csv, results.json, report.md and plots to OUT (default {DEFAULT_OUT}/, "
+    f"git-ignored; the tracked reference results are regenerated only with --out "
+    f"{REFERENCE_OUT}). Exit status 1 when a token failed verification or a cell errored.",
+    example="otlp bench --config benchmarks/configs/default.toml --out otlp-results/bench",
+    json_help="print the run's summary (cells, counts, files) as JSON to stdout",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         type=Path,
@@ -88,7 +88,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_output_arguments(parser)
     add_progress_argument(parser)
     add_format_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def default_config() -> Path:

@@ -14,7 +14,9 @@ import textwrap
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 import numpy as np
@@ -111,25 +113,33 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: {shown})"
 
 
-def add_command(
-    subparsers: argparse._SubParsersAction,
-    name: str,
-    *,
-    summary: str,
-    description: str,
-    example: str,
-    json_help: str = "print machine-readable JSON to stdout instead of tables",
-) -> argparse.ArgumentParser:
-    """A subcommand with a description, defaults shown, one example and ``--json``."""
+@dataclass(frozen=True)
+class Command:
+    """A subcommand's help: the one line ``otlp --help`` lists, the description and example of
+    ``otlp NAME --help``, and what its ``--json`` flag prints."""
+
+    summary: str
+    description: str
+    example: str
+    json_help: str = "print machine-readable JSON to stdout instead of tables"
+
+
+def add_command(subparsers: argparse._SubParsersAction, module: ModuleType) -> None:
+    """The subcommand a module of ``otlp.commands`` declares: named after the module, with its
+    ``COMMAND`` help, ``--json``, the flags its ``add_arguments(parser)`` adds (if it has any)
+    and its ``run(args)``."""
+    command: Command = module.COMMAND
     parser = subparsers.add_parser(
-        name,
-        help=summary,
-        description=description,
-        epilog=f"example:\n  {example}",
+        module.__name__.rsplit(".", 1)[-1],
+        help=command.summary,
+        description=command.description,
+        epilog=f"example:\n  {command.example}",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--json", action="store_true", help=json_help)
-    return parser
+    parser.add_argument("--json", action="store_true", help=command.json_help)
+    if hasattr(module, "add_arguments"):
+        module.add_arguments(parser)
+    parser.set_defaults(run=module.run)
 
 
 def add_progress_argument(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ from rich.table import Table
 from otlp.args import canonical_name
 from otlp.commands.common import (
     CommaList,
-    add_command,
+    Command,
     add_instance_arguments,
     add_output_arguments,
     add_progress_argument,
@@ -90,14 +90,14 @@ def cases_from_args(args: argparse.Namespace) -> list[Case]:
     ]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "compare",
-        summary="every verification rule's exact acceptance next to alpha*",
-        description=__doc__,
-        example="otlp compare --suite synthetic,spechub-toy --ns 2,3,4 --top-k 20 --markdown",
-    )
+COMMAND = Command(
+    summary="every verification rule's exact acceptance next to alpha*",
+    description=__doc__,
+    example="otlp compare --suite synthetic,spechub-toy --ns 2,3,4 --top-k 20 --markdown",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_instance_arguments(parser)
     parser.add_argument(
         "--suite",
@@ -142,7 +142,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     add_output_arguments(parser)
     add_progress_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

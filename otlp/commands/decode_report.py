@@ -83,6 +83,19 @@ def _clock(seconds: float) -> str:
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
+def _legend_table(title: str, legend: str) -> Table:
+    """An empty terminal table in decode's layout: a light head rule, no edge padding, the
+    legend left-aligned as its caption."""
+    return Table(
+        title=title,
+        caption=legend,
+        caption_justify="left",
+        box=SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+
+
 def table(rows: Sequence[Row]) -> Table:
     """The statistics of ``rows`` in at most 80 columns: temperature and draft move to the
     title when every row shares them; the legend is the caption."""
@@ -99,14 +112,7 @@ def table(rows: Sequence[Row]) -> Table:
     if len(rounds) == 1:
         title += f", {rounds.pop()} interleaved round(s)"
     title += "".join(f", {name} = {value}" for name, value in shared.items() if value != "-")
-    out = Table(
-        title=title,
-        caption=TABLE_LEGEND,
-        caption_justify="left",
-        box=SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    out = _legend_table(title, TABLE_LEGEND)
     widths = {"method": 12, "draft": 9, "K×L": 5}  # folded or wrapped beyond these
     columns = ["method", "draft", "T", "K×L", "BE", "×ar", "min–max", "load", "d/t/v %"]
     columns = [c for c in columns if c not in shared]
@@ -192,14 +198,7 @@ def lossless_markdown(checks: Sequence[tuple[Config, LosslessCheck]]) -> str:
 
 def lossless_table(checks: Sequence[tuple[Config, LosslessCheck]], title: str) -> Table:
     """The --check-lossless rows as a terminal table, the legend as its caption."""
-    out = Table(
-        title=title,
-        caption=LOSSLESS_LEGEND,
-        caption_justify="left",
-        box=SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    out = _legend_table(title, LOSSLESS_LEGEND)
     for name in LOSSLESS_COLUMNS:
         out.add_column(name, justify="left" if name == "method" else "right")
     for config, check in checks:

@@ -15,7 +15,7 @@ from rich.table import Table
 from otlp.commands.common import (
     RESULTS_ROOT,
     CommaList,
-    add_command,
+    Command,
     add_output_arguments,
     add_progress_argument,
     console,
@@ -33,31 +33,31 @@ DEFAULT_OUT = RESULTS_ROOT / "fuzz"
 SHOWN_FAILURES = 10
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "fuzz",
-        summary="fuzz every method, rule, scheme and multi-step method with adversarial cases",
-        description="Generate --cases seeded instances (random, one-hot and near one-hot p or "
-        "q, peaked q, subnormal and 1e-300 masses, subnormal column masses, p = q, disjoint "
-        "supports, ties, float32, float16, tiny V, top-k, every scheme, independent drafts, "
-        "the largest n the limits allow on tiny V, tau down to 1e-6, p = 0 on the top drafts, "
-        "underflowing draft tuples, drafters of split supports) and small multi-step "
-        "model pairs; run each through every component and scan every "
-        "conditional pi(.|omega) a decoder would sample from (entries >= -tol, sum 1, sampled "
-        "tokens valid), and hand every scheme's cases to the decoder API (otlp.verify_drafts) "
-        "in float16, bfloat16, float32 and float64, mixed, numpy or torch, with the least "
-        "likely drafts and misordered independent pairs; budget cases (budget:<scheme>) give "
-        "global resolution's decoder call peaked drafts, V up to 1,000, n up to 8 and a time "
-        "budget of 1e-4 to 0.1 s: every row must get a token, within 1.2 x the budget plus one "
-        "bounded step. The first cases of every "
-        "campaign are fixed reproducers of past failures. A ValueError is a clear refusal, not "
-        "a failure (except from the decoder on valid inputs). Prints a table of cases "
-        "and failures per component; failing cases go to OUT/failures-seed<SEED>.json for "
-        "--replay. Runs on --workers processes (default: every core). Exit status 1 if any "
-        "case failed.",
-        example="otlp fuzz --cases 20000 --seed 0 --workers 2",
-    )
+COMMAND = Command(
+    summary="fuzz every method, rule, scheme and multi-step method with adversarial cases",
+    description="Generate --cases seeded instances (random, one-hot and near one-hot p or "
+    "q, peaked q, subnormal and 1e-300 masses, subnormal column masses, p = q, disjoint "
+    "supports, ties, float32, float16, tiny V, top-k, every scheme, independent drafts, "
+    "the largest n the limits allow on tiny V, tau down to 1e-6, p = 0 on the top drafts, "
+    "underflowing draft tuples, drafters of split supports) and small multi-step "
+    "model pairs; run each through every component and scan every "
+    "conditional pi(.|omega) a decoder would sample from (entries >= -tol, sum 1, sampled "
+    "tokens valid), and hand every scheme's cases to the decoder API (otlp.verify_drafts) "
+    "in float16, bfloat16, float32 and float64, mixed, numpy or torch, with the least "
+    "likely drafts and misordered independent pairs; budget cases (budget:<scheme>) give "
+    "global resolution's decoder call peaked drafts, V up to 1,000, n up to 8 and a time "
+    "budget of 1e-4 to 0.1 s: every row must get a token, within 1.2 x the budget plus one "
+    "bounded step. The first cases of every "
+    "campaign are fixed reproducers of past failures. A ValueError is a clear refusal, not "
+    "a failure (except from the decoder on valid inputs). Prints a table of cases "
+    "and failures per component; failing cases go to OUT/failures-seed<SEED>.json for "
+    "--replay. Runs on --workers processes (default: every core). Exit status 1 if any "
+    "case failed.",
+    example="otlp fuzz --cases 20000 --seed 0 --workers 2",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cases", type=int, default=DEFAULT_CASES, metavar="N", help="cases to generate"
     )
@@ -92,7 +92,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_output_arguments(parser)
     add_progress_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

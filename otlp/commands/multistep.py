@@ -12,7 +12,7 @@ from rich.table import Table
 from otlp.args import canonical_name
 from otlp.commands.common import (
     CommaList,
-    add_command,
+    Command,
     add_output_arguments,
     add_progress_argument,
     check_names,
@@ -32,20 +32,19 @@ from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
 from otlp.plotting.multistep import plot
 from otlp.plotting.style import add_format_argument
 
+COMMAND = Command(
+    summary="block efficiency of multi-step verification against L and K",
+    description="Block efficiency (tokens per target call) of token-wise speculative "
+    "sampling, block verification, GBV and SpecTr-style traversal with single-step rules, "
+    "against the draft block length L (--block-lengths) and the number of draft paths K "
+    "(--paths), exact by enumeration and beside the [GBV] LP optimum; optionally Monte "
+    "Carlo (--simulate N calls). JSON rows call the block length block_length.",
+    example="otlp multistep --model markov --vocab 4 --block-lengths 1,2,3 --paths 1,2 "
+    "--rules ot,kseq --markdown",
+)
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "multistep",
-        summary="block efficiency of multi-step verification against L and K",
-        description="Block efficiency (tokens per target call) of token-wise speculative "
-        "sampling, block verification, GBV and SpecTr-style traversal with single-step rules, "
-        "against the draft block length L (--block-lengths) and the number of draft paths K "
-        "(--paths), exact by enumeration and beside the [GBV] LP optimum; optionally Monte "
-        "Carlo (--simulate N calls). JSON rows call the block length block_length.",
-        example="otlp multistep --model markov --vocab 4 --block-lengths 1,2,3 --paths 1,2 "
-        "--rules ot,kseq --markdown",
-    )
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model pair")
     model.add_argument("--model", choices=MODEL_KINDS, default="markov", help="model family")
     model.add_argument("--vocab", type=int, default=3, help="vocabulary size V")
@@ -112,7 +111,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_format_argument(parser, default=None)
     add_output_arguments(parser)
     add_progress_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

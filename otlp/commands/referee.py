@@ -21,7 +21,7 @@ from pathlib import Path
 
 from otlp.commands.common import (
     RESULTS_ROOT,
-    add_command,
+    Command,
     add_output_arguments,
     flag_type,
     int_at_least,
@@ -44,26 +44,26 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "referee",
-        summary="referee a speculative sampler: lossless?, minimal failing case, gap to alpha*",
-        description="Run the sampler MODULE:FUNCTION on seeded cases of otlp fuzz's instance "
-        "classes (position: V = 2..8, n = 1..3 drafts drawn by the referee under --scheme; "
-        "tree: toy model pairs on small trees and chains) and compare its output law with the "
-        "target's: exactly where its random draws can be followed (a branching stand-in for "
-        "numpy's Generator), else by a Hoeffding test planned to detect TV >= --epsilon with "
-        "probability >= 1 - --miss, flagging a lossless sampler with probability <= "
-        "--false-alarm. A failing case is shrunk to a minimal one and written to a JSON "
-        "reproducer (--replay re-runs it). The sampler's acceptance is shown beside alpha*. "
-        "Position protocol: sampler(p, q, drafts, rng) -> token; tree protocol: "
-        "sampler(tokens, parents, p, q, rng) -> (accepted nodes, bonus token). The "
-        "sampler's module is imported from the working directory (as pytest does). Exit "
-        "status 0 lossless, 1 deviation found, 2 bad usage, 3 the sampler failed (raised, "
-        "broke its protocol or ran past --call-limit).",
-        example="otlp referee otlp.referee.subjects:SUBJECTS.specinfer --protocol position",
-    )
+COMMAND = Command(
+    summary="referee a speculative sampler: lossless?, minimal failing case, gap to alpha*",
+    description="Run the sampler MODULE:FUNCTION on seeded cases of otlp fuzz's instance "
+    "classes (position: V = 2..8, n = 1..3 drafts drawn by the referee under --scheme; "
+    "tree: toy model pairs on small trees and chains) and compare its output law with the "
+    "target's: exactly where its random draws can be followed (a branching stand-in for "
+    "numpy's Generator), else by a Hoeffding test planned to detect TV >= --epsilon with "
+    "probability >= 1 - --miss, flagging a lossless sampler with probability <= "
+    "--false-alarm. A failing case is shrunk to a minimal one and written to a JSON "
+    "reproducer (--replay re-runs it). The sampler's acceptance is shown beside alpha*. "
+    "Position protocol: sampler(p, q, drafts, rng) -> token; tree protocol: "
+    "sampler(tokens, parents, p, q, rng) -> (accepted nodes, bonus token). The "
+    "sampler's module is imported from the working directory (as pytest does). Exit "
+    "status 0 lossless, 1 deviation found, 2 bad usage, 3 the sampler failed (raised, "
+    "broke its protocol or ran past --call-limit).",
+    example="otlp referee otlp.referee.subjects:SUBJECTS.specinfer --protocol position",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "sampler",
         nargs="?",
@@ -159,7 +159,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--replay", type=Path, default=None, metavar="FILE", help="re-run a reproducer"
     )
     add_output_arguments(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

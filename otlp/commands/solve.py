@@ -12,7 +12,7 @@ from rich.table import Table
 from otlp.api import solve
 from otlp.commands.common import (
     CommaList,
-    add_command,
+    Command,
     add_instance_arguments,
     check_names,
     console,
@@ -30,18 +30,18 @@ WARM_UP_K = 4  # top-k of the untimed warm-up solve (imports, numba compilation)
 log = logging.getLogger("otlp")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "solve",
-        summary="solve one instance with several methods; verify each plan",
-        description="Compute alpha* by subset selection, then solve the instance with each "
-        "method, verify every plan (marginals, sign, every conditional, acceptance against "
-        "alpha*) and print acceptance, deviations and time. Times are in ms, measured after an "
-        "untimed warm-up solve per method (first imports and numba compilation excluded). A "
-        "method that cannot run on this instance (e.g. over its size cap) is noted and skipped.",
-        example="otlp solve --generator zipf --vocab 1000 --n 3 --top-k 12 --methods highs,maxflow",
-    )
+COMMAND = Command(
+    summary="solve one instance with several methods; verify each plan",
+    description="Compute alpha* by subset selection, then solve the instance with each "
+    "method, verify every plan (marginals, sign, every conditional, acceptance against "
+    "alpha*) and print acceptance, deviations and time. Times are in ms, measured after an "
+    "untimed warm-up solve per method (first imports and numba compilation excluded). A "
+    "method that cannot run on this instance (e.g. over its size cap) is noted and skipped.",
+    example="otlp solve --generator zipf --vocab 1000 --n 3 --top-k 12 --methods highs,maxflow",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_instance_arguments(parser)
     parser.add_argument(
         "--methods",
@@ -51,7 +51,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help=f"methods, comma-separated or repeated; available: {', '.join(method_names())}",
     )
-    parser.set_defaults(run=run)
 
 
 def _warm_up(inst: Instance, method: str) -> None:

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from otlp.commands.common import add_command, print_json
+from otlp.commands.common import Command, print_json
 from otlp.instances.suites import load, suite_names
 
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "suites",
-        summary="list the instance suites (names for --suite)",
-        description="List every registered instance suite with its number of (p, q) pairs and "
-        "a description; the names are what --suite of compare and bench take.",
-        example="otlp suites --json",
-    )
-    parser.set_defaults(run=run)
+COMMAND = Command(
+    summary="list the instance suites (names for --suite)",
+    description="List every registered instance suite with its number of (p, q) pairs and "
+    "a description; the names are what --suite of compare and bench take.",
+    example="otlp suites --json",
+)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from rich.markup import escape
 from otlp.commands.common import (
     RESULTS_ROOT,
     CommaList,
-    add_command,
+    Command,
     add_output_arguments,
     add_progress_argument,
     console,
@@ -25,18 +25,18 @@ from otlp.plotting.style import add_format_argument
 DEFAULT_OUT = RESULTS_ROOT / "validate"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers,
-        "validate",
-        summary="check the papers' theorems numerically and report the margins",
-        description="Run every registered statement of [GR], [SpecHub], [GBV], [Mentored] and "
-        "[Musco] (and the printed errors the errata list, expected to fail) on --count seeded "
-        "random instances each, or on the pairs of an instance --suite. Writes OUT/validate.md, "
-        ".json and a figure of the worst margins (< 0: violated); exit status 1 if any "
-        "statement does not behave as expected.",
-        example="otlp validate --quick --checks gr.,musco.qjl",
-    )
+COMMAND = Command(
+    summary="check the papers' theorems numerically and report the margins",
+    description="Run every registered statement of [GR], [SpecHub], [GBV], [Mentored] and "
+    "[Musco] (and the printed errors the errata list, expected to fail) on --count seeded "
+    "random instances each, or on the pairs of an instance --suite. Writes OUT/validate.md, "
+    ".json and a figure of the worst margins (< 0: violated); exit status 1 if any "
+    "statement does not behave as expected.",
+    example="otlp validate --quick --checks gr.,musco.qjl",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checks",
         action=CommaList,
@@ -62,7 +62,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_format_argument(parser)
     add_output_arguments(parser)
     add_progress_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
