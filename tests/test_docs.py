@@ -168,6 +168,7 @@ MEASUREMENT_PAGES = [
     ROOT / "docs" / "referee.md",
     ROOT / "docs" / "decoding-api.md",
     ROOT / "docs" / "partial-resolution.md",
+    ROOT / "docs" / "optimum.md",
 ]
 
 
