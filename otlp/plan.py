@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Generic, TypeVar, overload
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,8 +26,6 @@ from otlp.args import as_generator, positive_int, real_number
 from otlp.columns import DraftColumns, log_column_mass, possible_columns
 from otlp.instance import Instance
 from otlp.reprs import plan_repr
-
-_Entry = TypeVar("_Entry")
 
 FloatArray = NDArray[np.float64]
 
@@ -440,31 +438,6 @@ class PlanEntries:
     col_residual: FloatArray
 
 
-class _Materialised(Generic[_Entry]):
-    """An entry of a :class:`LazyTransportPlan` read from and written to its materialised
-    :class:`PlanEntries` (reading or setting it materialises the plan)."""
-
-    def __init__(self, doc: str) -> None:
-        self.__doc__ = f"{doc} (materialises the plan)."
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, plan: None, owner: type) -> _Materialised[_Entry]: ...
-
-    @overload
-    def __get__(self, plan: LazyTransportPlan, owner: type | None = None) -> _Entry: ...
-
-    def __get__(
-        self, plan: LazyTransportPlan | None, owner: type | None = None
-    ) -> _Entry | _Materialised[_Entry]:
-        return self if plan is None else getattr(plan._materialized(), self.name)
-
-    def __set__(self, plan: LazyTransportPlan, value: _Entry) -> None:
-        setattr(plan._materialized(), self.name, value)
-
-
 class LazyTransportPlan(TransportPlan):
     """A :class:`TransportPlan` whose explicit entries are built on first access.
 
@@ -478,7 +451,38 @@ class LazyTransportPlan(TransportPlan):
     def _materialized(self) -> PlanEntries:
         raise NotImplementedError
 
-    columns: _Materialised[DraftColumns] = _Materialised("The plan's draft columns")
-    explicit: _Materialised[sp.csc_matrix] = _Materialised("The explicit entries S of Eq. (3)")
-    row_residual: _Materialised[FloatArray] = _Materialised("The residual rows of Eq. (3)")
-    col_residual: _Materialised[FloatArray] = _Materialised("The residual columns of Eq. (3)")
+    @property
+    def columns(self) -> DraftColumns:
+        """The plan's draft columns (materialises the plan)."""
+        return self._materialized().columns
+
+    @columns.setter
+    def columns(self, value: DraftColumns) -> None:
+        self._materialized().columns = value
+
+    @property
+    def explicit(self) -> sp.csc_matrix:
+        """The explicit entries S of Eq. (3) (materialises the plan)."""
+        return self._materialized().explicit
+
+    @explicit.setter
+    def explicit(self, value: sp.csc_matrix) -> None:
+        self._materialized().explicit = value
+
+    @property
+    def row_residual(self) -> FloatArray:
+        """The residual rows of Eq. (3) (materialises the plan)."""
+        return self._materialized().row_residual
+
+    @row_residual.setter
+    def row_residual(self, value: FloatArray) -> None:
+        self._materialized().row_residual = value
+
+    @property
+    def col_residual(self) -> FloatArray:
+        """The residual columns of Eq. (3) (materialises the plan)."""
+        return self._materialized().col_residual
+
+    @col_residual.setter
+    def col_residual(self, value: FloatArray) -> None:
+        self._materialized().col_residual = value
