@@ -1044,7 +1044,7 @@ def test_verify_chain_passes_its_options_through():
 def test_verify_chain_defaults_to_sps_and_checks_every_option():
     """verify_chain without a method is sps; without rng it draws fresh uniforms; q may stop
     at the last draft (vLLM's layout); scheme, tau and ranking reach the task (a valid value
-    is accepted, an invalid one refused by name) and unknown options are listed, sorted."""
+    is accepted, an invalid one refused by name) and an unknown keyword is Python's TypeError."""
     rng = np.random.default_rng(11)
     rows, length, vocab = 30, 3, 5
     p = rng.dirichlet(np.ones(vocab), size=(rows, length + 1))
@@ -1067,11 +1067,35 @@ def test_verify_chain_defaults_to_sps_and_checks_every_option():
         ({"scheme": "nosuch"}, r"^scheme"),
         ({"tau": 2.0}, r"^tau"),
         ({"ranking": "nosuch"}, r"^ranking"),
-        ({"nosuch": 1, "extra": 2}, r"^verify_chain: unknown option\(s\) extra, nosuch$"),
     ):
         with pytest.raises(ValueError, match=match):
             method = {"ranking": "gbv", "tau": "global_resolution"}.get(next(iter(option)), "sps")
             verify_chain(tokens, p, q, method=method, **option)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nosuch'"):
+        verify_chain(tokens, p, q, nosuch=1)  # its keywords are verify_tree's, by name
+
+
+@pytest.mark.parametrize(
+    ("scheme", "optimum"),
+    [(None, "partial_resolution"), ("without_replacement", "global_resolution")],
+)
+def test_verify_tree_defaults_to_exact_ot_per_node_like_every_decoder_call(scheme, optimum):
+    """method=None is the scheme's exact OT per node, as verify_drafts' default
+    (otlp.verification.rule_table.optimal_method): the same tokens and law as naming it."""
+    from otlp.verification.position import default_method
+
+    parents = k_ary_tree((2, 2))
+    _, p, q = random_batch(parents, 4, seed=5)
+    tokens = np.tile([0, 1, 2, 3, 0, 4], (4, 1))  # siblings distinct: any scheme drafts them
+    default = verify_tree(tokens, parents, p, q, scheme=scheme, top_k=6, rng=[3] * 4)
+    named = verify_tree(tokens, parents, p, q, method=optimum, scheme=scheme, top_k=6, rng=[3] * 4)
+    assert default.method == optimum == default_method(scheme or "iid")
+    np.testing.assert_array_equal(default.output_ids, named.output_ids)
+    row = (tokens[0], parents, p[0], q[0])
+    law = outcome_law(*row, scheme=scheme, top_k=6)
+    assert law == outcome_law(*row, method=optimum, scheme=scheme, top_k=6)
+    with pytest.raises(ValueError, match=r"^scheme: expected one of iid, without_replacement"):
+        verify_tree(tokens, parents, p, q, scheme="nosuch")
 
 
 def test_atol_reaches_the_sum_checks_of_outcome_law_and_per_row_shapes():

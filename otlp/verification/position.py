@@ -53,7 +53,7 @@ from otlp.verification.position_schemes import (
     method_tau,
     verify_scheme_drafts,
 )
-from otlp.verification.rule_table import RULES, position_names
+from otlp.verification.rule_table import RULES, optimal_method, position_names
 
 __all__ = [
     "METHODS",
@@ -192,7 +192,7 @@ def default_method(scheme: str) -> str:
     does not reach (without replacement, independent, greedy). An unknown scheme is a
     ``ValueError`` naming ``scheme``.
     """
-    return "partial_resolution" if draft_scheme(scheme) == "iid" else "global_resolution"
+    return optimal_method(draft_scheme(scheme))
 
 
 def partial_resolution_rows(

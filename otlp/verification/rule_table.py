@@ -169,6 +169,20 @@ RULES: dict[str, VerificationRule] = {
 }  # fmt: skip
 
 
+# The rule that verifies each position by exact optimal transport for its draft scheme, where
+# the caller names none: partial resolution for i.i.d. drafts (exact, no tolerance), SpecHub
+# for its own hub pairs, global resolution ([GR] §6, certified to 15 tau) for the others.
+_OPTIMAL = {"iid": "partial_resolution", "spechub": "spechub"}
+
+
+def optimal_method(scheme: str) -> str:
+    """The method every decoder call runs with ``method=None`` for drafts of ``scheme``
+    (canonical): exact optimal transport at each position (:data:`_OPTIMAL`, else
+    ``global_resolution``). A chain has one draft per position, where that optimum is
+    speculative sampling's law: :func:`otlp.verify_chain` runs ``sps`` for it."""
+    return _OPTIMAL.get(scheme, "global_resolution")
+
+
 def get(method: object) -> VerificationRule:
     """The rule called ``method`` (canonical spelling), else a ``ValueError`` naming
     ``method`` and every rule."""

@@ -60,7 +60,7 @@ from otlp.solvers.row_status import RowStatus
 from otlp.tensors import as_index_array
 from otlp.verification import rule_table
 from otlp.verification import shapes as trees
-from otlp.verification.drafting import restrict_top_k, row_uniforms
+from otlp.verification.drafting import SCHEMES, restrict_top_k, row_uniforms
 from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID, LogitLaws
 from otlp.verification.laws import ContextLaws
 from otlp.verification.node_steps import draw, node_law
@@ -111,11 +111,16 @@ def verify_chain(
     p: Any,
     q: Any,
     *,
-    method: str = "sps",
+    method: str | None = None,
+    scheme: str | None = None,
+    top_k: int | None = None,
+    tau: float | None = None,
+    rng: object = None,
+    atol: float | None = None,
+    ranking: str = "ratio",
     temperature: ArrayLike | None = None,
     target_top_k: ArrayLike | None = None,
     target_top_p: ArrayLike | None = None,
-    **options: Any,
 ) -> TreeVerification:
     """:func:`verify_tree` on a single draft path per row, in otlp's layout or the engines'.
 
@@ -128,7 +133,9 @@ def verify_chain(
     (:class:`~otlp.verification.engine_layouts.LogitLaws`). ``rng`` may also hold a
     ``torch.Generator`` per row, as a list or as a dict {row: generator} of seeded requests.
     The result's ``output_ids`` (B, L + 1) are the emitted tokens padded with -1, beside
-    ``num_accepted``. Other options as :func:`verify_tree`; ``tau`` only for global
+    ``num_accepted``. ``method`` None: ``sps`` (one draft per position, where exact optimal
+    transport is speculative sampling's law: the default of every decoder call, see
+    :func:`verify_tree`). The other keywords as :func:`verify_tree`; ``tau`` only for global
     resolution.
     """
     arr, _ = as_index_array("tokens", tokens, ndims=(2,))
@@ -142,17 +149,14 @@ def verify_chain(
         trees.chain(arr.shape[1]),
         p,
         q,
-        method,
-        options.pop("scheme", None),
-        options.pop("top_k", None),
-        options.pop("tau", None),
-        options.pop("atol", None),
-        options.pop("ranking", "ratio"),
+        "sps" if method is None else method,
+        scheme,
+        top_k,
+        tau,
+        atol,
+        ranking,
         draft_last_optional=True,
     )
-    rng = options.pop("rng", None)
-    if options:
-        raise ValueError(f"verify_chain: unknown option(s) {', '.join(sorted(options))}")
     return _verify(task, rng)
 
 
@@ -162,7 +166,7 @@ def verify_tree(
     p: Any,
     q: Any,
     *,
-    method: str,
+    method: str | None = None,
     scheme: str | None = None,
     top_k: int | None = None,
     tau: float | None = None,
@@ -187,7 +191,10 @@ def verify_tree(
         precision: 1e-6 float64, 1e-4 float32, 1e-2 float16, 2e-2 bfloat16) and is
         renormalised in float64. ``q`` must be the law the drafts were drawn from.
     method:
-        One of :data:`METHODS`.
+        One of :data:`METHODS`. None: exact optimal transport at each node for the scheme,
+        as every decoder call's default (:func:`otlp.verification.rule_table.optimal_method`:
+        ``partial_resolution`` for i.i.d. children, ``global_resolution`` without
+        replacement, ``spechub`` for its hub pairs).
     scheme:
         How the children were drafted (:data:`otlp.verification.drafting.SCHEMES`); None = the
         method's own (without_replacement for ``rrs_without_replacement``, spechub for
@@ -258,7 +265,7 @@ def _verify_shapes(
     parents: ArrayLike,
     p: Any,
     q: Any,
-    method: str,
+    method: str | None,
     scheme: str | None,
     top_k: int | None,
     tau: float | None,
@@ -325,7 +332,7 @@ def outcome_law(
     p: ArrayLike,
     q: ArrayLike,
     *,
-    method: str,
+    method: str | None = None,
     scheme: str | None = None,
     top_k: int | None = None,
     tau: float | None = None,
@@ -353,6 +360,14 @@ def outcome_law(
         ranking,
     )
     return task.law(0)
+
+
+def _tree_scheme(scheme: str | None) -> str:
+    """``scheme`` canonical (None: ``iid``) if children may be drafted so, else a ValueError."""
+    name = canonical_name("iid" if scheme is None else scheme, "scheme")
+    if name not in SCHEMES:
+        raise ValueError(f"scheme: expected one of {', '.join(SCHEMES)}, got {scheme!r}")
+    return name
 
 
 def _scheme_for(rule: VerificationRule, scheme: str | None) -> str:
@@ -408,7 +423,7 @@ class _Task:
         parents: ArrayLike,
         p: Any,
         q: Any,
-        method: str,
+        method: str | None,
         scheme: str | None,
         top_k: int | None,
         tau: float | None,
@@ -417,6 +432,8 @@ class _Task:
         *,
         draft_last_optional: bool = False,
     ) -> _Task:
+        if method is None:  # exact OT at each node for the scheme (every call's default)
+            method = rule_table.optimal_method(_tree_scheme(scheme))
         rule = rule_table.get(method)
         method = rule.name
         scheme = _scheme_for(rule, scheme)
