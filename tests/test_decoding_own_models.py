@@ -154,11 +154,35 @@ def test_self_speculative_drafts_of_an_own_model(models: dict[str, Path]) -> Non
         pair(1.0, "exit9")
 
 
-def test_a_draft_with_another_tokenizer_is_refused(models: dict[str, Path]) -> None:
-    with pytest.raises(ValueError, match=r"^draft: its tokenizer differs .* maps 'the' to 2"):
-        load_model_pair(models["target"], models["other"])
+def test_a_draft_with_another_tokenizer_is_refused(
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A draft with one token more agrees with the target's files wherever both define a token:
+    its built tokenizer refuses it. Another token order is refused by the files, before any
+    tokenizer is built (building one fails here)."""
     with pytest.raises(ValueError, match=r"^draft: its tokenizer has 19 tokens, target's 18"):
         load_model_pair(models["target"], models["bigger"])
+
+    def unbuilt(*args: Any) -> Any:
+        raise AssertionError("a tokenizer was built")
+
+    monkeypatch.setattr(local, "load_tokenizer", unbuilt)
+    with pytest.raises(ValueError, match=r"^draft: its tokenizer differs .* maps 'the' to 2"):
+        load_model_pair(models["target"], models["other"])
+
+
+def test_a_matching_pair_is_compared_on_its_files_then_loads(
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from otlp.decoding.models import vocab
+
+    compared, first_conflict = [], vocab.first_conflict
+    monkeypatch.setattr(
+        vocab, "first_conflict", lambda *args: compared.append(args[:2]) or first_conflict(*args)
+    )
+    pair = load_model_pair(models["target"], models["draft"])
+    assert pair.draft_name == "draft" and pair.vocab_size == 18
+    assert [len(ids) for ids in compared[0]] == [18, 18] and len(compared) == 1
 
 
 def test_paths_that_are_not_supported_models_are_refused(

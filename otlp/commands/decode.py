@@ -53,10 +53,18 @@ from otlp.decoding.lossless import REJECT_BELOW, LosslessCheck, check_lossless, 
 from otlp.decoding.models import smollm2
 from otlp.decoding.models.base import TreeModel, check_temperature
 from otlp.decoding.models.local import check_model_path
-from otlp.decoding.models.pair import GEMMA3, SMOLLM2, ModelPair, load_model_pair, resolve_model
+from otlp.decoding.models.pair import (
+    GEMMA3,
+    SMOLLM2,
+    ModelPair,
+    load_model_pair,
+    model_files,
+    resolve_model,
+)
 from otlp.decoding.models.precision import PRECISIONS, Fidelity
 from otlp.decoding.models.selfdraft import check_draft, check_draft_name
 from otlp.decoding.models.smollm2 import N_LAYERS
+from otlp.decoding.models.vocab import check_files_share_vocabulary
 from otlp.decoding.prompts import PROMPT_SETS
 from otlp.errors import ProblemTooLarge
 from otlp.multistep.models import check_toy_size
@@ -327,6 +335,9 @@ def select_models(args: argparse.Namespace, grid: Grid | None) -> Selection:
         if named and named != ("",):
             raise ValueError(f"{flags['drafts']}: not with a draft model (it drafts)")
         draft_source = resolve_model(draft_model, flags["draft_model"])
+        check_files_share_vocabulary(  # before torch is imported: a second at most
+            model_files(source), model_files(draft_source), flags["model"], flags["draft_model"]
+        )
         name = SMOLLM2 if draft_source is None else draft_source.name
         return Selection(model, draft_model, (name,), precision)
     layers = N_LAYERS if source is None else source.layers

@@ -15,6 +15,8 @@
   ``skip:i,j``, ``lookupN``);
 * :mod:`~otlp.decoding.models.precision` — the CPU fast path (int8, bfloat16) and its fidelity
   to float32;
+* :mod:`~otlp.decoding.models.vocab` — a model's vocabulary read from its files (a draft with
+  another tokenizer refused before either tokenizer is built);
 * :mod:`~otlp.decoding.models.pair` — :func:`~otlp.decoding.models.pair.load_model_pair`: a
   target and its draft with one tokenizer.
 """

@@ -4,7 +4,8 @@
 :mod:`~otlp.decoding.models.local`) and optionally a draft model (a second path); without one,
 drafts are self-speculative (:mod:`~otlp.decoding.models.selfdraft`: the target's own layers,
 or prompt lookup). Target and draft must share a tokenizer: the same vocabulary size and the
-same token → id mapping, checked before any weights are read.
+same token → id mapping, checked on the files before any tokenizer is built where they allow it
+(:mod:`~otlp.decoding.models.vocab`), and on the built tokenizers before any weights are read.
 
 The returned :class:`ModelPair` is a ``ModelFactory`` of :mod:`otlp.decoding.grid`
 (``pair(temperature, draft)`` → tree models), and encodes prompts and decodes tokens.
@@ -32,6 +33,7 @@ from otlp.decoding.models.precision import (
     suite_sequences,
 )
 from otlp.decoding.models.prefix import PrefixLM
+from otlp.decoding.models.vocab import check_files_share_vocabulary, check_same_vocabulary
 
 SMOLLM2 = "smollm2"
 GEMMA3 = gemma3.NAME
@@ -169,6 +171,16 @@ def _is_smollm2_file(path: Path) -> bool:
     return gguf_path().exists() and path == gguf_path().resolve()
 
 
+def model_files(source: local.ModelSource | None) -> Path:
+    """Where a resolved model's files are (:func:`resolve_model`): its path, or for the
+    embedded SmolLM2 (None) the GGUF file its tokenizer and weights come from."""
+    if source is None:
+        from otlp.instances.realmodel.fetch import gguf_path
+
+        return gguf_path()
+    return source.path
+
+
 def _tokenizer(source: local.ModelSource | None, flag: str) -> Any:
     if source is None:
         from otlp.decoding.models import smollm2
@@ -198,16 +210,22 @@ def load_model_pair(
 
     Errors are ``ValueError`` naming ``target_flag`` or ``draft_flag`` (a command line passes
     its own flag names): a missing path, not a model, an unsupported architecture, different
-    tokenizers or output vocabularies. The tokenizers are compared before weights are read.
+    tokenizers or output vocabularies. The vocabularies are compared on the files before any
+    tokenizer is built where the files allow it (:func:`~otlp.decoding.models.vocab.
+    check_files_share_vocabulary`), then on the built tokenizers before weights are read.
     """
     precision = check_precision(precision)
     source = resolve_model(target, target_flag)
-    has_draft = draft is not None
-    draft_source = resolve_model(draft, draft_flag) if draft is not None else None
+    has_draft, draft_source = draft is not None, None
+    if draft is not None:
+        draft_source = resolve_model(draft, draft_flag)
+        check_files_share_vocabulary(
+            model_files(source), model_files(draft_source), target_flag, draft_flag
+        )
     tokenizer = _tokenizer(source, target_flag)
     if has_draft:
-        draft_tokenizer = _tokenizer(draft_source, draft_flag)
-        check_same_tokenizer(tokenizer, draft_tokenizer, target_flag, draft_flag)
+        draft_vocab = _tokenizer(draft_source, draft_flag).get_vocab()
+        check_same_vocabulary(tokenizer.get_vocab(), draft_vocab, target_flag, draft_flag)
     model = _weights(source, target_flag)
     draft_model = _weights(draft_source, draft_flag) if has_draft else None
     if draft_model is not None and draft_model.config.vocab_size != model.config.vocab_size:
@@ -230,24 +248,3 @@ def load_model_pair(
         precision=precision,
         references=None if precision == "float32" else (model, draft_model),
     )
-
-
-def check_same_tokenizer(
-    target: Any, draft: Any, target_flag: str = "target", draft_flag: str = "draft"
-) -> None:
-    """``ValueError`` naming ``draft_flag`` unless the two tokenizers map the same tokens to the
-    same ids (a draft's token ids must mean the target's tokens)."""
-    ours, theirs = target.get_vocab(), draft.get_vocab()
-    if len(ours) != len(theirs):
-        raise ValueError(
-            f"{draft_flag}: its tokenizer has {len(theirs)} tokens, {target_flag}'s "
-            f"{len(ours)}: target and draft must share a tokenizer"
-        )
-    for token, index in sorted(ours.items(), key=lambda item: item[1]):
-        if theirs.get(token) != index:
-            where = "lacks it" if token not in theirs else f"maps it to {theirs[token]}"
-            raise ValueError(
-                f"{draft_flag}: its tokenizer differs from {target_flag}'s ({target_flag} maps "
-                f"{token!r} to {index}, {draft_flag} {where}): target and draft must share a "
-                "tokenizer"
-            )
