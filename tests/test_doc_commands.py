@@ -69,7 +69,7 @@ def _commands(text: str) -> list[str]:
     for span in INLINE.findall(text):
         if ": error:" not in span:  # an error message quoted on a page, not a command
             found.append(" ".join(span.split()))
-    return [c for c in found if c and not PLACEHOLDER.search(c)]
+    return [c for c in found if shlex.split(c, comments=True) and not PLACEHOLDER.search(c)]
 
 
 def _documented() -> dict[str, str]:

@@ -82,8 +82,9 @@ FAR_FROM_FLOAT32_TV = 0.05  # a fast path this far from float32 is warned about
 COMMAND = Command(
     summary="speculative decoding on a real model: text and step statistics",
     description="Decode prompts with SmolLM2-135M-Instruct (the llm extra; weights from "
-    "python -m otlp.instances.realmodel.fetch), your own model (--model PATH: a transformers "
-    "folder or a GGUF file of a Llama, Mistral, Qwen2 or Qwen3 decoder) or a toy model "
+    "python -m otlp.instances.realmodel.fetch), Gemma 3 270M (--model gemma3), your own model "
+    "(--model PATH: a transformers folder or a GGUF file of a Llama, Mistral, Qwen2, Qwen3 or "
+    "Gemma 3 decoder) or a toy model "
     "pair, drafting K paths of L tokens — from a draft model sharing the target's tokenizer "
     "(--draft-model PATH) or a self-speculative draft (--draft: exitN, the first N layers; "
     "skipN / skip:i,j, layers skipped; lookupN, prompt lookup) — and verifying with one "
