@@ -13,7 +13,8 @@ import pytest
 from otlp.decoding import verify_chain
 from otlp.referee import engines, referee
 from otlp.referee.generators import Generators
-from otlp.referee.layouts import LAYOUTS, LayoutSampler, _as_logits, _Tree
+from otlp.referee.layouts import LAYOUTS, LayoutSampler, _Tree
+from otlp.referee.logits import keeping
 from otlp.verification.engine_layouts import target_laws
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +125,7 @@ def test_the_logits_and_sampling_parameters_give_back_the_target():
     for case in _chain_cases():
         for tokens, _ in case.drafts():
             p, _ = case.context_laws(tokens)
-            logits, sampling = _as_logits(tokens[None], p[None])
+            logits, sampling = keeping(tokens[None], p[None])
             laws = target_laws(logits, **sampling)
             np.testing.assert_allclose(laws[0], p, atol=1e-12)
             assert 0.5 <= sampling["top_p"][0] <= 1

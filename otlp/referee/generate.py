@@ -10,7 +10,10 @@ Real-vocabulary cases come from the SmolLM2-135M states of the shipped suite
 
 Tree cases draw every context's (target, draft) law pair from one class, on V = 2..3 and the
 small shapes of :data:`TREE_SHAPES` (chains of 1 to 3 nodes, two paths of two, a root with
-two or three children, a 2 x 2 tree).
+two or three children, a 2 x 2 tree). *Truncated* tree cases (for engines handed logits that
+top-k / top-p truncate, :mod:`otlp.referee.logits`) are on V = 3..4 and every target law is
+cut to its V - 1 likeliest tokens (V - 2 a quarter of the time; ties by token id) and
+renormalised, as a truncated law is: zero mass where the engine must remove it.
 """
 
 from __future__ import annotations
@@ -85,19 +88,26 @@ def smollm2_cases(count: int, scheme: str, n: int = 2, seed: int = 0) -> list[Po
 
 
 def tree_cases(
-    count: int, scheme: str, seed: int = 0, *, shapes: tuple[str, ...] = tuple(TREE_SHAPES)
+    count: int,
+    scheme: str,
+    seed: int = 0,
+    *,
+    shapes: tuple[str, ...] = tuple(TREE_SHAPES),
+    truncated: bool = False,
 ) -> list[TreeCase]:
-    """``count`` seeded tree cases of ``scheme`` on the named ``shapes``."""
-    rng = np.random.default_rng([seed, 27])
+    """``count`` seeded tree cases of ``scheme`` on the named ``shapes``; ``truncated``:
+    truncated target laws on V = 3..4 (module notes)."""
+    rng = np.random.default_rng([seed, 28 if truncated else 27])
     names = class_names()
     out: list[TreeCase] = []
     while len(out) < count:
         name = names[len(out) % len(names)]
         shape = shapes[int(rng.integers(len(shapes)))]
         parents = np.array(TREE_SHAPES[shape], dtype=np.int64)
-        vocab = int(rng.integers(2, 4))
+        vocab = int(rng.integers(3, 5) if truncated else rng.integers(2, 4))
+        label = f"{name} V={vocab} {shape}" + (" truncated" if truncated else "")
         try:  # without replacement, a draft with too few tokens is refused: drawn again
-            case = _tree_case(name, rng, vocab, parents, scheme, f"{name} V={vocab} {shape}")
+            case = _tree_case(name, rng, vocab, parents, scheme, label, truncated)
         except ValueError:
             continue
         out.append(case)
@@ -111,6 +121,7 @@ def _tree_case(
     parents: np.ndarray,
     scheme: str,
     label: str,
+    truncated: bool = False,
 ) -> TreeCase:
     depths = np.ones(parents.shape[0], dtype=np.int64)
     for i, parent in enumerate(parents):
@@ -120,6 +131,17 @@ def _tree_case(
     target, draft = [], []
     for d in range(levels):
         pairs = [_law_pair(name, rng, vocab) for _ in range(vocab**d)]
-        target.append(np.array([a for a, _ in pairs]))
+        laws = [a for a, _ in pairs]
+        if truncated:
+            laws = [_cut(law, vocab - 1 - int(rng.random() < 0.25)) for law in laws]
+        target.append(np.array(laws))
         draft.append(np.array([b for _, b in pairs]))
     return TreeCase(tuple(target), tuple(draft), parents, scheme, label)
+
+
+def _cut(law: np.ndarray, keep: int) -> np.ndarray:
+    """``law`` restricted to its ``keep`` likeliest tokens (ties by token id), renormalised."""
+    order = np.argsort(-law, kind="stable")
+    out = np.zeros_like(law)
+    out[order[:keep]] = law[order[:keep]]
+    return out / out.sum()

@@ -546,7 +546,10 @@ def referee(
     if options is not None and layout is not None:
         verdict.note = options.note(layout)
     if isinstance(checked, int):
-        checked = _generated(base_protocol(protocol), scheme, checked, seed, shapes, max_n)
+        truncated = options is not None and options.truncate
+        checked = _generated(
+            base_protocol(protocol), scheme, checked, seed, shapes, max_n, truncated
+        )
     if smollm2:
         if protocol != "position":
             raise ValueError("smollm2: SmolLM2 states are searched with the position protocol")
@@ -587,7 +590,13 @@ def _name_of(sampler: object) -> str:
 
 
 def _generated(
-    protocol: str, scheme: str, count: int, seed: int, shapes: Sequence[str] | None, max_n: int
+    protocol: str,
+    scheme: str,
+    count: int,
+    seed: int,
+    shapes: Sequence[str] | None,
+    max_n: int,
+    truncated: bool = False,
 ) -> list[Case]:
     if protocol == "position":
         return list(generate.position_cases(count, scheme, seed, max_n=max_n))
@@ -595,7 +604,7 @@ def _generated(
     unknown = [s for s in names if s not in generate.TREE_SHAPES]
     if unknown:
         raise ValueError(f"shapes: unknown {unknown}; known: {', '.join(generate.TREE_SHAPES)}")
-    return list(generate.tree_cases(count, scheme, seed, shapes=names))
+    return list(generate.tree_cases(count, scheme, seed, shapes=names, truncated=truncated))
 
 
 def _search(judge: _Judge, cases: list[Case], mode: str) -> Finding | None:

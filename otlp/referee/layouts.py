@@ -44,7 +44,14 @@ Options, declared as attributes of the sampler (a function's or a callable objec
   support among the row's contexts, ``top_p`` just above 1 minus the smallest target mass
   (1 where that mass is below 1e-3). They keep the whole support, so the law the engine must
   sample is p itself (:func:`otlp.verification.engine_layouts.target_laws` of them), while a
-  rule that applies the temperature, the top-k or the top-p wrongly changes it.
+  rule that applies the temperature, the top-k or the top-p wrongly changes it
+  (:func:`otlp.referee.logits.keeping`).
+* ``truncate = True`` (with ``logits``) — the logits put mass outside p's support and
+  ``top_k`` / ``top_p`` remove it (:func:`otlp.referee.logits.truncating`: vLLM's and
+  transformers' convention, temperature, then top-k, then top-p keeping the token that crosses
+  it); the law to sample is still p, the truncated and renormalised softmax(logits / T), and
+  the referee searches cases whose target laws are truncated (V = 3 or 4, zeros at every
+  context: :func:`otlp.referee.generate.tree_cases` with ``truncated``).
 * ``bonus = "referee"`` — the engine draws the bonus outside the function: ``chain`` samplers
   get ``bonus_token_ids`` (B, 1) drawn by the referee from the target's last row (vLLM's
   argument), ``paths`` samplers return the law to draw the bonus from instead of a token
@@ -64,6 +71,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.referee import logits as engine_logits
 from otlp.referee.generators import Generators
 from otlp.referee.observe import InvalidOutput
 from otlp.tensors import is_torch
@@ -71,8 +79,6 @@ from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
-TEMPERATURES = (0.7, 1.0, 1.6)  # a row's temperature, by the sum of its drafted tokens
-TOP_P_FLOOR = 1e-3  # top_p < 1 only where every target mass on the support is at least this
 ROOT_TOKEN = 0  # the last verified token of candidates' column 0
 
 
@@ -103,6 +109,7 @@ class Options:
     logits: bool
     bonus: str
     tensors: str
+    truncate: bool = False
 
     @classmethod
     def of(cls, layout: Layout, sampler: object) -> Options:
@@ -122,18 +129,38 @@ class Options:
         tensors = getattr(sampler, "tensors", None) or "numpy"
         if tensors not in ("numpy", "torch"):
             raise ValueError(f"tensors: expected numpy or torch, got {tensors!r}")
-        return cls(logits, str(bonus), str(tensors))
+        truncate = getattr(sampler, "truncate", None) or False
+        if not isinstance(truncate, bool):
+            raise ValueError(f"truncate: expected True or False, got {truncate!r}")
+        if truncate and not logits:
+            raise ValueError(
+                f"truncate: needs logits=True (the {layout.name} layout hands probabilities here)"
+            )
+        return cls(logits, str(bonus), str(tensors), truncate)
 
     def note(self, layout: Layout) -> str:
         """What the verdict says about the call beyond the layout's name."""
-        if self.bonus != "referee":
-            return ""
-        if layout.name == "chain":
-            return (
+        notes = []
+        if self.truncate:
+            notes.append(
+                "the target came as logits whose top-k / top-p remove mass (truncate = True); "
+                "judged against the truncated, renormalised softmax(logits / T)"
+            )
+        if self.bonus == "referee" and layout.name == "chain":
+            notes.append(
                 "the bonus token was drawn by the referee from the target's last row "
                 "(bonus_token_ids)"
             )
-        return "the bonus token was drawn by the referee from the law the sampler returned"
+        elif self.bonus == "referee":
+            notes.append(
+                "the bonus token was drawn by the referee from the law the sampler returned"
+            )
+        return "; ".join(notes)
+
+    def logits_of(self, tokens: IntArray, p: FloatArray) -> tuple[FloatArray, dict[str, Any]]:
+        """The rows' target as logits and sampling parameters (module notes)."""
+        convert = engine_logits.truncating if self.truncate else engine_logits.keeping
+        return convert(tokens, p)
 
 
 class LayoutSampler:
@@ -183,7 +210,7 @@ class LayoutSampler:
         kwargs: dict[str, Any] = {}
         target: FloatArray = p
         if self.options.logits:
-            target, kwargs = _as_logits(tokens, p)
+            target, kwargs = self.options.logits_of(tokens, p)
         if self.options.bonus == "referee":
             kwargs["bonus_token_ids"] = _draw_rows(p[:, k], rng)[:, None]
         out = self._call(rows, rng, tokens.copy(), target, q[:, :k].copy(), **kwargs)
@@ -227,7 +254,7 @@ class LayoutSampler:
                 candidates[j, 1 : len(path) + 1] = tokens[b, path]
             target, kwargs = p[b][contexts], {}
             if self.options.logits:
-                logits, sampling = _as_logits(tokens[b : b + 1], p[b : b + 1])
+                logits, sampling = self.options.logits_of(tokens[b : b + 1], p[b : b + 1])
                 target = logits[0][contexts]
                 kwargs = {key: value.item() for key, value in sampling.items()}
             out = self._call(1, rng, candidates.copy(), target, q[b][contexts[:, :depth]], **kwargs)
@@ -369,20 +396,6 @@ class _Tree:
                 return False
             previous = node
         return True
-
-
-def _as_logits(tokens: IntArray, p: FloatArray) -> tuple[FloatArray, dict[str, Any]]:
-    """Logits ``T · log p`` of the rows' laws (-inf off the support) and the per-row
-    ``temperature``, ``top_k``, ``top_p`` under which the engine's law is p (module notes)."""
-    vocab = p.shape[2]
-    temperature = np.array([TEMPERATURES[int(t.sum()) % len(TEMPERATURES)] for t in tokens])
-    with np.errstate(divide="ignore"):
-        logits = temperature[:, None, None] * np.log(p)
-    positive = p > 0
-    top_k = positive.sum(axis=2).max(axis=1).astype(np.int64)
-    smallest = np.where(positive, p, np.inf).min(axis=(1, 2))
-    top_p = np.where(smallest >= TOP_P_FLOOR, 1.0 - smallest / 2, 1.0)
-    return logits, {"temperature": temperature, "top_k": np.minimum(top_k, vocab), "top_p": top_p}
 
 
 def _draw_rows(laws: FloatArray, rng: Any) -> IntArray:

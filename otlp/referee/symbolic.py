@@ -44,7 +44,12 @@ from typing import Any
 import numpy as np
 
 MAX_RUNS = 20_000  # runs per enumeration before it is declared not enumerable
-MAX_CHOICES = 10_000  # branch points in one run
+# Branch points in one run. A loop of draws with no bound (rejection sampling) makes the
+# depth-first replay go one level deeper per run, so its cost grows as the square of this
+# bound: at 256 the exact mode gives up on such a sampler within a second or two (at 10,000 it
+# spent the 60 s budget of a case, case after case); the samplers of the test suite decide at
+# most 5 times a call.
+MAX_CHOICES = 256
 MAX_OUTCOMES = 4096  # outcomes of positive probability of one draw
 SUM_TOL = math.sqrt(np.finfo(np.float64).eps)  # numpy's tolerance on choice's p
 MASS_TOL = 1e-9  # the runs' total probability must be 1 to this
@@ -90,7 +95,10 @@ class _Run:
     def branch(self, probs: list[float]) -> int:
         """Take the scripted option (the first of positive probability when unscripted)."""
         if len(self.choices) >= MAX_CHOICES:
-            raise NotEnumerable(f"more than {MAX_CHOICES} random decisions in one call")
+            raise NotEnumerable(
+                f"more than {MAX_CHOICES:,} random decisions in one call (a loop of draws "
+                "without a bound, rejection sampling say)"
+            )
         depth = len(self.choices)
         if depth < len(self.script):
             taken = self.script[depth]
