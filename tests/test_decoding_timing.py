@@ -105,6 +105,21 @@ def test_greedy_methods_reproduce_ar_in_every_round():
         assert texts[(r, "sps")] == texts[(r, "gbv")] == texts[(r, "ar")]
 
 
+def test_greedy_block_efficiency_error_is_over_prompts_not_rounds():
+    """At T = 0 the rounds replay one text: more rounds leave the standard error unchanged
+    (issue 36: it shrank with --rounds); at T = 1 they add steps and the error shrinks."""
+    for temperature, same in ((0.0, True), (1.0, False)):
+        configs = [Config("sps", 1, 3, temperature=temperature)]
+        rows = {
+            rounds: run_configs(toy_factory, [[0], [3]], configs, max_new_tokens=12, rounds=rounds)
+            for rounds in (1, 3)
+        }
+        one, three = (next(r for r in rows[k] if r.method == "sps") for k in (1, 3))
+        assert (one.block_efficiency_se == three.block_efficiency_se) is same
+        if same:
+            assert one.block_efficiency == three.block_efficiency
+
+
 def test_run_log_prints_a_line_per_run_with_an_estimate(capsys: pytest.CaptureFixture):
     sps = Config("sps", 1, 2)
     order = schedule([sps], 2)  # ar, sps, sps, ar

@@ -13,7 +13,8 @@ tokens are not honoured in timing runs, so every run decodes the same number of 
 config's speed-up in a round is its paired ``ar`` run's wall time over its own, two adjacent
 runs under the same load; a :class:`Row` reports the median over rounds with the min–max, the
 1-minute load average (``os.getloadavg``) at the start of each run, block efficiency ±
-standard error over every (step, row) pair of all rounds ([GBV] §2), tokens per second and the
+standard error over every (step, row) pair of all rounds ([GBV] §2; of the first round at
+T = 0, whose rounds replay the same greedy text), tokens per second and the
 shares of time spent drafting, in the target and verifying.
 """
 
@@ -345,6 +346,10 @@ def summarise(config: Config, runs: Sequence[Run], baseline: Sequence[Run]) -> R
     """A config's row from its runs and the ``ar`` runs of its temperature (its speed-ups:
     over the ``ar`` run paired with it in each round; the ``ar`` row aggregates every one)."""
     result = _merged([run.result for run in runs])
+    # At T = 0 every round replays the same greedy text: block efficiency and its standard
+    # error are over the prompts' steps once (pooled rounds would shrink the error by
+    # sqrt(rounds) with nothing new behind it); the rounds still time the speed-up.
+    quality = _merged([runs[0].result]) if config.temperature == 0 else result
     ar = _merged([run.result for run in baseline])
     if config.method == AUTOREGRESSIVE:
         speedups = tuple(1.0 for _ in runs)
@@ -365,8 +370,8 @@ def summarise(config: Config, runs: Sequence[Run], baseline: Sequence[Run]) -> R
         rounds=len(runs),
         tokens=result.generated,
         target_calls=result.target_calls,
-        block_efficiency=result.block_efficiency,
-        block_efficiency_se=result.block_efficiency_se,
+        block_efficiency=quality.block_efficiency,
+        block_efficiency_se=quality.block_efficiency_se,
         tokens_per_s=result.tokens_per_s,
         speedup=float(np.median(speedups)),
         speedup_low=min(speedups),
