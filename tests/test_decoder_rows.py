@@ -80,3 +80,77 @@ def test_independent_drafts_take_one_draft_law_per_drafter():
             ValueError, match=r"^q: scheme 'independent' takes one row per draft, shape \(2, V\)"
         ):
             otlp.verify_drafts(p, q, np.array([[0, 1]]), scheme="independent", method="maxflow_cs")
+
+
+@pytest.mark.parametrize("method", ["maxflow_cs", "global_resolution"])
+@pytest.mark.parametrize("shared", [True, False])
+def test_an_impossible_independent_draft_names_its_row_and_drafter(method, shared):
+    """Two independent drafters, drafter 1 of which cannot draft token 1: row 1's pair (1, 1)
+    is refused naming that row's drafter, q[0, 1] for a q shared by every row, q[1, 1] for
+    one q per row (a bad draft is the row's own, whichever row of q it was drawn from)."""
+    p = np.full(4, 0.25)
+    q = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5]])
+    q_arg = q if shared else np.stack([q, q])
+    drafter = "q\\[0, 1\\]" if shared else "q\\[1, 1\\]"
+    with pytest.raises(
+        ValueError, match=rf"^drafts\[1, 1\]: token 1 cannot be drafted by its drafter {drafter} "
+    ):
+        otlp.verify_drafts(
+            p, q_arg, np.array([[0, 2], [1, 1]]), scheme="independent", method=method, rng=0
+        )
+
+
+@pytest.mark.parametrize(
+    ("scheme", "method"),
+    [
+        ("iid", "global_resolution"),
+        ("iid", "rrs"),
+        ("without_replacement", "maxflow_cs"),
+        ("without_replacement", "global_resolution"),
+        ("greedy", "global_resolution"),
+    ],
+)
+def test_a_bad_target_row_is_named_by_its_own_row(scheme, method):
+    """p of two rows, the second with a NaN (or summing to 1.1): named p[1], not p[0] (the
+    i.i.d. rules' rows by their Instance's message, the others' by the kernels' check)."""
+    p = np.array([[0.4, 0.3, 0.2, 0.1], [0.4, np.nan, 0.2, 0.1]])
+    drafts = np.array([[0, 1], [2, 3]])
+    kwargs = {"scheme": scheme, "method": method, "rng": 0}
+    with pytest.raises(ValueError, match=r"^p\[1\]: .*NaN"):
+        otlp.verify_drafts(p, np.full(4, 0.25), drafts, **kwargs)
+    p[1] = [0.5, 0.3, 0.2, 0.1]
+    with pytest.raises(ValueError, match=r"^p\[1\]: .*sum"):
+        otlp.verify_drafts(p, np.full(4, 0.25), drafts, **kwargs)
+
+
+@pytest.mark.parametrize("method", ["global_resolution", "maxflow_cs"])
+def test_a_tuple_greedy_drafting_cannot_produce_is_named_with_its_top_count(method):
+    """Three greedy drafts are the top two draft tokens plus one other: the message says
+    "the top 2"."""
+    q = np.array([0.1, 0.4, 0.2, 0.3])
+    with pytest.raises(
+        ValueError,
+        match=r"^drafts\[0\]: \[1, 2, 0\] is not a greedy draft tuple \(the top 2 draft tokens "
+        r"plus one other token of positive probability\)$",
+    ):
+        otlp.verify_drafts(
+            np.full(4, 0.25), q, np.array([[1, 2, 0]]), scheme="greedy", method=method, rng=0
+        )
+
+
+def test_a_one_token_vocabulary_is_verified():
+    """V = 1 is a valid (if trivial) vocabulary: the one token is drafted and emitted."""
+    result = otlp.verify_drafts(np.array([1.0]), np.array([1.0]), np.array([[0], [0]]), rng=0)
+    np.testing.assert_array_equal(result.tokens, [0, 0])
+    assert result.accepted.all()
+
+
+def test_batch_shape_errors_name_the_array_and_its_row_count():
+    p = np.array([0.5, 0.3, 0.2])
+    drafts = np.array([[0, 1], [1, 2]])
+    with pytest.raises(ValueError, match=r"^q: expected a float16, .* array, got dtype <U1$"):
+        otlp.verify_drafts(p, np.array(["a", "b", "c"]), drafts)
+    with pytest.raises(ValueError, match=r"^p: 3 rows for 2 rows of drafts$"):
+        otlp.verify_drafts(np.tile(p, (3, 1)), p, drafts)
+    with pytest.raises(ValueError, match=r"^q: 3 rows for 2 rows of drafts$"):
+        otlp.verify_drafts(p, np.tile(p, (3, 1)), drafts)
