@@ -154,3 +154,33 @@ def test_batch_shape_errors_name_the_array_and_its_row_count():
         otlp.verify_drafts(np.tile(p, (3, 1)), p, drafts)
     with pytest.raises(ValueError, match=r"^q: 3 rows for 2 rows of drafts$"):
         otlp.verify_drafts(p, np.tile(p, (3, 1)), drafts)
+
+
+def test_a_calls_deadline_counts_from_its_start_less_the_rules_reserve():
+    """call_deadline: time_budget seconds after the call's start (a perf_counter value),
+    less the seconds reserved for the rows' rule tokens; no budget, no deadline."""
+    from otlp.global_resolution.row_fallback import call_deadline
+
+    assert call_deadline(2.0, 10.0, 0.5).at == 11.5
+    assert not call_deadline(None, 10.0, 0.5).limited
+
+
+def test_a_row_sent_to_the_object_api_is_solved_with_the_calls_tau(monkeypatch):
+    """Rows the fused path cannot certify (forced here) go to the object API with the call's
+    options: one Newton iteration certifies every unit at tau = 0.2 (budget 1), and leaves
+    a unit short of tau = 1e-4 (budget 5e-4), which is then solved exactly by max-flow."""
+    from otlp.global_resolution import scheme_rows
+    from otlp.global_resolution.fused import RowResult
+    from otlp.solvers.row_status import FALLBACK
+
+    monkeypatch.setattr(
+        scheme_rows, "scheme_row", lambda *a, **k: RowResult(FALLBACK, -1, message="forced")
+    )
+    rng = np.random.default_rng(3)
+    p, q = rng.dirichlet(np.ones(12)), rng.dirichlet(np.ones(12))
+    drafts = np.argsort(-q)[:3][None, :]
+    kwargs = {"scheme": "without_replacement", "max_iter": 1, "rng": 0, "time_budget": None}
+    loose = otlp.verify_drafts(p, q, drafts, tau=0.2, **kwargs).reports[0]
+    tight = otlp.verify_drafts(p, q, drafts, tau=1e-4, **kwargs).reports[0]
+    assert loose.fallback and loose.message.startswith("forced; object API: ")
+    assert "max-flow" not in loose.message and "max-flow" in tight.message

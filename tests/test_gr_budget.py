@@ -462,8 +462,11 @@ def test_a_scheme_row_whose_newton_cannot_fit_gets_the_rule_token(
     assert seen and set(seen) == {double}
     rule = "rrs_without_replacement" if scheme == "without_replacement" else "rrs"
     assert any(r.fallback for r in out.reports)
+    lost = otlp.optimal_acceptance(inst).alpha_star - otlp.rules.get(rule).acceptance(inst)
     for report in out.reports:
         if report.fallback:  # a unit that needed Newton: the rule's token, out of time
             assert report.fallback_rule == rule and "Newton" in report.message
+            # alpha* is the fused row's (for two independent drafts nothing else computes it)
+            assert report.acceptance_lost == pytest.approx(max(lost, 0.0), abs=1e-9)
         else:  # a one-token outer block: exact without Newton
             assert report.variables <= 1 and report.message == "exact"
