@@ -81,3 +81,13 @@ def test_rows_of_a_scheme_unit_over_the_limits_are_its_lossless_rules(scheme):
     if scheme == "without_replacement":
         alone = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=rule, rng=3)
         np.testing.assert_array_equal(refused.tokens, alone.tokens)
+
+
+def test_a_spechub_pair_without_the_hub_is_refused_naming_it():
+    """SpecHub's pairs always hold the hub a = argmax q (token 3 here): row 1's pair (0, 1)
+    is one its hub joint cannot draw, refused naming the row, the pair and the hub."""
+    with pytest.raises(
+        ValueError,
+        match=r"^drafts\[1\]: \[0, 1\] does not contain SpecHub's hub token 3 \(argmax q\)",
+    ):
+        otlp.verify_drafts(P, Q, np.array([[3, 0], [0, 1]]), method="spechub", rng=0)
