@@ -184,3 +184,27 @@ def test_a_row_sent_to_the_object_api_is_solved_with_the_calls_tau(monkeypatch):
     tight = otlp.verify_drafts(p, q, drafts, tau=1e-4, **kwargs).reports[0]
     assert loose.fallback and loose.message.startswith("forced; object API: ")
     assert "max-flow" not in loose.message and "max-flow" in tight.message
+
+
+@pytest.mark.parametrize("scheme", ["without_replacement", "independent"])
+def test_a_row_sent_to_the_object_api_gets_the_fused_rows_token(monkeypatch, scheme):
+    """The object API solves a row the fused path cannot certify (forced here) on the same
+    top-k restricted instance: with the same uniforms, the same token as the fused path
+    gives every row of 300 (top_k = 4 of V = 10)."""
+    from otlp.global_resolution import scheme_rows
+    from otlp.global_resolution.fused import RowResult
+    from otlp.solvers.row_status import FALLBACK
+
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(10))
+    q = rng.dirichlet(np.ones(10), size=2 if scheme == "independent" else None)
+    pair = np.argmax(q, axis=1) if scheme == "independent" else np.argsort(-q)[:2]
+    drafts = np.tile(pair, (300, 1))
+    kwargs = {"scheme": scheme, "top_k": 4, "rng": 5, "time_budget": None}
+    fused = otlp.verify_drafts(p, q, drafts, **kwargs)
+    monkeypatch.setattr(
+        scheme_rows, "scheme_row", lambda *a, **k: RowResult(FALLBACK, -1, message="forced")
+    )
+    forced = otlp.verify_drafts(p, q, drafts, **kwargs)
+    assert all(r.fallback and r.message == "forced; object API: converged" for r in forced.reports)
+    np.testing.assert_array_equal(forced.tokens, fused.tokens)
