@@ -208,3 +208,52 @@ def test_a_row_sent_to_the_object_api_gets_the_fused_rows_token(monkeypatch, sch
     forced = otlp.verify_drafts(p, q, drafts, **kwargs)
     assert all(r.fallback and r.message == "forced; object API: converged" for r in forced.reports)
     np.testing.assert_array_equal(forced.tokens, fused.tokens)
+
+
+def test_a_tree_node_sent_to_the_object_api_gets_the_fused_nodes_token(monkeypatch):
+    """verify_tree's node of two drafts without replacement under top_k = 4: where the fused
+    row cannot certify it (forced here), the object API solves the same scheme on the same
+    top-k restricted instance, and the same uniforms give the same token on all 200 rows."""
+    from otlp.decoding import path_tree, verify_tree
+    from otlp.global_resolution import scheme_rows
+    from otlp.global_resolution.fused import RowResult
+    from otlp.solvers.row_status import FALLBACK
+
+    parents = path_tree(2, 1)
+    rng = np.random.default_rng(4)
+    p = rng.dirichlet(np.ones(10), size=(200, 3))
+    q = rng.dirichlet(np.ones(10), size=(200, 3))
+    tokens = np.argsort(-q[:, 0], axis=-1)[:, :2]
+    kwargs = {"method": "global_resolution", "scheme": "without_replacement", "top_k": 4}
+    fused = verify_tree(tokens, parents, p, q, rng=7, **kwargs)
+    monkeypatch.setattr(
+        scheme_rows, "scheme_row", lambda *a, **k: RowResult(FALLBACK, -1, message="forced")
+    )
+    forced = verify_tree(tokens, parents, p, q, rng=7, **kwargs)
+    np.testing.assert_array_equal(forced.output_ids, fused.output_ids)
+
+
+def test_a_node_row_the_fused_path_refuses_raises_on_checked_rows_and_defers_on_raw_ones():
+    """scheme_row_token: on rows the caller checked (top_k None) a row the fused path refuses
+    raises the row's message; on rows as given (top_k k) it returns -1 for the caller's
+    checked path to name."""
+    from otlp.global_resolution.rows import GlobalResolutionRows
+    from otlp.global_resolution.scheme_rows import scheme_row_token
+
+    options = GlobalResolutionRows.checked()
+    q = np.array([[0.5, 0.3, 0.2, 0.0]])
+    u = np.array([0.3, 0.6])
+    args = ("without_replacement", u, 1e-9)
+    bad_p = np.array([0.4, np.nan, 0.2, 0.4])
+    fine_p = np.array([0.4, 0.3, 0.2, 0.1])
+    with pytest.raises(ValueError, match=r"^p\[0\]: has a negative, NaN or infinite entry$"):
+        scheme_row_token(options, bad_p, q, np.array([0, 1]), *args)
+    with pytest.raises(
+        ValueError, match=r"^drafts\[0, 1\]: token 3 cannot be drafted \(draft probability 0"
+    ):
+        scheme_row_token(options, fine_p, q, np.array([0, 3]), *args)
+    assert scheme_row_token(options, fine_p, q, np.array([0, 3]), *args, top_k=0) == -1
+    two = np.stack([q[0], np.full(4, 0.25)])
+    with pytest.raises(ValueError, match=r"^drafts\[0, 0\]: .* by its drafter q\[0, 0\] "):
+        scheme_row_token(options, fine_p, two, np.array([3, 0]), "independent", u, 1e-9)
+    assert scheme_row_token(options, fine_p, q, np.array([0, 1]), *args) in (0, 1, 2, 3)
