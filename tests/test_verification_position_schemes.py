@@ -91,3 +91,8 @@ def test_a_spechub_pair_without_the_hub_is_refused_naming_it():
         match=r"^drafts\[1\]: \[0, 1\] does not contain SpecHub's hub token 3 \(argmax q\)",
     ):
         otlp.verify_drafts(P, Q, np.array([[3, 0], [0, 1]]), method="spechub", rng=0)
+
+
+def test_a_method_that_is_not_a_name_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^method: expected a string, got 3$"):
+        otlp.verify_drafts(P, Q, np.array([[0, 1]]), scheme="without_replacement", method=3)
