@@ -96,3 +96,32 @@ def test_a_spechub_pair_without_the_hub_is_refused_naming_it():
 def test_a_method_that_is_not_a_name_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^method: expected a string, got 3$"):
         otlp.verify_drafts(P, Q, np.array([[0, 1]]), scheme="without_replacement", method=3)
+
+
+def test_a_method_the_scheme_does_not_take_is_refused_listing_those_it_takes():
+    with pytest.raises(
+        ValueError,
+        match=r"^method: scheme 'without_replacement' takes global_resolution, "
+        r"rrs_without_replacement, maxflow_cs, got 'sps'$",
+    ):
+        otlp.verify_drafts(P, Q, np.array([[0, 1]]), scheme="without_replacement", method="sps")
+
+
+def test_top_k_above_the_vocabulary_and_spechub_triples_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"^top_k: "):
+        otlp.verify_drafts(P, Q, np.array([[0, 1]]), scheme="without_replacement", top_k=5)
+    with pytest.raises(ValueError, match=r"^drafts: 'spechub' verifies a pair per row, got n = 3$"):
+        otlp.verify_drafts(P, Q, np.array([[3, 0, 1]]), method="spechub")
+
+
+@pytest.mark.parametrize("scheme", ["without_replacement", "greedy"])
+def test_a_token_repeated_past_the_first_draft_is_refused(scheme):
+    """Three drafts, the second and third equal: a repeat anywhere in the row is found."""
+    with pytest.raises(
+        ValueError,
+        match=rf"^drafts\[1\]: \[1, 3, 3\] repeats a token; scheme '{scheme}' drafts distinct "
+        r"tokens$",
+    ):
+        otlp.verify_drafts(
+            P, Q, np.array([[3, 2, 0], [1, 3, 3]]), scheme=scheme, method="maxflow_cs"
+        )
