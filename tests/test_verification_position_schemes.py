@@ -125,3 +125,16 @@ def test_a_token_repeated_past_the_first_draft_is_refused(scheme):
         otlp.verify_drafts(
             P, Q, np.array([[3, 2, 0], [1, 3, 3]]), scheme=scheme, method="maxflow_cs"
         )
+
+
+def test_parallel_is_refused_by_name_for_the_schemes_beyond_iid():
+    drafts = np.array([[0, 1]])
+    kwargs = {"scheme": "without_replacement", "method": "maxflow_cs"}
+    with pytest.raises(ValueError, match=r"^parallel: expected True or False, got 1$"):
+        otlp.verify_drafts(P, Q, drafts, parallel=1, **kwargs)
+    with pytest.raises(
+        ValueError,
+        match=r"^parallel: only the i.i.d. fused path runs on numba's threads; scheme "
+        r"'without_replacement' verifies its rows one by one$",
+    ):
+        otlp.verify_drafts(P, Q, drafts, parallel=True, **kwargs)
