@@ -138,3 +138,27 @@ def test_parallel_is_refused_by_name_for_the_schemes_beyond_iid():
         r"'without_replacement' verifies its rows one by one$",
     ):
         otlp.verify_drafts(P, Q, drafts, parallel=True, **kwargs)
+
+
+def test_one_draft_per_row_gives_the_same_tokens_under_every_scheme_and_method():
+    """A single draft is one draw from q whatever the scheme: its exact law is speculative
+    sampling's, and every path draws each row's token from the row's own two uniforms of
+    ``rng.random((B, 2))``, so the same seed gives the same 50 tokens as the i.i.d. rows."""
+    rng = np.random.default_rng(1)
+    p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8))
+    drafts = rng.choice(8, size=(50, 1), p=q)
+    iid = otlp.verify_drafts(p, q, drafts, method="maxflow_cs", rng=4).tokens
+    for scheme, method in [
+        ("without_replacement", "maxflow_cs"),
+        ("without_replacement", "rrs_without_replacement"),
+        ("without_replacement", "global_resolution"),
+        ("greedy", "maxflow_cs"),
+        ("greedy", "global_resolution"),
+    ]:
+        tokens = otlp.verify_drafts(p, q, drafts, scheme=scheme, method=method, rng=4).tokens
+        np.testing.assert_array_equal(tokens, iid, err_msg=f"{scheme} {method}")
+
+
+def test_a_scheme_that_is_not_a_name_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^scheme: expected a string, got 3$"):
+        otlp.verify_drafts(P, Q, np.array([[0, 1]]), scheme=3, method="maxflow_cs")
