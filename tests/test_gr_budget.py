@@ -470,3 +470,33 @@ def test_a_scheme_row_whose_newton_cannot_fit_gets_the_rule_token(
             assert report.acceptance_lost == pytest.approx(max(lost, 0.0), abs=1e-9)
         else:  # a one-token outer block: exact without Newton
             assert report.variables <= 1 and report.message == "exact"
+
+
+@pytest.mark.parametrize(("drafts", "pinned"), [(2, True), (1, False)])
+def test_the_iid_batch_pins_blas_only_for_rows_with_a_newton_step(
+    monkeypatch: pytest.MonkeyPatch, drafts: int, pinned: bool
+) -> None:
+    """The compiled i.i.d. batch runs inside ``blas_pinned(top_k or V)`` for n >= 2 drafts;
+    one draft is the closed form, with no Newton step to pin BLAS for. A stand-in BLAS library
+    on 4 threads (whatever this process's own BLAS runs on) records each change."""
+    import otlp.solvers.global_resolution.budget as budget
+
+    class Library:
+        def __init__(self) -> None:
+            self.threads = 4
+            self.calls: list[int] = []
+
+        def get_num_threads(self) -> int:
+            return self.threads
+
+        def set_num_threads(self, n: int) -> None:
+            self.calls.append(n)
+            self.threads = n
+
+    library = Library()
+    monkeypatch.setattr(budget, "_blas_libraries", lambda: (library,))
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(200)), rng.dirichlet(np.ones(200))
+    drafted = np.argsort(-q)[:drafts][None, :]
+    otlp.verify_drafts(p, q, drafted, method="global_resolution", rng=0)
+    assert library.calls == ([1, 4] if pinned else [])
