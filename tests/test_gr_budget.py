@@ -500,3 +500,22 @@ def test_the_iid_batch_pins_blas_only_for_rows_with_a_newton_step(
     drafted = np.argsort(-q)[:drafts][None, :]
     otlp.verify_drafts(p, q, drafted, method="global_resolution", rng=0)
     assert library.calls == ([1, 4] if pinned else [])
+
+
+def test_the_first_iid_batch_of_a_dtype_pair_is_compiled_on_a_tiny_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a fresh process does (the set of compiled pairs emptied here): the batch kernel is
+    first run on a two-token row of the call's (p, q) dtypes, the pair is recorded, and the
+    call's own rows (float64, as verify_drafts reads them) are unchanged by it."""
+    import otlp.global_resolution.iid_rows as iid_rows
+    from otlp.solvers.global_resolution.token import batch
+
+    rng = np.random.default_rng(1)
+    p, q = rng.dirichlet(np.ones(20)), rng.dirichlet(np.ones(20))
+    drafts = np.argsort(-q)[:2][None, :].repeat(5, axis=0)
+    warm = otlp.verify_drafts(p, q, drafts, method="global_resolution", rng=2).tokens
+    monkeypatch.setattr(iid_rows, "_COMPILED", set())
+    cold = otlp.verify_drafts(p, q, drafts, method="global_resolution", rng=2).tokens
+    assert {(batch, np.dtype(np.float64), np.dtype(np.float64))} == iid_rows._COMPILED
+    np.testing.assert_array_equal(cold, warm)
