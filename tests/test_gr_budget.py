@@ -115,6 +115,25 @@ def test_iid_row_over_the_limits_gets_the_rrs_token_and_its_acceptance_loss() ->
     assert report.acceptance_lost > 0
 
 
+def test_iid_batch_rows_over_the_limits_report_the_rrs_token_and_its_acceptance_loss() -> None:
+    """The same unit through verify_drafts' compiled i.i.d. batch, one (p, q) per row (the
+    second row the first with its vocabulary reversed): each row falls back, its object API
+    unit is over the limits, and its report names rrs and the acceptance it lost."""
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.full(30, 0.3)), rng.dirichlet(np.full(30, 0.3))
+    inst = otlp.Instance(p, q, 4)
+    lost = otlp.optimal_acceptance(inst).alpha_star - RecursiveRejection().acceptance(inst)
+    ps, qs = np.stack([p, p[::-1]]), np.stack([q, q[::-1]])
+    drafts = np.array([[int(np.argmax(q))] * 4, [29 - int(np.argmax(q))] * 4])
+    with otlp.limits.limited(max_variables=10_000):
+        out = otlp.verify_drafts(
+            ps, qs, drafts, method="global_resolution", tau=1e-6, max_iter=0, rng=0
+        )
+    for report in out.reports:
+        assert report.fallback and report.fallback_rule == "rrs"
+        assert report.acceptance_lost == pytest.approx(lost, abs=1e-12)
+
+
 @pytest.mark.parametrize(
     ("scheme", "rule"), [("iid", "rrs"), ("without_replacement", "rrs_without_replacement")]
 )
