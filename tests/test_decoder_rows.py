@@ -45,7 +45,8 @@ def test_exact_rows_report_no_system_and_no_fallback():
     assert result.method == "rrs" and result.fallbacks == 0
     for report in result.reports:
         assert report.message == "exact" and report.fallback is False
-        assert report.system is None and report.variables == 0
+        assert report.system is None and report.block is None and report.variables == 0
+        assert report.iterations == 0 and report.deviation == 0.0 and report.budget == 0.0
 
 
 def test_rows_of_a_unit_over_the_limits_are_the_rules_and_say_so():
@@ -257,3 +258,45 @@ def test_a_node_row_the_fused_path_refuses_raises_on_checked_rows_and_defers_on_
     with pytest.raises(ValueError, match=r"^drafts\[0, 0\]: .* by its drafter q\[0, 0\] "):
         scheme_row_token(options, fine_p, two, np.array([3, 0]), "independent", u, 1e-9)
     assert scheme_row_token(options, fine_p, q, np.array([0, 1]), *args) in (0, 1, 2, 3)
+
+
+def test_greedy_rows_are_closed_form_whatever_the_limits():
+    """The greedy plan has no Newton evaluation to refuse: under limits that send the other
+    schemes to their rules, greedy rows stay exact, with no fallback."""
+    rng = np.random.default_rng(21)
+    p, q = rng.dirichlet(np.ones(60)), rng.dirichlet(np.ones(60))
+    drafts = np.tile(np.argsort(-q)[:3], (4, 1))
+    with otlp.limits.limited(max_variables=100):
+        out = otlp.verify_drafts(p, q, drafts, scheme="greedy", rng=0)
+    assert out.fallbacks == 0
+    assert all(r.message == "closed form (exact)" for r in out.reports)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "message"),
+    [("iid", r"^p\[1\]: sums to 1\.1"), ("without_replacement", r"^p\[1\]: does not sum to 1")],
+)
+def test_rule_rows_refuse_a_bad_row_as_the_schemes_rule_does(scheme, message):
+    """Rows sent to the scheme's rule by a unit over the limits are checked as that rule's own
+    rows are: i.i.d. ones by their Instance (whose message gives the sum), the other schemes'
+    by the kernels' check."""
+    rng = np.random.default_rng(21)
+    p, q = rng.dirichlet(np.ones(60)), rng.dirichlet(np.ones(60))
+    ps = np.stack([p, p * 1.1])
+    drafts = np.tile(np.argsort(-q)[:2], (2, 1))
+    with otlp.limits.limited(max_variables=100), pytest.raises(ValueError, match=message):
+        otlp.verify_drafts(ps, q, drafts, scheme=scheme, method="global_resolution", rng=0)
+
+
+def test_independent_rule_rows_keep_both_drafters():
+    """Two independent drafters over the limits: each row is rrs on both draft laws, so a
+    token only the second drafter can draft is a valid second draft."""
+    rng = np.random.default_rng(22)
+    p = rng.dirichlet(np.ones(60))
+    q = rng.dirichlet(np.ones(60), size=2)
+    q[0, 7] = 0.0  # token 7: the second drafter's only
+    q[0] /= q[0].sum()
+    drafts = np.array([[int(np.argmax(q[0])), 7]] * 3)
+    with otlp.limits.limited(max_variables=100):
+        out = otlp.verify_drafts(p, q, drafts, scheme="independent", rng=0)
+    assert all(r.fallback_rule == "rrs" for r in out.reports)
