@@ -1,8 +1,9 @@
-"""What every verify_drafts path shares (:mod:`otlp.decoder_rows`; global resolution's rule rows in
-:mod:`otlp.global_resolution.row_fallback`): the input
-checks by argument name, the stricter array's sum check when p and q differ in precision,
-and the reports of exact rows and of rows a too-large unit sends to the rule (issue 39's
-mutation round)."""
+"""What every verify_drafts path shares (:mod:`otlp.decoder_rows`) and global resolution's row
+modules (:mod:`otlp.global_resolution.row_fallback`, ``scheme_rows``, ``rows``): the input
+checks by argument name and row, the stricter array's sum check when p and q differ in
+precision, the reports of exact rows and of rows a too-large unit sends to the rule, and the
+fallback chain's arguments (the call's tau, top_k and scheme reach the object API) (issue
+39's mutation rounds)."""
 
 from __future__ import annotations
 
