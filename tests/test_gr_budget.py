@@ -115,6 +115,25 @@ def test_iid_row_over_the_limits_gets_the_rrs_token_and_its_acceptance_loss() ->
     assert report.acceptance_lost > 0
 
 
+def test_iid_batch_rows_over_the_limits_report_the_rrs_token_and_its_acceptance_loss() -> None:
+    """The same unit through verify_drafts' compiled i.i.d. batch, one (p, q) per row (the
+    second row the first with its vocabulary reversed): each row falls back, its object API
+    unit is over the limits, and its report names rrs and the acceptance it lost."""
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.full(30, 0.3)), rng.dirichlet(np.full(30, 0.3))
+    inst = otlp.Instance(p, q, 4)
+    lost = otlp.optimal_acceptance(inst).alpha_star - RecursiveRejection().acceptance(inst)
+    ps, qs = np.stack([p, p[::-1]]), np.stack([q, q[::-1]])
+    drafts = np.array([[int(np.argmax(q))] * 4, [29 - int(np.argmax(q))] * 4])
+    with otlp.limits.limited(max_variables=10_000):
+        out = otlp.verify_drafts(
+            ps, qs, drafts, method="global_resolution", tau=1e-6, max_iter=0, rng=0
+        )
+    for report in out.reports:
+        assert report.fallback and report.fallback_rule == "rrs"
+        assert report.acceptance_lost == pytest.approx(lost, abs=1e-12)
+
+
 @pytest.mark.parametrize(
     ("scheme", "rule"), [("iid", "rrs"), ("without_replacement", "rrs_without_replacement")]
 )
@@ -462,8 +481,60 @@ def test_a_scheme_row_whose_newton_cannot_fit_gets_the_rule_token(
     assert seen and set(seen) == {double}
     rule = "rrs_without_replacement" if scheme == "without_replacement" else "rrs"
     assert any(r.fallback for r in out.reports)
+    lost = otlp.optimal_acceptance(inst).alpha_star - otlp.rules.get(rule).acceptance(inst)
     for report in out.reports:
         if report.fallback:  # a unit that needed Newton: the rule's token, out of time
             assert report.fallback_rule == rule and "Newton" in report.message
+            # alpha* is the fused row's (for two independent drafts nothing else computes it)
+            assert report.acceptance_lost == pytest.approx(max(lost, 0.0), abs=1e-9)
         else:  # a one-token outer block: exact without Newton
             assert report.variables <= 1 and report.message == "exact"
+
+
+@pytest.mark.parametrize(("drafts", "pinned"), [(2, True), (1, False)])
+def test_the_iid_batch_pins_blas_only_for_rows_with_a_newton_step(
+    monkeypatch: pytest.MonkeyPatch, drafts: int, pinned: bool
+) -> None:
+    """The compiled i.i.d. batch runs inside ``blas_pinned(top_k or V)`` for n >= 2 drafts;
+    one draft is the closed form, with no Newton step to pin BLAS for. A stand-in BLAS library
+    on 4 threads (whatever this process's own BLAS runs on) records each change."""
+    import otlp.solvers.global_resolution.budget as budget
+
+    class Library:
+        def __init__(self) -> None:
+            self.threads = 4
+            self.calls: list[int] = []
+
+        def get_num_threads(self) -> int:
+            return self.threads
+
+        def set_num_threads(self, n: int) -> None:
+            self.calls.append(n)
+            self.threads = n
+
+    library = Library()
+    monkeypatch.setattr(budget, "_blas_libraries", lambda: (library,))
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(200)), rng.dirichlet(np.ones(200))
+    drafted = np.argsort(-q)[:drafts][None, :]
+    otlp.verify_drafts(p, q, drafted, method="global_resolution", rng=0)
+    assert library.calls == ([1, 4] if pinned else [])
+
+
+def test_the_first_iid_batch_of_a_dtype_pair_is_compiled_on_a_tiny_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a fresh process does (the set of compiled pairs emptied here): the batch kernel is
+    first run on a two-token row of the call's (p, q) dtypes, the pair is recorded, and the
+    call's own rows (float64, as verify_drafts reads them) are unchanged by it."""
+    import otlp.global_resolution.iid_rows as iid_rows
+    from otlp.solvers.global_resolution.token import batch
+
+    rng = np.random.default_rng(1)
+    p, q = rng.dirichlet(np.ones(20)), rng.dirichlet(np.ones(20))
+    drafts = np.argsort(-q)[:2][None, :].repeat(5, axis=0)
+    warm = otlp.verify_drafts(p, q, drafts, method="global_resolution", rng=2).tokens
+    monkeypatch.setattr(iid_rows, "_COMPILED", set())
+    cold = otlp.verify_drafts(p, q, drafts, method="global_resolution", rng=2).tokens
+    assert {(batch, np.dtype(np.float64), np.dtype(np.float64))} == iid_rows._COMPILED
+    np.testing.assert_array_equal(cold, warm)
