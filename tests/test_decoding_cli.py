@@ -127,6 +127,14 @@ def test_every_flag_is_checked_at_parse_time(
         (["--draft", "exit2", "--draft-model", "smollm2"], "--draft: not with a draft model"),
         (["--method", "block", "--paths", "2"], "--method: block does not verify a 2x4 tree"),
         (["--method", "rrs", "--scheme", "spechub"], "--scheme: method 'rrs' verifies children"),
+        (  # fuzz seed 57, case 34098: the refusal named drafting's "n", not the flag
+            ["--method", "sps", "--paths", "3", "--scheme", "spechub"],
+            "--paths: scheme 'spechub' drafts at most two children a node",
+        ),
+        (
+            ["--method", "sps", "--branching", "2,3", "--scheme", "spechub"],
+            "--branching: scheme 'spechub' drafts at most two children a node",
+        ),
     ],
 )
 def test_smollm2_flags_are_checked_before_it_loads(

@@ -83,7 +83,8 @@ class Config:
 
     def check(self) -> Config:
         """This config, if its method verifies its tree and its scheme's drafts; else a
-        ``ValueError`` naming ``method`` or ``scheme`` (checked before any model loads)."""
+        ``ValueError`` naming ``method``, ``scheme``, or ``paths`` / ``branching`` where the
+        scheme cannot draft that many children (checked before any model loads)."""
         if self.method == AUTOREGRESSIVE:
             return self
         self._check_tree_size()
@@ -94,6 +95,13 @@ class Config:
             raise ValueError(
                 f"scheme: method {self.method!r} verifies children drafted "
                 f"{' or '.join(schemes)}, got {self.scheme!r}"
+            )
+        width = max(self.branching) if self.branching else self.paths
+        if self.scheme == "spechub" and width > 2:  # the hub joint draws a pair ([SpecHub] §4)
+            field = "branching" if self.branching else "paths"
+            raise ValueError(
+                f"{field}: scheme 'spechub' drafts at most two children a node (its hub "
+                f"joint), got {width}"
             )
         return self
 
