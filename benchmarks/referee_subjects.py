@@ -31,6 +31,8 @@ from otlp.referee.symbolic import NotEnumerable
 def settings(subject: Subject) -> dict[str, object]:
     if subject.protocol == "position":
         return {"max_n": subject.max_children or 3}
+    if subject.shapes is not None:
+        return {"shapes": subject.shapes}
     return {"shapes": CHAIN_SHAPES} if subject.max_children == 1 else {}
 
 

@@ -111,6 +111,7 @@ def test_the_registry_holds_the_field_s_algorithms() -> None:
         "vllm_synthetic",
         "vllm_synthetic_chain_tree",
         "medusa_typical_tree",
+        "eagle3_hsd_tree",
     } <= lossy
 
 
@@ -777,3 +778,132 @@ def test_issue_35_subjects_deviate_at_the_defaults_in_exact_mode(name: str, voca
     assert verdict.status == "deviation" and verdict.statistical_cases == 0
     assert verdict.failure is not None and verdict.failure.tv > 0.01
     assert verdict.failure.case.vocab == vocab
+
+
+# ----- HSD on EAGLE-3's trees (issue 38): exact two deep, lossy three deep --------------------
+FORK = np.array([-1, 0, 0, 2])  # node 0 = A; its children 1 = B (a leaf) and 2 = C; 3 = E under C
+
+
+def _hsd_law(tokens: np.ndarray, parents: np.ndarray, p: np.ndarray) -> dict:
+    """The exact law of (accepted nodes, emitted token) of EAGLE-3H's rule on one fixed tree
+    (every uniform branched by the referee's exact mode; q is never read)."""
+    from otlp.referee import symbolic
+
+    sampler = SUBJECTS["eagle3_hsd_tree"].sampler
+    return symbolic.exact_law(
+        lambda rng: sampler(tokens, parents, p, p, rng), key=symbolic.tree_key
+    )
+
+
+def _first_two(law: dict, tokens: np.ndarray) -> dict[tuple[int, ...], float]:
+    """The law of the emitted stream's first two tokens (one token where it stops at the root)."""
+    out: dict[tuple[int, ...], float] = {}
+    for (nodes, bonus), share in law.items():
+        key = (*(int(tokens[n]) for n in nodes), int(bonus))[:2]
+        out[key] = out.get(key, 0.0) + share
+    return out
+
+
+def test_eagle3_hsd_tree_under_accepts_a_sibling_path_after_an_accepted_token() -> None:
+    """Tokens A = 0, B = 1, C = 2, E = 0; target (1/2, 1/4, 1/4) at the root, uniform after A,
+    (1/2, 1/4, 1/4) after A C (by hand). Path (A, B): A is kept and B refused with
+    P_1 - P_2 = 1/2 - 1/6 = 1/3; path (A, C, E) then starts at prefix mass w = 1/2 with the
+    residual r = (1/2, 0, 1/2): a1 = r(C) = 1/2, a2 = 1/2, W = (1/2, 1/4, 1/8). The whole
+    remainder passes with a1 a2 = 1/4; else level 1 stops with (W_1 - W_2) / (1 - W_2) = 1/7
+    and level 0 takes the rest. So C follows A with 1/3 (1/4 + 3/4 * 1/7) = 5/42 instead of
+    1/6, and the residual token 0 with 3/14 instead of 1/6: TV 1/21 on the first two tokens,
+    while (A, B) keeps 1/6 and (A, C, E) 1/12, the target's."""
+    tokens = np.array([0, 1, 2, 0])
+    third, peaked = np.full(3, 1 / 3), np.array([0.5, 0.25, 0.25])
+    p = np.array([peaked, third, third, peaked, third])  # root, after A, A B, A C, A C E
+    law = _hsd_law(tokens, FORK, p)
+    first = _first_two(law, tokens)
+    expected = {(0, 0): 3 / 14, (0, 1): 1 / 6, (0, 2): 5 / 42, (1,): 0.25, (2,): 0.25}
+    assert set(first) == set(expected)
+    for key, value in expected.items():
+        assert first[key] == pytest.approx(value, abs=1e-12), key
+    whole = sum(share for (nodes, _), share in law.items() if list(nodes) == [0, 2, 3])
+    assert whole == pytest.approx(1 / 12, abs=1e-12)
+
+
+def test_eagle3_hsd_tree_falls_back_to_a_drafted_token_when_the_deficit_is_empty() -> None:
+    """V = 2, A = 0, B = 0, C = 1, E = 0, uniform target everywhere: after A and a refused B
+    the residual is all on C (a1 = 1), so the sibling path's level 0 owes nothing; the code
+    then emits the drafted token after C, E = 0, right after A. By hand: (A, B) kept 1/4;
+    path 2 after a refused B (1/4): the whole (C, E) 1/2, level 1 (1/4) / (3/4) = 1/3 of the
+    rest, level 0 the other 2/3: (A, then E) 1/4 * 1/2 * 2/3 = 1/12, and the stream starts
+    (0, 0) with 1/4 + 1/12 = 1/3 and (0, 1) with 1/8 + 1/24 = 1/6 instead of 1/4 each."""
+    tokens = np.array([0, 0, 1, 0])
+    p = np.full((5, 2), 0.5)
+    law = _hsd_law(tokens, FORK, p)
+    assert law[((0,), 0)] == pytest.approx(1 / 12, abs=1e-12)
+    first = _first_two(law, tokens)
+    assert first[(0, 0)] == pytest.approx(1 / 3, abs=1e-12)
+    assert first[(0, 1)] == pytest.approx(1 / 6, abs=1e-12)
+    assert first[(1,)] == pytest.approx(0.5, abs=1e-12)
+
+
+def _fork_case():
+    """FORK drafted without replacement: A from (1/2, 1/2, 0), A's two children the two tokens
+    other than A in either order, E from (1/2, 1/2, 0); target (2/5, 2/5, 1/5) at the root and
+    after two tokens, uniform after one and after three."""
+    from otlp.referee.cases import TreeCase
+
+    fifths, half, third = np.array([0.4, 0.4, 0.2]), np.array([0.5, 0.5, 0.0]), np.full(3, 1 / 3)
+    after_one = np.array([[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]])
+    target = (
+        fifths[None],
+        np.tile(third, (3, 1)),
+        np.tile(fifths, (9, 1)),
+        np.tile(third, (27, 1)),
+    )
+    draft = (half[None], after_one, np.tile(half, (9, 1)), np.tile(half, (27, 1)))
+    return TreeCase(target, draft, FORK, "without_replacement")
+
+
+def test_eagle3_hsd_tree_deviates_by_6_115_over_the_drafting() -> None:
+    """Every drafted tree of :func:`_fork_case` has w = 2/5, a1 = 1/2 (B and C share A's
+    uniform law), a2 = 2/5 and P_1 - P_2 = 4/15; its only surplus is on (A, the third token):
+    4/15 ((1 - a1 a2)(1 - w a1) / (1 - w a1 a2) - (1 - a1)) = 4/15 * 9/46 = 6/115 (by hand),
+    and the trees' deviations share their signs, so the referee's exact TV over the drafting is
+    6/115."""
+    assert _exact_deviation("eagle3_hsd_tree", _fork_case()) == pytest.approx(6 / 115, abs=1e-12)
+    verdict = otlp.referee.referee(SUBJECTS["sequoia_tree"].sampler, cases=[_fork_case()])
+    assert verdict.lossless and verdict.exact_cases == 1
+
+
+def test_eagle3_hsd_tree_is_exact_two_deep_and_caught_three_deep() -> None:
+    """At the referee's default shapes (two deep at most) the rule is exact on all 60 cases; with
+    the subject's own shapes (the three-deep fork3 and fork3x2 added) it deviates, exactly, on a
+    three-deep tree."""
+    from otlp.referee.generate import DEFAULT_SHAPES
+
+    subject = SUBJECTS["eagle3_hsd_tree"]
+    shallow = otlp.referee.referee(subject.sampler, shapes=DEFAULT_SHAPES)
+    assert shallow.lossless and shallow.exact_cases == 60
+    verdict = otlp.referee.referee(subject.sampler)
+    assert verdict.status == "deviation" and verdict.statistical_cases == 0
+    assert verdict.failure is not None and verdict.failure.case.depth == 3
+
+
+def test_eagle3_hsd_tree_never_accepts_more_than_eagle_s_own_rule_on_a_fixed_tree() -> None:
+    """With the draft certain, a lossless rule keeps a node only when the emitted stream starts
+    with its path, so its expected accepted length on a fixed tree is at most the target mass
+    of the tree's paths, which EAGLE's own rule attains. EAGLE-3H's rule stays at or below it
+    (it under-accepts sibling paths), on random targets."""
+    from otlp.referee import symbolic
+
+    parents, tokens = np.array([-1, 0, 0, 1, 2]), np.array([0, 1, 2, 0, 1])
+    rng = np.random.default_rng(5)
+    gaps = []
+    for _ in range(20):
+        p = rng.dirichlet(np.full(3, 0.5), size=6)
+        lengths = []
+        for name in ("eagle3_hsd_tree", "eagle_target_only_tree"):
+            law = symbolic.exact_law(
+                lambda g, s=SUBJECTS[name].sampler, p=p: s(tokens, parents, p, p, g),
+                key=symbolic.tree_key,
+            )
+            lengths.append(sum(share * len(nodes) for (nodes, _), share in law.items()))
+        gaps.append(lengths[0] - lengths[1])
+    assert max(gaps) < 1e-12 and min(gaps) < -0.01

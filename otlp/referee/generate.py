@@ -9,11 +9,13 @@ Real-vocabulary cases come from the SmolLM2-135M states of the shipped suite
 (``otlp.instances.load("smollm2")``, V = 1001).
 
 Tree cases draw every context's (target, draft) law pair from one class, on V = 2..3 and the
-small shapes of :data:`TREE_SHAPES` (chains of 1 to 3 nodes, two paths of two, a root with
-two or three children, a 2 x 2 tree). *Truncated* tree cases (for engines handed logits that
-top-k / top-p truncate, :mod:`otlp.referee.logits`) are on V = 3..4 and every target law is
-cut to its V - 1 likeliest tokens (V - 2 a quarter of the time; ties by token id) and
-renormalised, as a truncated law is: zero mass where the engine must remove it.
+small shapes of :data:`DEFAULT_SHAPES` (chains of 1 to 3 nodes, two paths of two, a root with
+two or three children, a 2 x 2 tree); the three-deep shapes of :data:`TREE_SHAPES` are searched
+when named (a subject whose rule only goes wrong three deep declares them). *Truncated* tree
+cases (for engines handed logits that top-k / top-p truncate, :mod:`otlp.referee.logits`) are
+on V = 3..4 and every target law is cut to its V - 1 likeliest tokens (V - 2 a quarter of the
+time; ties by token id) and renormalised, as a truncated law is: zero mass where the engine
+must remove it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ TREE_SHAPES: dict[str, tuple[int, ...]] = {
     "paths2x2": (-1, 0, -1, 2),
     "tree2x1": (-1, -1, 0, 1),
     "tree2x2": (-1, -1, 0, 0, 1, 1),
+    # three deep, by name only: one root child with two children, the second with a child
+    # (fork3), or each with one (fork3x2)
+    "fork3": (-1, 0, 0, 2),
+    "fork3x2": (-1, 0, 0, 1, 2),
 }
+DEFAULT_SHAPES = ("chain1", "chain2", "chain3", "root2", "root3", "paths2x2", "tree2x1", "tree2x2")
 CHAIN_SHAPES = ("chain1", "chain2", "chain3")
 MAX_V = 8
 
@@ -92,7 +99,7 @@ def tree_cases(
     scheme: str,
     seed: int = 0,
     *,
-    shapes: tuple[str, ...] = tuple(TREE_SHAPES),
+    shapes: tuple[str, ...] = DEFAULT_SHAPES,
     truncated: bool = False,
 ) -> list[TreeCase]:
     """``count`` seeded tree cases of ``scheme`` on the named ``shapes``; ``truncated``:

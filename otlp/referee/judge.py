@@ -450,8 +450,10 @@ def referee(
     screen_samples, confirm:
         Draws per case in the statistical screen; cases confirmed with the planned test.
     shapes:
-        Tree shapes (names of :data:`otlp.referee.generate.TREE_SHAPES`); None = all, or
-        chains only for a sampler taking one child per node (``max_children == 1``).
+        Tree shapes (names of :data:`otlp.referee.generate.TREE_SHAPES`); None = the
+        sampler's own ``shapes`` attribute, if any, else the default eight
+        (:data:`~otlp.referee.generate.DEFAULT_SHAPES`), or chains only for a sampler taking one
+        child per node (``max_children == 1``).
     max_n:
         The most drafts of a position case (>= 1); None = ``max_children``, else 3.
     max_children:
@@ -523,6 +525,8 @@ def referee(
         max_children = getattr(sampler, "max_children", None)
     if max_children is not None:
         max_children = _count("max_children", max_children, 1)
+    if shapes is None:
+        shapes = getattr(sampler, "shapes", None)
     if layout is not None and layout.chains_only:
         if shapes is not None and not set(shapes) <= set(generate.CHAIN_SHAPES):
             raise ValueError(f"shapes: the {protocol} layout takes chains, got {list(shapes)}")
@@ -600,7 +604,7 @@ def _generated(
 ) -> list[Case]:
     if protocol == "position":
         return list(generate.position_cases(count, scheme, seed, max_n=max_n))
-    names = tuple(shapes) if shapes else tuple(generate.TREE_SHAPES)
+    names = tuple(shapes) if shapes else generate.DEFAULT_SHAPES
     unknown = [s for s in names if s not in generate.TREE_SHAPES]
     if unknown:
         raise ValueError(f"shapes: unknown {unknown}; known: {', '.join(generate.TREE_SHAPES)}")

@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from otlp.referee.generate import TREE_SHAPES
 from otlp.referee.subjects.block import block_verification_tree
+from otlp.referee.subjects.hsd import eagle3_hsd_tree
 from otlp.referee.subjects.rejection import (
     sequoia,
     sequoia_tree,
@@ -68,7 +70,8 @@ class Subject:
 
     ``max_children``: the most drafts per position (position) or children per node (tree) the
     sampler reads; 1 = the first draft / the chain of first children (it ignores the rest),
-    None = all.
+    None = all. ``shapes``: the tree shapes the referee searches for it (names of
+    :data:`otlp.referee.generate.TREE_SHAPES`), None = the referee's default.
     """
 
     name: str
@@ -78,10 +81,14 @@ class Subject:
     expected_lossless: bool
     source: str
     max_children: int | None = None
+    shapes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol: expected one of {PROTOCOLS}, got {self.protocol!r}")
+        unknown = set(self.shapes or ()) - set(TREE_SHAPES)
+        if unknown:
+            raise ValueError(f"shapes: unknown {sorted(unknown)}; known: {', '.join(TREE_SHAPES)}")
 
 
 _SPECINFER = (
@@ -113,6 +120,10 @@ _SYNTHETIC = (
 )
 _MEDUSA_TREE = (
     "Medusa (Cai et al. 2024) evaluate_posterior, typical sampling, fast=True, on its tree"
+)
+_EAGLE3_HSD = (
+    "HSD (Zhou et al., ICLR 2026, arXiv 2601.05724) in EAGLE-3, as its public code runs it: "
+    "EAGLE-3H/eagle/model/utils.py evaluate_posterior(hsd=True), path after path"
 )
 
 SUBJECTS: dict[str, Subject] = {
@@ -237,6 +248,15 @@ SUBJECTS: dict[str, Subject] = {
             False,
             _MEDUSA_TREE,
         ),
+        Subject(
+            "eagle3_hsd_tree",
+            eagle3_hsd_tree,
+            "tree",
+            "without_replacement",
+            False,
+            _EAGLE3_HSD,
+            shapes=tuple(TREE_SHAPES),
+        ),
     )
 }
 
@@ -245,5 +265,7 @@ SUBJECTS: dict[str, Subject] = {
 for _subject in SUBJECTS.values():
     setattr(_subject.sampler, "protocol", _subject.protocol)  # noqa: B010
     setattr(_subject.sampler, "scheme", _subject.scheme)  # noqa: B010
+    if _subject.shapes is not None:
+        setattr(_subject.sampler, "shapes", _subject.shapes)  # noqa: B010
 
 __all__ = ["PROTOCOLS", "SUBJECTS", "Subject"]
