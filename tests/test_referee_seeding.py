@@ -6,8 +6,6 @@ case)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -47,16 +45,16 @@ def test_the_rule_is_lossless_whatever_the_draws(draws):
     assert np.abs(np.bincount(lossy, minlength=3) / rows - p).max() > 0.05
 
 
-def test_a_loop_of_draws_is_given_up_within_seconds():
+def test_a_loop_of_draws_is_given_up_at_the_decision_bound():
     """Rejection sampling from the referee's own Generator: an unbounded branch tree, which the
-    exact mode leaves at its decision bound on the first case, not at a case's time budget."""
-    start = time.perf_counter()
+    exact mode leaves at its decision bound on the first case, not at a case's replay budget
+    (runs or seconds: the old bound spent 60 s on each case). The reason is checked, not the
+    clock."""
     verdict = referee(Pattern("handed numpy", draws="rejection").sampler(), cases=3, epsilon=0.05)
     assert verdict.status == "lossless", verdict.summary()
     assert verdict.exact_cases == 0
     assert f"more than {MAX_CHOICES:,} random decisions" in verdict.not_enumerable
     assert "replay budget" not in verdict.not_enumerable
-    assert time.perf_counter() - start < 50  # the old bound spent 60 s on each case
 
 
 def test_the_fuzz_covers_every_source_seeding_and_draw():
