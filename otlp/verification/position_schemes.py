@@ -53,16 +53,18 @@ def draft_scheme(scheme: object) -> str:
     return name
 
 
-def method_tau(method: str, tau: object) -> float:
-    """``tau`` checked as ``method`` (canonical) takes it: global resolution's error threshold
-    (None: its default, :meth:`GlobalResolutionRows.checked`); an exact method has none and
-    refuses one by name (as :func:`otlp.verify_tree` does), and gets the default, unused."""
-    if not RULES[method].takes_tau and tau is not None:
+def method_tau(method: str, tau: object) -> object:
+    """``tau`` as ``method`` (canonical) takes it, for :meth:`GlobalResolutionRows.checked` to
+    check: as given for global resolution; None (the default, unused) for an exact method,
+    which has no error threshold and refuses one by name (as :func:`otlp.verify_tree` does)."""
+    if RULES[method].takes_tau:
+        return tau
+    if tau is not None:
         raise ValueError(
             f"tau: method {method!r} is exact and takes no error threshold (tau is "
             f"global_resolution's), got tau={tau!r}"
         )
-    return GlobalResolutionRows.checked(tau if RULES[method].takes_tau else None).tau
+    return None
 
 
 def handles(scheme: object, method: object) -> bool:

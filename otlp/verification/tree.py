@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import canonical_name, positive_int
+from otlp.global_resolution.rows import GlobalResolutionRows
 from otlp.multistep import single_path
 from otlp.multistep.gbv import check_ranking, local_key, select_path, skewed_conditionals
 from otlp.solvers.node_rules import (
@@ -450,7 +451,7 @@ class _Task:
             raise ValueError(f"tokens[{b}, {i}]: token id {tok[b, i]} outside [0, {target.vocab})")
         if top_k is not None:
             top_k = positive_int("top_k", top_k, maximum=target.vocab)
-        tau = method_tau(method, tau)
+        tau = GlobalResolutionRows.checked(method_tau(method, tau)).tau
         path_grid = _path_shape(shape, rule) if rule.protocol == "path" else (0, 0)
         step = _Step(method, scheme, top_k, tau)
         levels = trees.depth(shape)
