@@ -14,11 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.args import positive_int
-
-FloatArray = NDArray[np.float64]
+from otlp.solvers.arrays import FloatArray
 
 
 def softmax(logits: FloatArray) -> FloatArray:

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.instances.generators import dirichlet_pair, spechub_toy_pair, zipf_llm_pair
 from otlp.instances.realmodel.load import load_gemma3, load_smollm2
 from otlp.reprs import dataclass_repr
+from otlp.solvers.arrays import FloatArray
 
-FloatArray = NDArray[np.float64]
 # Two independent drafts from one suite item: its draft and the same draft at this
 # temperature (a second, more diverse drafter: q^(1/T) renormalised).
 SECOND_DRAFT_TEMPERATURE = 1.5

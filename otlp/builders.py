@@ -22,10 +22,8 @@ from numpy.typing import NDArray
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
 from otlp.limits import check_size
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.base import LinearProgram, MaxFlowProblem, TransportProblem
-
-IntArray = NDArray[np.int64]
-FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)

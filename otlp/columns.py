@@ -20,10 +20,9 @@ from otlp import combinatorics as cb
 from otlp import greedy
 from otlp.limits import check_size, check_work, power
 from otlp.reprs import dataclass_repr
+from otlp.solvers.arrays import BoolArray, FloatArray
 
 FORMS = ("sets", "tuples")
-FloatArray = NDArray[np.float64]
-BoolArray = NDArray[np.bool_]
 
 
 @dataclass(frozen=True)

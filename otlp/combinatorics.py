@@ -10,9 +10,8 @@ from __future__ import annotations
 from math import comb
 
 import numpy as np
-from numpy.typing import NDArray
 
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import IntArray
 
 
 def binomial_table(k: int, n: int) -> IntArray:

@@ -24,10 +24,10 @@ from otlp.args import (
 )
 from otlp.columns import DraftColumns, build_columns
 from otlp.limits import check_drafts, check_size
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.global_resolution.sorting import top_tokens
 
 SCHEMES = ("iid", "independent", "without_replacement", "greedy")
-FloatArray = NDArray[np.float64]
 
 
 class Instance:

@@ -26,8 +26,7 @@ from otlp.args import as_generator, positive_int, real_number
 from otlp.columns import DraftColumns, log_column_mass, possible_columns
 from otlp.instance import Instance
 from otlp.reprs import plan_repr
-
-FloatArray = NDArray[np.float64]
+from otlp.solvers.arrays import FloatArray
 
 #: The largest infeasibility (L1, in probability mass) :meth:`TransportPlan.polished` repairs:
 #: a thousand times HiGHS's feasibility tolerance (1e-9); no rounding explains more.

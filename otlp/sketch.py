@@ -32,8 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import as_generator, canonical_name, positive_int
 from otlp.limits import check_size
-
-FloatArray = NDArray[np.float64]
+from otlp.solvers.arrays import FloatArray
 
 __all__ = [
     "JL",

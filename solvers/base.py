@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
+from otlp.solvers.arrays import FloatArray
 
 
 @dataclass(frozen=True)

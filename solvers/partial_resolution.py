@@ -27,11 +27,9 @@ import math
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
-BoolArray = NDArray[np.bool_]
+from otlp.solvers.arrays import BoolArray, FloatArray, IntArray
+
 # a stretch's two ends: (start, free length before, free weight before) of each one's interval
 StretchEnds = tuple[float, float, float, float, float, float]
 

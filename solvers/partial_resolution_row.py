@@ -31,14 +31,12 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.polymatroid import target_blocks
 from otlp.solvers.global_resolution.sorting import stable_argsort, top_tokens
 from otlp.solvers.global_resolution.token import draw, local_drafts, restrict, scan
 from otlp.solvers.partial_resolution import clock_pieces_of, clock_winner
 from otlp.solvers.row_status import BAD_DRAFT, OK
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 @nb.njit(cache=True)

@@ -12,13 +12,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.instance import impossible_draw
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.scheme_token import greedy_last, independent_vocabulary
 from otlp.solvers.global_resolution.sorting import top_tokens
 from otlp.solvers.global_resolution.token import local_drafts, restrict, scan
 from otlp.solvers.row_status import BAD_DRAFT, BAD_P, BAD_Q, OK, SUM_P, SUM_Q
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 @dataclass(frozen=True)

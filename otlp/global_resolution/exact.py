@@ -21,12 +21,10 @@ from otlp.columns import DraftColumns, mass_operations, set_mass, set_sizes
 from otlp.global_resolution.constants import ROUNDING_SHORTFALL
 from otlp.instance import Instance
 from otlp.limits import check_size, check_work
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution import OuterTargets
 from otlp.solvers.global_resolution.budget import NO_DEADLINE, Deadline, max_flow_seconds, require
 from otlp.solvers.registry import get_backend
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 @dataclass

@@ -44,6 +44,7 @@ from otlp.global_resolution.scheme_parts import (
     unit_system,
     without_replacement_analysis,
 )
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution import OuterTargets
 from otlp.solvers.global_resolution.budget import (
     NO_DEADLINE,
@@ -68,8 +69,6 @@ from otlp.solvers.global_resolution.token import (
 )
 from otlp.solvers.row_status import BAD_DRAFT, FALLBACK, OK
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 FUSED_SCHEMES = ("without_replacement", "independent", "greedy")
 
 

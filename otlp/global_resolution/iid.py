@@ -62,6 +62,7 @@ from otlp.global_resolution.rule_fallback import rule_token
 from otlp.instance import Instance
 from otlp.limits import DEFAULT_TIME_BUDGET
 from otlp.plan import carry_stranded_columns, fit_columns, negligible_column_slice
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution import (
     ALPHA_LIMIT,
     MinimizeResult,
@@ -81,9 +82,6 @@ from otlp.solvers.global_resolution.budget import (
 )
 from otlp.solvers.global_resolution.token import analyse, budget_share, slice_of
 from otlp.subset import SubsetSelection
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 class GlobalResolution:

@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.errors import ProblemTooLarge
 from otlp.instance import Instance
 from otlp.rules.rrs import RecursiveRejection, RecursiveRejectionWithoutReplacement
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.budget import (
     NO_DEADLINE,
     SECONDS_PER_ELEMENT,
@@ -41,9 +41,6 @@ from otlp.solvers.global_resolution.budget import (
     setup_seconds,
 )
 from otlp.subset import optimal_acceptance
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 FALLBACK_RULES = {
     "iid": RecursiveRejection,

@@ -19,19 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.global_resolution.constants import OUTER, PSI_TIE, Unit
+from otlp.solvers.arrays import BoolArray, FloatArray, IntArray
 from otlp.solvers.global_resolution import OuterTargets, SoftmaxSystem
 from otlp.solvers.global_resolution.clocks import prefix_psi_without_replacement
 from otlp.solvers.global_resolution.independent import chain_blocks, independent_outer, minimise_psi
 from otlp.solvers.global_resolution.pair_system import PairSystem, others_sum
 from otlp.solvers.global_resolution.sorting import ratio_keys, stable_argsort
 from otlp.solvers.global_resolution.wor_system import WithoutReplacementSystem
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
-BoolArray = NDArray[np.bool_]
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp import combinatorics as cb
 from otlp.builders import outer_system
@@ -62,14 +61,13 @@ from otlp.global_resolution.scheme_parts import (
     unit_system,
 )
 from otlp.instance import Instance
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution import MinimizeResult, OuterTargets, SoftmaxSystem
 from otlp.solvers.global_resolution.budget import evaluation_seconds, max_flow_seconds, require
 from otlp.solvers.global_resolution.explicit_system import ExplicitSystem
 from otlp.solvers.global_resolution.system_newton import system_newton
 from otlp.subset import SubsetSelection, optimal_acceptance, prefix_psi
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 SCHEMES = ("without_replacement", "independent")
 
 

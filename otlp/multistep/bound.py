@@ -33,16 +33,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.args import integers, positive_int
 from otlp.multistep.inclusion import hit, hit_one, inclusion
 from otlp.multistep.models import Model, prefix_index
 from otlp.multistep.optimum import branching_of, check_scheme
 from otlp.multistep.table import PrefixTable
+from otlp.solvers.arrays import FloatArray, IntArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 THRESHOLDS = (np.inf, 4.0, 2.0, 2.0**0.5, 1.0, 2.0**-0.5, 0.5)  # H = {x : p(x) > t P(x in T)}
 LAW_TOL = 1e-6  # how far from 1 a model's next-token law may sum
 

@@ -33,8 +33,8 @@ from otlp.multistep.models import Model, prefix_digits
 from otlp.multistep.spectr import traversal_law
 from otlp.multistep.table import PrefixTable, check_table, tabulate
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
+from otlp.solvers.arrays import FloatArray
 
-FloatArray = NDArray[np.float64]
 METHODS = ("token", "block", "gbv", "spectr", "traversal", "hsd")
 SINGLE_PATH = ("token", "block", "traversal", "hsd")
 

@@ -21,12 +21,10 @@ the opposite direction. Ties are broken by token id, so every local ordering is 
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.args import canonical_name
+from otlp.solvers.arrays import FloatArray, IntArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 RANKINGS = ("ratio", "inverse-ratio")
 
 

@@ -52,12 +52,9 @@ i]`` the law of the token emitted after the i accepted ones.
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.multistep.single_path import StopLaw, on_path
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import FloatArray, IntArray
 
 VARIANTS = ("capped", "joint", "clipped")
 

@@ -21,13 +21,10 @@ term, which is summed directly (only it can dominate the total and cancel).
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.columns import sequence_probability
 from otlp.limits import check_work
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def inclusion(q: FloatArray, width: int, scheme: str) -> FloatArray:

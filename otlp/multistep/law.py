@@ -16,12 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.multistep.single_path import StopLaw
 from otlp.multistep.table import PrefixTable
-
-FloatArray = NDArray[np.float64]
+from otlp.solvers.arrays import FloatArray
 
 
 @dataclass(frozen=True)

@@ -33,18 +33,15 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from numpy.typing import NDArray
 
 from otlp.args import positive_int
 from otlp.limits import check_size
 from otlp.multistep.models import Model
 from otlp.multistep.table import PrefixTable, check_table, tabulate
+from otlp.solvers.arrays import BoolArray, FloatArray, IntArray
 from otlp.solvers.base import LinearProgram
 from otlp.solvers.registry import get_backend
 
-FloatArray = NDArray[np.float64]
-BoolArray = NDArray[np.bool_]
-IntArray = NDArray[np.int64]
 FEASIBILITY_TOL = 1e-9
 MAX_ROUNDS = 200
 CUTS_PER_ROUND = 32

@@ -24,9 +24,8 @@ from numpy.typing import ArrayLike, NDArray
 from otlp.args import as_generator, positive_int, real_number
 from otlp.errors import ProblemTooLarge
 from otlp.limits import current as current_limits
+from otlp.solvers.arrays import FloatArray, IntArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 Model = Callable[[tuple[int, ...]], ArrayLike]
 
 

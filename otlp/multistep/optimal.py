@@ -38,18 +38,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numpy.typing import NDArray
 
 from otlp.args import positive_int
 from otlp.limits import check_size
 from otlp.multistep.lp import NodeSpace, phi
 from otlp.multistep.models import Model
 from otlp.multistep.table import PrefixTable, tabulate
+from otlp.solvers.arrays import BoolArray, FloatArray
 from otlp.solvers.base import LinearProgram
 from otlp.solvers.registry import get_backend
 
-FloatArray = NDArray[np.float64]
-BoolArray = NDArray[np.bool_]
 MAX_PATHS = 12  # 2**12 subset rows: the enumeration is for tiny trees only
 
 

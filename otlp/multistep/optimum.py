@@ -38,18 +38,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numpy.typing import NDArray
 
 from otlp.args import canonical_name, integers, positive_int
 from otlp.limits import check_size, check_work
 from otlp.multistep.lp import NodeSpace
 from otlp.multistep.models import Model, prefix_digits
 from otlp.multistep.table import PrefixTable, tabulate
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.base import LinearProgram
 from otlp.solvers.registry import get_backend
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 SCHEMES = ("iid", "without_replacement")
 SHAPES = ("paths{K}", "kary{k}")
 _SHAPE = re.compile(r"(paths|kary)([0-9]+)")

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.args import as_generator, integers, positive_int
 from otlp.multistep import hsd, single_path
@@ -23,9 +22,7 @@ from otlp.multistep.gbv import path_rank_keys, skewed_conditionals, tree_order
 from otlp.multistep.models import Model
 from otlp.multistep.spectr import draw, sample_traversal
 from otlp.multistep.verifiers import SingleStepVerifier, get_verifier
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,12 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import product
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.multistep.law import OutputLaw
 from otlp.multistep.table import PrefixTable
 from otlp.multistep.verifiers import SingleStepVerifier
+from otlp.solvers.arrays import FloatArray, IntArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 LAW_TOL = 1e-6
 
 

@@ -12,14 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.args import integers, positive_int
 from otlp.limits import check_size, power
 from otlp.multistep.models import AutoregressiveModel, Model, prefix_digits, prefix_index
+from otlp.solvers.arrays import FloatArray, IntArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 SUM_TOL = 1e-8
 
 

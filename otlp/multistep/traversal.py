@@ -38,12 +38,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.multistep.single_path import StopLaw
+from otlp.solvers.arrays import FloatArray, IntArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 Laws = Callable[[int], FloatArray]
 
 

@@ -30,9 +30,9 @@ from otlp.args import canonical_name
 from otlp.instance import Instance
 from otlp.methods import method_names
 from otlp.plan import TransportPlan
+from otlp.solvers.arrays import FloatArray
 from otlp.verify import Tolerances
 
-FloatArray = NDArray[np.float64]
 Drafted = Sequence[int] | NDArray[np.int64]
 SingleStepVerifier = Callable[[FloatArray, FloatArray, int, Drafted], FloatArray]
 IID_JOINTS = ("single", "iid", "independent", "instance")

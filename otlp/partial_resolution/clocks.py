@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otlp.instance import Instance, require_instance
 from otlp.reprs import dataclass_repr
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.partial_resolution import (
     accepted_mass,
     clock_pieces,
@@ -28,9 +29,6 @@ from otlp.solvers.partial_resolution import (
     token_totals,
 )
 from otlp.solvers.partial_resolution_row import accepted_targets_kernel
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 def cut_point(rejection: float, n: int) -> float:

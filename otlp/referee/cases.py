@@ -31,10 +31,9 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import FloatArray, IntArray
+
 POSITION_SCHEMES = ("iid", "without_replacement", "independent")
 TREE_SCHEMES = ("iid", "without_replacement")
 SUM_TOL = 1e-6  # a law's sum may differ from 1 by this (float32 inputs), then renormalised

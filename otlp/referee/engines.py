@@ -27,12 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.verification.engine_layouts import target_laws
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 def _residual(p: FloatArray, q: FloatArray) -> FloatArray:

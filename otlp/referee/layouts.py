@@ -74,11 +74,10 @@ from numpy.typing import NDArray
 from otlp.referee import logits as engine_logits
 from otlp.referee.generators import Generators
 from otlp.referee.observe import InvalidOutput
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.tensors import is_torch
 from otlp.verification.engine_layouts import PLACEHOLDER_TOKEN_ID
 
-IntArray = NDArray[np.int64]
-FloatArray = NDArray[np.float64]
 ROOT_TOKEN = 0  # the last verified token of candidates' column 0
 
 

@@ -48,10 +48,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-IntArray = NDArray[np.int64]
-FloatArray = NDArray[np.float64]
+from otlp.solvers.arrays import FloatArray, IntArray
+
 TEMPERATURES = (0.7, 1.0, 1.6)  # a row's temperature, by the sum of its drafted tokens
 TOP_P_FLOOR = 1e-3  # top_p < 1 only where every target mass on the support is at least this
 GAP = 0.25  # top_p sits this share of the smallest support mass below the support's mass

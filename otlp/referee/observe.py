@@ -33,12 +33,11 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.referee.cases import Case, PositionCase, TreeCase
 from otlp.referee.symbolic import NotEnumerable, ReplayBudget, exact_law, tree_key
+from otlp.solvers.arrays import FloatArray
 
-FloatArray = NDArray[np.float64]
 PROTOCOLS = ("position", "tree")
 MAX_EXACT_DRAFTS = 4096  # drafted tuples or trees the exact mode enumerates per case
 MAX_CASE_RUNS = 200_000  # replays of the sampler the exact mode spends on one case

@@ -28,9 +28,8 @@ from otlp.args import as_generator, positive_int
 from otlp.instance import Instance, require_instance
 from otlp.limits import check_size
 from otlp.rules.joints import DraftJoint
+from otlp.solvers.arrays import FloatArray, IntArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 T = TypeVar("T")
 TINY = 1e-300
 

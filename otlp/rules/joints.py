@@ -19,16 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from otlp import greedy
 from otlp.columns import build_columns, log_tuple_mass, sequence_probability
 from otlp.instance import Instance
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.subset import optimal_acceptance
 
 KINDS = ("single", "iid", "independent", "without_replacement", "hub", "greedy")
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 @dataclass(frozen=True)

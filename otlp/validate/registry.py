@@ -15,12 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.instance import Instance
 from otlp.instances.suites import SuiteItem
-
-FloatArray = NDArray[np.float64]
+from otlp.solvers.arrays import FloatArray
 
 
 @dataclass(frozen=True)

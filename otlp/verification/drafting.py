@@ -26,14 +26,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from otlp.args import as_generator, positive_int
 from otlp.rules.joints import DraftJoint
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.tensors import as_float64, as_index_array
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 SCHEMES = ("iid", "without_replacement", "spechub")
 _JOINT_KIND = {"iid": "iid", "without_replacement": "without_replacement", "spechub": "hub"}
 

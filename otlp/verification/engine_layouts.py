@@ -27,10 +27,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import real_number
+from otlp.solvers.arrays import FloatArray
 from otlp.tensors import ArrayKind, float_kind, is_torch
 from otlp.verification.laws import LazyLaws
 
-FloatArray = NDArray[np.float64]
 PLACEHOLDER_TOKEN_ID = -1  # pads output_ids after a row's emitted tokens (as vLLM)
 _HEAD = 256  # top-p: entries ranked first at a context; doubled until their mass reaches top_p
 

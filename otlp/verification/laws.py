@@ -21,11 +21,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.args import real_number
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.node_rules import row_total
 from otlp.tensors import ArrayKind, as_float64, float_kind, is_torch
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 class LazyLaws:

@@ -20,13 +20,11 @@ from otlp.rules.rrs import replacement_residuals, without_replacement_walk
 from otlp.rules.sequential import sequential_conditionals
 from otlp.rules.single import kernel_rows, speculative_kernel
 from otlp.rules.spechub import hub_candidates, hub_verification
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.node_rules import hub_token, kseq_token
 from otlp.verification import rule_table
 from otlp.verification.drafting import check_node
 from otlp.verification.rule_table import NodeKernel, node_kernel, register_node_kernel
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 def node_law(

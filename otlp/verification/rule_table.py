@@ -31,16 +31,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-import numpy as np
-from numpy.typing import NDArray
-
 from otlp.args import canonical_name
 from otlp.multistep import hsd, single_path, traversal
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.node_rules import KSEQ_RULE, REJECTION, SPECHUB_RULE
 from otlp.verification.drafting import SCHEMES
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 Protocol = Literal["node", "path", "sequence"]
 StopLaw = Callable[[FloatArray, FloatArray, IntArray], single_path.StopLaw]
 POSITION_SCHEMES = ("iid", "without_replacement", "independent", "greedy")  # verify_drafts'

@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from otlp.args import integers, positive_int
 from otlp.limits import check_size
-
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import IntArray
 
 
 def parents_array(parents: ArrayLike, *, name: str = "parents") -> np.ndarray:

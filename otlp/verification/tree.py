@@ -49,6 +49,7 @@ from otlp.args import canonical_name, positive_int
 from otlp.global_resolution.rows import GlobalResolutionRows
 from otlp.multistep import single_path
 from otlp.multistep.gbv import check_ranking, local_key, select_path, skewed_conditionals
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.node_rules import (
     block_walk,
     buckets_work,
@@ -68,8 +69,6 @@ from otlp.verification.node_steps import draw, node_law
 from otlp.verification.position_schemes import method_tau
 from otlp.verification.rule_table import VerificationRule, node_kernel
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 # The rule table's lists (otlp.verification.rule_table), by protocol.
 NODE_METHODS = rule_table.names("node")
 PATH_METHODS = rule_table.names("path")

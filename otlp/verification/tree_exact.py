@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from otlp.args import positive_int
 from otlp.limits import check_size, power
@@ -28,11 +28,11 @@ from otlp.multistep.models import Model as MultistepModel
 from otlp.multistep.models import prefix_index
 from otlp.multistep.optimum import branching_of, check_scheme
 from otlp.multistep.table import PrefixTable, tabulate
+from otlp.solvers.arrays import FloatArray
 from otlp.verification import shapes as trees
 from otlp.verification.drafting import children_probability
 from otlp.verification.tree import outcome_law
 
-FloatArray = NDArray[np.float64]
 Model = Callable[[tuple[int, ...]], Any]
 
 

@@ -41,9 +41,8 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.global_resolution.pair_system import pair_complements
-
-FloatArray = NDArray[np.float64]
 
 REL_ERROR = 1e-13  # target for the trapezoidal discretisation bound
 LEFT_ERROR = 1e-14  # relative error of treating F = 1 below the first node

@@ -25,8 +25,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import FloatArray, IntArray
 
 RIDGE = 1e-13  # relative diagonal shift against exactly singular Hessians
 EXACT_WORK = 3e9  # flops an exact (Woodbury or dense) direction may take (BLAS: ~1 s)

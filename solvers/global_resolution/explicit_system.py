@@ -22,12 +22,9 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 @dataclass(frozen=True)

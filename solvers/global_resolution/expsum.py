@@ -19,9 +19,8 @@ import math
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
+from otlp.solvers.arrays import FloatArray
 
 # Trapezoid steps, finest first, the tails each level cuts off and the relative errors for 1/x
 # and 1/x^2 (measured worst over 60 ratios hi/lo up to 1e15: 7.7e-9 / 1.1e-7, 1.6e-6 / 1.6e-5,

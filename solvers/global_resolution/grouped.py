@@ -15,12 +15,9 @@ import math
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.softmax_system import SoftmaxSystem
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 @nb.njit(cache=True)

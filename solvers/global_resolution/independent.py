@@ -47,11 +47,8 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
-BoolArray = NDArray[np.bool_]
+from otlp.solvers.arrays import BoolArray, FloatArray, IntArray
 
 CERTIFIED, REFUTED, UNKNOWN = 0, 1, 2
 GRAY_MAX = 16  # enumerate the 2^m subsets of what elimination leaves when m <= GRAY_MAX

@@ -27,8 +27,8 @@ from typing import Any
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.global_resolution.budget import FLOP_RATE
 from otlp.solvers.global_resolution.direction import direction, step_work
 from otlp.solvers.global_resolution.expsum import coarsest_level
@@ -37,8 +37,6 @@ from otlp.solvers.global_resolution.softmax_system import (
     evaluate_kernel,
     power_table,
 )
-
-FloatArray = NDArray[np.float64]
 
 MAX_STEP = 10.0  # largest change of any alpha in one step (each coordinate is clipped)
 MAX_TRIALS = 40  # line-search evaluations per step

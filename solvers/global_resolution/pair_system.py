@@ -43,12 +43,10 @@ from functools import cached_property
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
 from otlp.solvers.global_resolution.softmax_system import Evaluation, SoftmaxSystem, clip_alpha
-
-FloatArray = NDArray[np.float64]
 
 
 def others_sum(x: FloatArray) -> FloatArray:

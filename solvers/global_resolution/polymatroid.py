@@ -22,8 +22,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 @nb.njit(cache=True)

@@ -19,12 +19,10 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.sorting import top_tokens
 from otlp.solvers.global_resolution.token import restrict
 from otlp.solvers.row_status import OK
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 NOT_GREEDY = 1  # greedy_slice status: the drafts are not T plus one other draft token
 

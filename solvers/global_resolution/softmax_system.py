@@ -34,11 +34,10 @@ from functools import cached_property
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
 
-FloatArray = NDArray[np.float64]
 ALPHA_LIMIT = 700.0  # exp stays finite
 ALPHA_SPAN = 100.0  # larger alpha gaps change no receipt by more than e^-100 (relative)
 

@@ -16,7 +16,8 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import IntArray
+
 KeyArray = NDArray[np.uint64]
 
 HEAP_SHARE = 256  # top-k by a heap while k <= V / HEAP_SHARE, else by selection

@@ -41,6 +41,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.global_resolution.budget import FLOP_RATE, Deadline
 from otlp.solvers.global_resolution.direction import direction, step_work
 from otlp.solvers.global_resolution.explicit_system import (
@@ -71,7 +72,6 @@ from otlp.solvers.global_resolution.wor_system import (
     wor_reachable,
 )
 
-FloatArray = NDArray[np.float64]
 # The module, not the function the package exports under its name: FIRST_CHUNK is read from
 # it at every call (tests shorten it).
 NEWTON = importlib.import_module("otlp.solvers.global_resolution.newton")

@@ -21,6 +21,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.constants import (
     BUDGET_FACTOR,
     INNER,
@@ -34,9 +35,6 @@ from otlp.solvers.global_resolution.softmax_system import ALPHA_LIMIT, initial_a
 from otlp.solvers.global_resolution.sorting import stable_argsort, top_tokens
 from otlp.solvers.node_rules import CHUNK, row_total
 from otlp.solvers.row_status import BAD_DRAFT, BAD_P, BAD_Q, FALLBACK, OK, SUM_P, SUM_Q
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 @nb.njit(cache=True)

@@ -48,8 +48,8 @@ from functools import cached_property
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
 
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.global_resolution.clocks import QuadratureRangeError, discretisation_bound, step
 from otlp.solvers.global_resolution.expsum import KERNEL_REL_ERRORS, quadrature
 from otlp.solvers.global_resolution.softmax_system import (
@@ -59,8 +59,6 @@ from otlp.solvers.global_resolution.softmax_system import (
     evaluate_kernel,
     power_table,
 )
-
-FloatArray = NDArray[np.float64]
 
 U_REL_ERROR = 1e-9  # target of the u-quadrature's discretisation bound
 U_TAIL = 30.0  # the right tail is below e^-30 relative to every set's mass

@@ -27,12 +27,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
-from numpy.typing import NDArray
 
 from otlp.args import real_number
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 class TreeSession(Protocol):

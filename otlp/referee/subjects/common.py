@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
+from otlp.solvers.arrays import FloatArray, IntArray
+
 # A position rule on checked arguments: p (V,), one draft law per draft (n, V), drafts (n,).
 PositionRule = Callable[[FloatArray, FloatArray, IntArray, np.random.Generator], int]
 

@@ -15,12 +15,11 @@ from scipy.optimize import linprog
 
 from otlp.columns import DraftColumns
 from otlp.instance import Instance
+from otlp.solvers.arrays import BoolArray, FloatArray
 
-FloatArray = NDArray[np.float64]
 # Margins that rest on a reference LP solution cannot be finer than HiGHS's primal feasibility
 # tolerance (1e-7): equalities against such solutions are checked to twice that.
 LP_TOL = 2e-7
-BoolArray = NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
