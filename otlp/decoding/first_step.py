@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from otlp.args import integers, positive_int
-from otlp.decoding.models.base import FloatArray, IntArray, TreeModel
+from otlp.decoding.models.base import TreeModel
 from otlp.errors import ProblemTooLarge
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 @dataclass(frozen=True)

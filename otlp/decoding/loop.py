@@ -35,7 +35,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from otlp.args import canonical_name, integers, positive_int
-from otlp.decoding.models.base import FloatArray, IntArray, TreeModel, TreeSession, check_model
+from otlp.decoding.models.base import TreeModel, TreeSession, check_model
+from otlp.solvers.arrays import FloatArray, IntArray
 
 AUTOREGRESSIVE = "ar"
 

@@ -9,9 +9,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.args import as_generator
-from otlp.global_resolution.iid import FloatArray, GlobalResolution
+from otlp.global_resolution.iid import GlobalResolution
 from otlp.global_resolution.reports import TokenReport
 from otlp.plan import LazyTransportPlan, PlanEntries
+from otlp.solvers.arrays import FloatArray
 from otlp.solvers.global_resolution.token import draw
 from otlp.verify import Tolerances
 

@@ -15,9 +15,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otlp.instance import Instance
-from otlp.partial_resolution.clocks import ClockPartition, FloatArray
+from otlp.partial_resolution.clocks import ClockPartition
 from otlp.plan import LazyTransportPlan, PlanEntries, TransportPlan
 from otlp.reprs import dataclass_repr
+from otlp.solvers.arrays import FloatArray
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from collections.abc import Callable
 import numpy as np
 
 from otlp.instance import Instance
-from otlp.rules.base import FloatArray, IntArray, Rule, draft_ext
+from otlp.rules.base import Rule, draft_ext
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def tv_distance(inst: Instance) -> float:

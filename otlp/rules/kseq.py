@@ -22,14 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from otlp.instance import Instance
-from otlp.rules.base import (
-    DraftThenVerify,
-    FloatArray,
-    IntArray,
-    draft_ext,
-    ratio_accept,
-)
+from otlp.rules.base import DraftThenVerify, draft_ext, ratio_accept
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.node_rules import any_accepted as compiled_any_accepted
 from otlp.solvers.node_rules import kseq_beta_pass
 from otlp.solvers.node_rules import kseq_rho as compiled_kseq_rho

@@ -25,13 +25,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from otlp.instance import Instance
-from otlp.rules.base import (
-    DraftThenVerify,
-    FloatArray,
-    IntArray,
-    draft_ext,
-)
+from otlp.rules.base import DraftThenVerify, draft_ext
 from otlp.rules.single import kernel_rows, kernel_verify
+from otlp.solvers.arrays import FloatArray, IntArray
 
 BISECTION_STEPS = 200
 DEFAULT_KL_BUDGET = 0.05

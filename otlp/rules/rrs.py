@@ -21,15 +21,9 @@ import numpy as np
 
 from otlp.instance import Instance
 from otlp.limits import check_size
-from otlp.rules.base import (
-    DraftThenVerify,
-    FloatArray,
-    IntArray,
-    draft_ext,
-    ratio_accept,
-    residual,
-)
+from otlp.rules.base import DraftThenVerify, draft_ext, ratio_accept, residual
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def replacement_residuals(

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from otlp.rules.base import FloatArray, IntArray, sample_rows
+from otlp.rules.base import sample_rows
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def sequential_conditionals(

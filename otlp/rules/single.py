@@ -11,14 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from otlp.instance import Instance
-from otlp.rules.base import (
-    DraftThenVerify,
-    FloatArray,
-    IntArray,
-    draft_ext,
-    ratio_accept,
-    residual,
-)
+from otlp.rules.base import DraftThenVerify, draft_ext, ratio_accept, residual
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def speculative_kernel(p: FloatArray, q: FloatArray) -> tuple[FloatArray, FloatArray]:

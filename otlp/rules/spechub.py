@@ -26,16 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from otlp.instance import Instance
-from otlp.rules.base import (
-    DraftThenVerify,
-    FloatArray,
-    IntArray,
-    draft_ext,
-    ratio_accept,
-    residual,
-)
+from otlp.rules.base import DraftThenVerify, draft_ext, ratio_accept, residual
 from otlp.rules.joints import hub_lp_optimum
 from otlp.rules.sequential import sequential_conditionals, sequential_verify
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,9 @@ from otlp.instance import Instance
 from otlp.limits import check_size
 from otlp.methods import method_names
 from otlp.plan import TransportPlan
-from otlp.rules.base import (
-    DraftThenVerify,
-    FloatArray,
-    IntArray,
-    sample_rows,
-)
+from otlp.rules.base import DraftThenVerify, sample_rows
 from otlp.rules.single import kernel_verify, speculative_kernel
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def plan_conditionals(plan: TransportPlan) -> FloatArray:

@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from otlp.decoding.models.base import FloatArray, IntArray, check_temperature, greedy
+from otlp.decoding.models.base import check_temperature, greedy
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 class KVCache:

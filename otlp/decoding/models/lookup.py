@@ -37,7 +37,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from otlp.args import positive_int
-from otlp.decoding.models.base import FloatArray, IntArray
+from otlp.solvers.arrays import FloatArray, IntArray
 
 # The floor of the multi-path law: small enough that an i.i.d. child is a floor token once in
 # a million draws, positive so that K children without replacement always exist.

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from otlp.args import positive_int
-from otlp.decoding.models.base import FloatArray, IntArray, TreeModel, TreeSession, check_model
+from otlp.decoding.models.base import TreeModel, TreeSession, check_model
+from otlp.solvers.arrays import FloatArray, IntArray
 
 Prefix = tuple[int, ...]
 

@@ -18,7 +18,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from otlp.args import positive_int
-from otlp.decoding.models.base import FloatArray, IntArray, check_temperature, tempered
+from otlp.decoding.models.base import check_temperature, tempered
+from otlp.solvers.arrays import FloatArray, IntArray
 
 PrefixFunction = Callable[[IntArray], ArrayLike]
 

@@ -38,7 +38,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from otlp.referee.subjects.common import FloatArray, IntArray, draw, tree_args
+from otlp.referee.subjects.common import draw, tree_args
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def leaf_paths(row: IntArray, shape: IntArray) -> list[list[int]]:

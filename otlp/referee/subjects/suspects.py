@@ -18,15 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from otlp.referee.subjects.common import (
-    FloatArray,
-    IntArray,
-    accepts,
-    draw,
-    position_args,
-    residual,
-    walk_tree,
-)
+from otlp.referee.subjects.common import accepts, draw, position_args, residual, walk_tree
+from otlp.solvers.arrays import FloatArray, IntArray
 
 TOP_N = 8  # candidates kept per list by the top-N residual (the vocabulary when smaller)
 

@@ -23,13 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from otlp.referee.subjects.common import (
-    FloatArray,
-    IntArray,
-    draw,
-    position_args,
-    walk_tree,
-)
+from otlp.referee.subjects.common import draw, position_args, walk_tree
+from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def target_only(p: ArrayLike, q: ArrayLike, drafts: ArrayLike, rng: np.random.Generator) -> int:

@@ -19,14 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from otlp.referee.subjects.common import (
-    FloatArray,
-    IntArray,
-    draw,
-    position_args,
-    tree_args,
-    walk_tree,
-)
+from otlp.referee.subjects.common import draw, position_args, tree_args, walk_tree
+from otlp.solvers.arrays import FloatArray, IntArray
 
 EPSILON = 0.09  # posterior_threshold
 DELTA = 0.3  # posterior_alpha
