@@ -94,6 +94,63 @@ def clock() -> float:
 
 
 @nb.njit(cache=True)
+def descent_direction(direction: FloatArray, residual: FloatArray) -> tuple[FloatArray, float]:
+    """The line search's direction and phi'(0): Newton's ``direction`` with each coordinate
+    clipped to +-MAX_STEP (tokens heading for saturation; scaling the whole step down instead
+    stalls them all), or steepest descent scaled to MAX_STEP where that is not a descent
+    direction (an inexact Hessian)."""
+    direction = np.minimum(np.maximum(direction, -MAX_STEP), MAX_STEP)
+    slope0 = float(direction @ residual)
+    if not slope0 < 0:
+        direction, slope0 = -residual, -float(residual @ residual)
+        biggest = np.abs(direction).max()
+        if biggest > 0:
+            direction = direction * min(1.0, MAX_STEP / biggest)
+    return direction, slope0
+
+
+@nb.njit(cache=True)
+def accepts_step(
+    step: float, slope: float, slope0: float, trial_residual: FloatArray, merit: float
+) -> bool:
+    """Whether a trial ends the line search: the full step with phi' <= 0, or with
+    |phi'| <= |phi'(0)| / 4 and a smaller residual (the quadratic regime); any step with
+    phi' in [phi'(0) / 2, 0]."""
+    if step == 1.0 and (
+        slope <= 0 or (abs(slope) <= -0.25 * slope0 and trial_residual @ trial_residual < merit)
+    ):
+        return True
+    return 0.5 * slope0 <= slope <= 0
+
+
+@nb.njit(cache=True)
+def illinois_bracket(
+    step: float,
+    slope: float,
+    lo: float,
+    slope_lo: float,
+    hi: float,
+    slope_hi: float,
+    kept: int,
+) -> tuple[float, float, float, float, int]:
+    """The bracket of phi''s root after a trial at ``step`` (Illinois regula falsi): the trial
+    replaces the end of its sign; an end kept twice in a row has its slope halved. ``kept``
+    counts the kept end's run (> 0: the upper end, < 0: the lower). Returns (lo, slope_lo,
+    hi, slope_hi, kept); the next trial is lo + (hi - lo) slope_lo / (slope_lo - slope_hi)."""
+    if slope < 0:
+        lo, slope_lo = step, slope
+        kept = kept + 1 if kept > 0 else 1  # the upper end was kept
+        if kept > 1:
+            slope_hi *= 0.5
+    else:
+        hi, slope_hi = step, slope
+        kept = kept - 1 if kept < 0 else -1  # the lower end was kept
+        if kept < -1:
+            slope_lo *= 0.5
+    return lo, slope_lo, hi, slope_hi, kept
+
+
+@nb.njit(cache=True)
 def _line_search(
     alpha: FloatArray,
     direction: FloatArray,
@@ -117,19 +174,9 @@ def _line_search(
     stopped at ``deadline`` (read before every trial after the first), the trial's
     evaluation — receipts only, no Hessian parts —, its residual, evaluations used).
     """
-    # Coordinates that Newton would move by more than MAX_STEP are clipped one by one (they
-    # are tokens heading for saturation); scaling the whole step down instead stalls them all.
-    direction = np.minimum(np.maximum(direction, -MAX_STEP), MAX_STEP)
-    slope0 = float(direction @ residual)
-    if not slope0 < 0:  # not a descent direction (inexact Hessian): steepest descent
-        direction, slope0 = -residual, -float(residual @ residual)
-        biggest = np.abs(direction).max()
-        if biggest > 0:
-            direction = direction * min(1.0, MAX_STEP / biggest)
-    full = 1.0
+    direction, slope0 = descent_direction(direction, residual)
     merit = residual @ residual
-    lo, slope_lo, hi, slope_hi = 0.0, slope0, full, 0.0
-    step, kept = full, 0
+    lo, slope_lo, hi, slope_hi, step, kept = 0.0, slope0, 1.0, 0.0, 1.0, 0
     trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0, 0.0)
     trial_residual = residual
     for used in range(1, MAX_TRIALS + 1):
@@ -138,22 +185,11 @@ def _line_search(
         trial = evaluate_kernel(alpha + step * direction, q_pow, base_pow, slack, False, level)
         trial_residual = trial[1] - targets
         slope = float(direction @ trial_residual)
-        if step == full and (
-            slope <= 0 or (abs(slope) <= -0.25 * slope0 and trial_residual @ trial_residual < merit)
-        ):
+        if accepts_step(step, slope, slope0, trial_residual, merit):
             return True, False, trial, trial_residual, used
-        if 0.5 * slope0 <= slope <= 0:
-            return True, False, trial, trial_residual, used
-        if slope < 0:
-            lo, slope_lo = step, slope
-            kept = kept + 1 if kept > 0 else 1  # the upper end was kept
-            if kept > 1:
-                slope_hi *= 0.5
-        else:
-            hi, slope_hi = step, slope
-            kept = kept - 1 if kept < 0 else -1  # the lower end was kept
-            if kept < -1:
-                slope_lo *= 0.5
+        lo, slope_lo, hi, slope_hi, kept = illinois_bracket(
+            step, slope, lo, slope_lo, hi, slope_hi, kept
+        )
         step = lo + (hi - lo) * slope_lo / (slope_lo - slope_hi)
     return False, False, trial, trial_residual, MAX_TRIALS
 

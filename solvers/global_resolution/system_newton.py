@@ -55,12 +55,14 @@ from otlp.solvers.global_resolution.newton import (
     EXPECTED_TRIALS,
     ITERATION_LIMIT,
     LINE_SEARCH_FAILED,
-    MAX_STEP,
     MAX_TRIALS,
     OUT_OF_TIME,
     TIMED_WORK,
     MinimizeResult,
+    accepts_step,
     clock,
+    descent_direction,
+    illinois_bracket,
 )
 from otlp.solvers.global_resolution.pair_system import PairSystem, pair_evaluate, pair_reachable
 from otlp.solvers.global_resolution.softmax_system import SoftmaxSystem, clip_alpha
@@ -200,13 +202,7 @@ def _line_search(
     """A trial along ``step_dir`` that decreases F (see the module docstring): (found,
     whether it stopped at ``deadline`` — read before every trial after the first —, the
     trial's evaluation (receipts only), its residual, evaluations used)."""
-    step_dir = np.minimum(np.maximum(step_dir, -MAX_STEP), MAX_STEP)
-    slope0 = float(step_dir @ residual)
-    if not slope0 < 0:  # not a descent direction (approximate Hessian): steepest descent
-        step_dir, slope0 = -residual, -float(residual @ residual)
-        biggest = np.abs(step_dir).max()
-        if biggest > 0:
-            step_dir = step_dir * min(1.0, MAX_STEP / biggest)
+    step_dir, slope0 = descent_direction(step_dir, residual)
     merit = residual @ residual
     lo, slope_lo, hi, slope_hi, step, kept = 0.0, slope0, 1.0, 0.0, 1.0, 0
     trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0)
@@ -216,19 +212,11 @@ def _line_search(
         trial = _evaluate(kind, alpha + step * step_dir, slack, False, level, data)
         trial_residual = trial[1] - targets
         slope = float(step_dir @ trial_residual)
-        quadratic = abs(slope) <= -0.25 * slope0 and trial_residual @ trial_residual < merit
-        if (step == 1.0 and (slope <= 0 or quadratic)) or 0.5 * slope0 <= slope <= 0:
+        if accepts_step(step, slope, slope0, trial_residual, merit):
             return True, False, trial, used
-        if slope < 0:
-            lo, slope_lo = step, slope
-            kept = kept + 1 if kept > 0 else 1  # the upper end was kept
-            if kept > 1:
-                slope_hi *= 0.5
-        else:
-            hi, slope_hi = step, slope
-            kept = kept - 1 if kept < 0 else -1  # the lower end was kept
-            if kept < -1:
-                slope_lo *= 0.5
+        lo, slope_lo, hi, slope_hi, kept = illinois_bracket(
+            step, slope, lo, slope_lo, hi, slope_hi, kept
+        )
         step = lo + (hi - lo) * slope_lo / (slope_lo - slope_hi)
     return False, False, trial, MAX_TRIALS
 

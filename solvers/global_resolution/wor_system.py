@@ -296,6 +296,30 @@ def _push(src: FloatArray, dst: FloatArray, a: float, b: float, qb: float, n: in
 
 
 @nb.njit(cache=True)
+def _prefix_suffix(
+    pre: FloatArray,
+    suf: FloatArray,
+    base: FloatArray,
+    a: FloatArray,
+    b: FloatArray,
+    q: FloatArray,
+    y: FloatArray,
+    n: int,
+) -> None:
+    """The prefix products pre[j] = base * prod_{i<j} (b_i + a_i y_i z + q_i b_i x) and the
+    suffix products suf[j] = prod_{i>=j} (...) over the m factors (truncated as :func:`_push`),
+    for one node's y and one class (``base``, ``a``, ``b``)."""
+    m = y.shape[0]
+    pre[0] = base
+    for j in range(m):
+        _push(pre[j], pre[j + 1], a[j] * y[j], b[j], q[j] * b[j], n)
+    suf[m] = 0.0
+    suf[m, 0, 0] = 1.0
+    for j in range(m - 1, -1, -1):
+        _push(suf[j + 1], suf[j], a[j] * y[j], b[j], q[j] * b[j], n)
+
+
+@nb.njit(cache=True)
 def _wor_terms(
     t: FloatArray,
     w1: FloatArray,
@@ -323,13 +347,7 @@ def _wor_terms(
         for i in range(m):
             y[i] = math.exp(-t[r] * c[i])
         for k in range(weights.shape[0]):
-            pre[0] = base[k]
-            for j in range(m):
-                _push(pre[j], pre[j + 1], a[k, j] * y[j], b[k, j], q[j] * b[k, j], n)
-            suf[m] = 0.0
-            suf[m, 0, 0] = 1.0
-            for j in range(m - 1, -1, -1):
-                _push(suf[j + 1], suf[j], a[k, j] * y[j], b[k, j], q[j] * b[k, j], n)
+            _prefix_suffix(pre, suf, base[k], a[k], b[k], q, y, n)
             for i in range(m):
                 e = 0.0
                 for d in range(n):
@@ -373,13 +391,7 @@ def _wor_pairs(
         for i in range(m):
             y[i] = math.exp(-t[r] * c[i])
         for k in range(weights.shape[0]):
-            pre[0] = base[k]
-            for j in range(m):
-                _push(pre[j], pre[j + 1], a[k, j] * y[j], b[k, j], q[j] * b[k, j], n)
-            suf[m] = 0.0
-            suf[m, 0, 0] = 1.0
-            for j in range(m - 1, -1, -1):
-                _push(suf[j + 1], suf[j], a[k, j] * y[j], b[k, j], q[j] * b[k, j], n)
+            _prefix_suffix(pre, suf, base[k], a[k], b[k], q, y, n)
             for i in range(m - 1):
                 cur[:] = pre[i]
                 left = w2[r] * weights[k] * a[k, i] * y[i]
