@@ -28,7 +28,7 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from otlp.solvers.arrays import FloatArray
+from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.budget import FLOP_RATE
 from otlp.solvers.global_resolution.direction import direction, step_work
 from otlp.solvers.global_resolution.expsum import coarsest_level
@@ -91,6 +91,17 @@ def clock() -> float:
     with nb.objmode(now="float64"):
         now = time.perf_counter()
     return now  # noqa: RET504 (objmode variables must be assigned, then returned)
+
+
+@nb.njit(cache=True)
+def free_variables(targets: FloatArray, slack: float) -> IntArray:
+    """The coordinates Newton moves: all of them, or with no slack (F is then invariant
+    under a common shift of alpha) all but the largest target's, pinned to fix the gauge."""
+    m = targets.shape[0]
+    if slack == 0.0:
+        pinned = np.argmax(targets)
+        return np.concatenate((np.arange(pinned), np.arange(pinned + 1, m)))
+    return np.arange(m)
 
 
 @nb.njit(cache=True)
@@ -175,7 +186,7 @@ def _line_search(
     evaluation — receipts only, no Hessian parts —, its residual, evaluations used).
     """
     direction, slope0 = descent_direction(direction, residual)
-    merit = residual @ residual
+    merit = float(residual @ residual)
     lo, slope_lo, hi, slope_hi, step, kept = 0.0, slope0, 1.0, 0.0, 1.0, 0
     trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0, 0.0)
     trial_residual = residual
@@ -286,11 +297,7 @@ def newton_kernel(
     """
     q_pow, base_pow = power_table(q, base, n)
     m = q.shape[0]
-    if slack == 0.0:  # pin one variable (the largest target) to fix the gauge
-        pinned = np.argmax(targets)
-        free = np.concatenate((np.arange(pinned), np.arange(pinned + 1, m)))
-    else:
-        free = np.arange(m)
+    free = free_variables(targets, slack)
     level = coarsest_level(tol)  # the coarsest quadrature the certificate allows
     evaluations = 1
     if slack > 0.0 and max_iter > 0 and m > 1:

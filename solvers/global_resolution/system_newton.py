@@ -62,6 +62,7 @@ from otlp.solvers.global_resolution.newton import (
     accepts_step,
     clock,
     descent_direction,
+    free_variables,
     illinois_bracket,
 )
 from otlp.solvers.global_resolution.pair_system import PairSystem, pair_evaluate, pair_reachable
@@ -203,7 +204,7 @@ def _line_search(
     whether it stopped at ``deadline`` — read before every trial after the first —, the
     trial's evaluation (receipts only), its residual, evaluations used)."""
     step_dir, slope0 = descent_direction(step_dir, residual)
-    merit = residual @ residual
+    merit = float(residual @ residual)
     lo, slope_lo, hi, slope_hi, step, kept = 0.0, slope0, 1.0, 0.0, 1.0, 0
     trial = (alpha, residual, residual, np.empty((0, 0)), np.empty((0, 0, 0)), 0.0)
     for used in range(1, MAX_TRIALS + 1):
@@ -257,11 +258,7 @@ def system_newton_kernel(
     evaluations, ||grad||_1, certified deviation, status) with status ``CONVERGED``,
     ``ITERATION_LIMIT``, ``LINE_SEARCH_FAILED`` or ``OUT_OF_TIME``."""
     m = targets.shape[0]
-    if slack == 0.0:  # pin one variable (the largest target) to fix the gauge
-        pinned = np.argmax(targets)
-        free = np.concatenate((np.arange(pinned), np.arange(pinned + 1, m)))
-    else:
-        free = np.arange(m)
+    free = free_variables(targets, slack)
     level = coarsest_level(tol)  # the coarsest quadrature the certificate allows
     ev = _evaluate(kind, initial_alpha(kind, data, targets, slack), slack, False, level, data)
     evaluations, iterations, status = 1, 0, ITERATION_LIMIT
