@@ -64,7 +64,7 @@ __all__ = [
     "verify_drafts",
 ]
 
-# The i.i.d. rows' rules (the rule table's; a SpecHub pair runs in position_schemes).
+# The i.i.d. rows' rules (the rule table's; a SpecHub pair is one of position_schemes').
 METHODS = tuple(n for n in position_names("iid") if RULES[n].drafts != 2)
 
 
@@ -141,7 +141,8 @@ def verify_drafts(
             )
     scheme = draft_scheme(scheme)
     method = canonical_name(method, "method")
-    by_scheme = handles(scheme, method)  # a method of position_schemes: rows checked as fused
+    # a method of position_schemes: its rows are checked as the fused rows check them
+    by_scheme = handles(scheme, method)
     if by_scheme:
         check_scheme_method(scheme, method)
     elif method not in METHODS:
