@@ -117,8 +117,7 @@ def optimal_acceptance(inst: Instance, method: str = "auto") -> SubsetSelection:
     elif method == "prefix":
         if inst.scheme == "independent" and inst.n > 1:
             raise ValueError("method: 'prefix' is exact only for i.i.d. or exchangeable drafts")
-        mask, value = _prefix_search(inst)
-        return SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, method)
+        return prefix_selection(inst)
     elif method == "mincut":
         if inst.scheme != "independent" or inst.n != 2:
             raise ValueError("method: 'mincut' applies to n = 2 independent drafts")
@@ -163,14 +162,17 @@ def prefix_psi(inst: Instance) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     return order, values
 
 
-def _prefix_search(inst: Instance) -> tuple[NDArray[np.bool_], float]:
-    """The best prefix of the q/p order; ties go to the shortest (``argmin`` takes the first
-    minimiser), so H* is the smallest optimal prefix (empty when p = q)."""
+def prefix_selection(inst: Instance) -> SubsetSelection:
+    """alpha* and H* by the best prefix of the q/p order (``method="prefix"`` of
+    :func:`optimal_acceptance`, for i.i.d. drafts or without replacement; the caller holds a
+    checked Instance of such a scheme). Ties go to the shortest prefix (``argmin`` takes the
+    first minimiser), so H* is the smallest optimal prefix (empty when p = q)."""
     order, values = prefix_psi(inst)
     best = int(np.argmin(values))
     mask = np.zeros(inst.k, dtype=bool)
     mask[order[:best]] = True
-    return mask, float(values[best])
+    value = float(values[best])
+    return SubsetSelection(1.0 + value, mask, inst.tokens[mask], value, "prefix")
 
 
 def _exact_prefix_psi(inst: Instance, order: NDArray[np.int64]) -> NDArray[np.float64]:

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.decoder_rows.checks import checked_row, raise_for_row_status
-from otlp.decoder_rows.inputs import draw_token, local_drafts, row, row_instance
+from otlp.decoder_rows.inputs import draw_token, row, row_instance
 from otlp.decoder_rows.result import DraftVerification, exact_verification
 from otlp.instance import Instance
 from otlp.solvers.row_status import OK
@@ -53,7 +53,13 @@ def exact_rows(
         if inst is None or not shared:
             inst = row_instance(row(p, b), row(q, b), n, b, scheme=scheme, top_k=top_k, atol=atol)
             plan = solve(inst, "maxflow-cs", check=False) if rule is None else None
-        local = local_drafts(inst, drafts, b)
+        try:
+            local = inst.to_local(drafts[b])
+        except ValueError:
+            raise ValueError(
+                f"drafts[{b}]: {drafts[b].tolist()} contains a token the (top-k) draft cannot "
+                "produce"
+            ) from None
         if plan is not None:
             probs = plan.local_slice(drafts[b])
         else:

@@ -1,5 +1,5 @@
 """A decoder call's inputs as every row path reads them, and the steps of one row shared by all
-rules: its Instance, its drafts' draft-vocabulary positions, the draw from a local law."""
+rules: its Instance and the draw from a local law."""
 
 from __future__ import annotations
 
@@ -86,16 +86,6 @@ def row_instance(
     except ValueError as exc:
         name, _, rest = str(exc).partition(":")
         raise ValueError(f"{name}[{b}]:{rest}") from None
-
-
-def local_drafts(inst: Instance, drafts: NDArray, b: int) -> NDArray[np.int64]:
-    """Row ``b``'s drafts as draft-vocabulary positions of ``inst`` (errors name the row)."""
-    try:
-        return inst.to_local(drafts[b])
-    except ValueError:
-        raise ValueError(
-            f"drafts[{b}]: {drafts[b].tolist()} contains a token the (top-k) draft cannot produce"
-        ) from None
 
 
 def draw_token(inst: Instance, probs: NDArray[np.float64], u: NDArray[np.float64]) -> int:

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.decoder_rows.checks import raise_for_bad_rows
-from otlp.decoder_rows.inputs import row, row_instance
+from otlp.decoder_rows.inputs import row
 from otlp.decoder_rows.result import DraftVerification, RowReport, verification
 from otlp.global_resolution.row_fallback import fallback_token
 from otlp.global_resolution.row_options import RowOptions
@@ -98,12 +98,10 @@ def _row_reports(
             message = "closed form: one draft's optimal plan is speculative sampling's law"
         rule, lost = None, None
         if fallback:
-            n = draft_arr.shape[1]
-            inst = row_instance(row(p_arr, b), row(q_arr, b), n, b, top_k=top_k, atol=atol)
             tokens[b], how, rule, lost = fallback_token(
-                options, inst, draft_arr[b], uniforms[b], deadline,
-                out_of_time=int(newton) == OUT_OF_TIME, alpha_star=None,
-                iteration_limit=int(newton) == ITERATION_LIMIT,
+                options, row(p_arr, b), row(q_arr, b), draft_arr[b], b, uniforms[b], deadline,
+                scheme="iid", top_k=top_k, atol=atol, out_of_time=int(newton) == OUT_OF_TIME,
+                alpha_star=None, iteration_limit=int(newton) == ITERATION_LIMIT,
             )  # fmt: skip
             message = (
                 f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; {how}"

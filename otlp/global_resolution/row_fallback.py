@@ -11,13 +11,11 @@ import dataclasses
 import numpy as np
 from numpy.typing import NDArray
 
-from otlp.decoder_rows.inputs import draw_token
+from otlp.decoder_rows.inputs import draw_token, row_instance
 from otlp.decoder_rows.result import DraftVerification
 from otlp.global_resolution.method import make_engine
-from otlp.global_resolution.reports import TokenReport
 from otlp.global_resolution.row_options import RowOptions
 from otlp.global_resolution.rule_fallback import rule_token
-from otlp.instance import Instance
 from otlp.solvers.global_resolution.budget import Deadline
 
 
@@ -29,52 +27,51 @@ def call_deadline(time_budget: float | None, start: float, reserve: float) -> De
     return Deadline.after(None if time_budget is None else time_budget - reserve, start)
 
 
-def object_api_token(
-    options: RowOptions,
-    inst: Instance,
-    drafts: NDArray,
-    u: NDArray[np.float64],
-    deadline: Deadline,
-) -> tuple[int, TokenReport]:
-    """A decoder row the fused path could not certify: the object API solves the unit the
-    drafts need before the call's ``deadline`` (exactly by max-flow where its own certificate
-    fails too, by the scheme's lossless rule where that max-flow is over ``otlp.limits`` or
-    does not fit the time left) and draws the token; returns (token, the token's report)."""
-    engine = make_engine(
-        inst, options.tau, max_iter=options.max_iter, time_budget=options.time_budget
-    )
-    probs, report = engine.local_slice(drafts, deadline)
-    return draw_token(inst, probs, u), report
-
-
 def fallback_token(
     options: RowOptions,
-    inst: Instance,
+    p: NDArray,
+    q: NDArray,
     drafts: NDArray,
+    b: int,
     u: NDArray[np.float64],
     deadline: Deadline,
     *,
+    scheme: str,
+    top_k: int | None,
+    atol: float,
     out_of_time: bool,
     alpha_star: float | None,
     iteration_limit: bool = False,
 ) -> tuple[int, str, str | None, float | None]:
-    """The token of a row the fused path could not certify: (token, what the fallback did,
-    the lossless rule that gave the token or None, the acceptance it lost or None).
+    """The token of row ``b`` that the fused path could not certify, from its target row ``p``
+    (V,), draft rows ``q`` and ``drafts`` as :func:`~otlp.decoder_rows.inputs.row_instance`
+    takes them, its two uniforms ``u``: (token, what the fallback did, the lossless rule that
+    gave the token or None, the acceptance it lost or None).
 
-    A row ``out_of_time`` (a stage did not fit the call's deadline) goes straight to the
+    A row ``out_of_time`` (a stage did not fit the call's ``deadline``) goes straight to the
     scheme's lossless rule: an exact max-flow on its unit costs more than the Newton
-    iteration that no longer fitted. Any other row goes to :func:`object_api_token`; one
-    whose Newton stopped at its ``iteration_limit`` hands it no iteration (the object API's
-    Newton would stop at the same limit: it keeps its seed if that is certified, otherwise it
-    solves the unit exactly at once)."""
+    iteration that no longer fitted. Any other row goes to the object API, which solves the
+    unit the drafts need before the deadline (exactly by max-flow where its own certificate
+    fails too, by the scheme's lossless rule where that max-flow is over ``otlp.limits`` or
+    does not fit the time left); a row whose Newton stopped at its ``iteration_limit`` hands
+    it no iteration (the object API's Newton would stop at the same limit: it keeps its seed
+    if that is certified, otherwise it solves the unit exactly at once)."""
+    inst = row_instance(p, q, drafts.shape[0], b, scheme=scheme, top_k=top_k, atol=atol)
     if out_of_time:
         found = rule_token(inst, inst.to_local(drafts), alpha_star, deadline)
-        token = draw_token(inst, found.probs, u)
-        return token, f"token by {found.rule}", found.rule, found.acceptance_lost
-    if iteration_limit:
-        options = dataclasses.replace(options, max_iter=0)
-    token, report = object_api_token(options, inst, drafts, u, deadline)
-    return token, f"object API: {report.message}", report.fallback_rule, report.acceptance_lost
+        probs, how = found.probs, f"token by {found.rule}"
+        rule: str | None = found.rule
+        lost = found.acceptance_lost
+    else:
+        if iteration_limit:
+            options = dataclasses.replace(options, max_iter=0)
+        engine = make_engine(
+            inst, options.tau, max_iter=options.max_iter, time_budget=options.time_budget
+        )
+        probs, report = engine.local_slice(drafts, deadline)
+        how = f"object API: {report.message}"
+        rule, lost = report.fallback_rule, report.acceptance_lost
+    return draw_token(inst, probs, u), how, rule, lost
 
 
 def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification:

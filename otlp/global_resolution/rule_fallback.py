@@ -40,7 +40,7 @@ from otlp.solvers.global_resolution.budget import (
     require,
     setup_seconds,
 )
-from otlp.subset import optimal_acceptance
+from otlp.subset import prefix_selection
 
 FALLBACK_RULES = {
     "iid": RecursiveRejection,
@@ -100,7 +100,7 @@ def rule_token(
     try:
         if alpha_star is None and inst.scheme != "independent":
             require(deadline, setup_seconds(inst.scheme, inst.k, inst.n), "alpha*")
-            alpha_star = optimal_acceptance(inst, "prefix").alpha_star
+            alpha_star = prefix_selection(inst).alpha_star
         if alpha_star is not None:
             require(deadline, acceptance_seconds(inst), "the rule's acceptance")
             lost = max(alpha_star - rule.acceptance(inst), 0.0)

@@ -11,12 +11,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.decoder_rows.checks import raise_for_row_status
-from otlp.decoder_rows.inputs import row, row_instance
+from otlp.decoder_rows.inputs import row
 from otlp.decoder_rows.result import DraftVerification, RowReport, verification
-from otlp.global_resolution.fused import RowResult, scheme_row
+from otlp.global_resolution.fused import scheme_row
 from otlp.global_resolution.row_fallback import fallback_token
 from otlp.global_resolution.row_options import RowOptions
-from otlp.instance import Instance
 from otlp.solvers.global_resolution.budget import Deadline
 from otlp.solvers.row_status import FALLBACK, OK
 
@@ -49,11 +48,11 @@ def scheme_rows(
         message = result.message
         rule, lost = None, None
         if fallback:
-            n = draft_arr.shape[1]
-            inst = row_instance(pb, qb, n, b, scheme=scheme, top_k=top_k, atol=atol)
-            tokens[b], how, rule, lost = _fallback(
-                options, inst, draft_arr[b], uniforms[b], result, deadline
-            )
+            tokens[b], how, rule, lost = fallback_token(
+                options, pb, qb, draft_arr[b], b, uniforms[b], deadline, scheme=scheme,
+                top_k=top_k, atol=atol, out_of_time=result.out_of_time,
+                alpha_star=result.alpha_star, iteration_limit=result.iteration_limit,
+            )  # fmt: skip
             message = f"{message}; {how}"
         else:
             tokens[b] = result.token
@@ -105,25 +104,13 @@ def scheme_row_token(
         p, q, drafts, scheme, k, options.tau, options.max_iter, atol, uniforms, deadline
     )
     if result.status == FALLBACK:  # Instance widens and renormalises the rows itself
-        inst = row_instance(p, q, drafts.shape[0], 0, scheme=scheme, top_k=k or None, atol=atol)
-        return _fallback(options, inst, drafts, uniforms, result, deadline)[0]
+        return fallback_token(
+            options, p, q, drafts, 0, uniforms, deadline, scheme=scheme, top_k=k or None,
+            atol=atol, out_of_time=result.out_of_time, alpha_star=result.alpha_star,
+            iteration_limit=result.iteration_limit,
+        )[0]  # fmt: skip
     if result.status != OK and top_k is None:
         raise_for_row_status(
             result.status, result.detail, 0, p[None], q[None], drafts[None], scheme
         )
     return result.token if result.status == OK else -1
-
-
-def _fallback(
-    options: RowOptions,
-    inst: Instance,
-    drafts: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
-    result: RowResult,
-    deadline: Deadline,
-) -> tuple[int, str, str | None, float | None]:
-    """:func:`fallback_token` for a row the fused scheme row (``result``) could not certify."""
-    return fallback_token(
-        options, inst, drafts, uniforms, deadline, out_of_time=result.out_of_time,
-        alpha_star=result.alpha_star, iteration_limit=result.iteration_limit,
-    )  # fmt: skip

@@ -48,10 +48,11 @@ from otlp.decoder_rows.result import DraftVerification, RowReport, exact_verific
 from otlp.global_resolution.rows import GlobalResolutionRows
 from otlp.limits import DEFAULT_TIME_BUDGET
 from otlp.verification.position_schemes import (
+    check_scheme_drafts,
+    check_scheme_method,
     draft_scheme,
     handles,
     method_tau,
-    verify_scheme_drafts,
 )
 from otlp.verification.rule_table import RULES, optimal_method, position_names
 
@@ -63,7 +64,7 @@ __all__ = [
     "verify_drafts",
 ]
 
-# The i.i.d. rows' rules (the rule table's; a SpecHub pair runs in position_schemes).
+# The i.i.d. rows' rules (the rule table's; a SpecHub pair is one of position_schemes').
 METHODS = tuple(n for n in position_names("iid") if RULES[n].drafts != 2)
 
 
@@ -138,34 +139,31 @@ def verify_drafts(
                 f"tau: the default method for scheme {scheme!r}, {method!r}, is exact and takes "
                 f"no error threshold; pass method='global_resolution' to use tau={tau!r}"
             )
-    if handles(scheme, method):
-        return verify_scheme_drafts(
-            p,
-            q,
-            drafts,
-            scheme=scheme,
-            method=method,
-            top_k=top_k,
-            tau=tau,
-            rng=rng,
-            parallel=parallel,
-            max_iter=max_iter,
-            atol=atol,
-            time_budget=time_budget,
-        )
+    scheme = draft_scheme(scheme)
     method = canonical_name(method, "method")
-    if method not in METHODS:
+    # a method of position_schemes: its rows are checked as the fused rows check them
+    by_scheme = handles(scheme, method)
+    if by_scheme:
+        check_scheme_method(scheme, method)
+    elif method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
     options = GlobalResolutionRows.checked(method_tau(method, tau), max_iter, time_budget)
-    p_arr, q_rows, draft_arr, atol = batch_arrays(p, q, drafts, atol)
+    draft_rows = 2 if scheme == "independent" else 1
+    p_arr, q_rows, draft_arr, atol = batch_arrays(p, q, drafts, atol, draft_rows=draft_rows)
     rows, n = draft_arr.shape
-    vocab = p_arr.shape[1]
+    if by_scheme:
+        check_scheme_drafts(scheme, method, draft_arr)
     if top_k is not None:
-        top_k = positive_int("top_k", top_k, maximum=vocab)
+        top_k = positive_int("top_k", top_k, maximum=p_arr.shape[1])
     if RULES[method].drafts == 1 and n != 1:
         raise ValueError(f"method: {method!r} verifies one draft per row, got n = {n}")
     if not isinstance(parallel, bool):
         raise ValueError(f"parallel: expected True or False, got {parallel!r}")
+    if parallel and by_scheme:
+        raise ValueError(
+            f"parallel: only the i.i.d. fused path runs on numba's threads; scheme {scheme!r} "
+            "verifies its rows one by one"
+        )
     generator = as_generator(rng)
     if method == "partial_resolution":
         return partial_resolution_rows(
@@ -174,10 +172,11 @@ def verify_drafts(
     uniforms = generator.random((rows, 2))
     if method != "global_resolution":
         return exact_rows(
-            p_arr, q_rows, draft_arr, method, uniforms, top_k=top_k, atol=atol, kernel_checks=False
-        )
+            p_arr, q_rows, draft_arr, method, uniforms, scheme=scheme, top_k=top_k, atol=atol,
+            kernel_checks=by_scheme,
+        )  # fmt: skip
     return options.verify(
-        p_arr, q_rows, draft_arr, uniforms, scheme="iid", top_k=top_k, atol=atol,
+        p_arr, q_rows, draft_arr, uniforms, scheme=scheme, top_k=top_k, atol=atol,
         parallel=parallel, start=start,
     )  # fmt: skip
 

@@ -1,8 +1,10 @@
-"""``otlp.verify_drafts`` for draft schemes beyond i.i.d. ([GR] §6, App. N, O, S; [SpecHub]).
+"""The draft schemes beyond i.i.d. of ``otlp.verify_drafts`` ([GR] §6, App. N, O, S; [SpecHub]):
+the methods each scheme takes and the checks of its drafts.
 
 A decoder that drafts without replacement (tree decoders: SpecInfer, Sequoia, EAGLE), from
 two independent drafters, or greedily (the top n - 1 draft tokens plus one drawn from the
-rest) verifies its batch with the same call and ``scheme=``:
+rest) verifies its batch with the same call and ``scheme=``; :func:`otlp.verify_drafts`
+reads the inputs once and runs every scheme's rows:
 
 * ``method="global_resolution"`` — the fused per-row path of
   :mod:`otlp.global_resolution.fused` (compiled scan and top-k, H*, outer targets, the one
@@ -23,17 +25,10 @@ by every row or (B, 2, V).
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import NDArray
 
-from otlp.args import as_generator, canonical_name, positive_int
-from otlp.decoder_rows.exact import exact_rows
-from otlp.decoder_rows.inputs import batch_arrays
-from otlp.decoder_rows.result import DraftVerification
-from otlp.global_resolution.rows import GlobalResolutionRows
-from otlp.limits import DEFAULT_TIME_BUDGET
+from otlp.args import canonical_name
 from otlp.verification.rule_table import POSITION_SCHEMES, RULES, position_names
 
 # Scheme -> the rules run here (the rule table's): every position rule of the schemes beyond
@@ -67,68 +62,35 @@ def method_tau(method: str, tau: object) -> object:
     return None
 
 
-def handles(scheme: object, method: object) -> bool:
-    """Whether ``verify_drafts(..., scheme=scheme, method=method)`` runs here (scheme checked)."""
-    name = draft_scheme(scheme)
-    return name != "iid" or canonical_name(method, "method") in SCHEME_METHODS["iid"]
+def handles(scheme: str, method: str) -> bool:
+    """Whether ``verify_drafts(..., scheme=scheme, method=method)`` (canonical names) runs a
+    method of this module: any method of a scheme beyond i.i.d., SpecHub's pairs for i.i.d."""
+    return scheme != "iid" or method in SCHEME_METHODS["iid"]
 
 
-def verify_scheme_drafts(
-    p: ArrayLike,
-    q: ArrayLike,
-    drafts: ArrayLike,
-    *,
-    scheme: str,
-    method: str,
-    top_k: int | None,
-    tau: float | None,
-    rng: object,
-    parallel: bool,
-    max_iter: int,
-    atol: float | None,
-    time_budget: float | None = DEFAULT_TIME_BUDGET,
-) -> DraftVerification:
-    """See the module docstring and :func:`otlp.verify_drafts`."""
-    start = time.perf_counter()
-    scheme = canonical_name(scheme, "scheme")
-    method = canonical_name(method, "method")
+def check_scheme_method(scheme: str, method: str) -> None:
+    """A ``ValueError`` naming ``method`` if ``scheme`` (canonical) does not take it."""
     if method not in SCHEME_METHODS[scheme]:
         raise ValueError(
             f"method: scheme {scheme!r} takes {', '.join(SCHEME_METHODS[scheme])}, got {method!r}"
         )
-    options = GlobalResolutionRows.checked(method_tau(method, tau), max_iter, time_budget)
-    draft_rows = 2 if scheme == "independent" else 1
-    p_arr, q_arr, draft_arr, atol = batch_arrays(p, q, drafts, atol, draft_rows=draft_rows)
-    rows, n = draft_arr.shape
-    vocab = p_arr.shape[1]
+
+
+def check_scheme_drafts(scheme: str, method: str, drafts: NDArray[np.int64]) -> None:
+    """The checks of a row's ``drafts`` (B, n) that ``scheme`` and ``method`` (canonical, a
+    method of this module) add: a pair per row for two independent drafters and SpecHub,
+    distinct tokens without replacement and for greedy drafts."""
+    n = drafts.shape[1]
     if scheme == "independent" and n != 2:
         raise ValueError(f"drafts: scheme 'independent' verifies two drafts per row, got n = {n}")
     if RULES[method].drafts == 2 and n != 2:
         raise ValueError(f"drafts: {method!r} verifies a pair per row, got n = {n}")
     if scheme in ("without_replacement", "greedy"):
-        ordered = np.sort(draft_arr, axis=1)
+        ordered = np.sort(drafts, axis=1)
         repeats = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
         if repeats.any():
             b = int(np.flatnonzero(repeats)[0])
             raise ValueError(
-                f"drafts[{b}]: {draft_arr[b].tolist()} repeats a token; scheme {scheme!r} "
+                f"drafts[{b}]: {drafts[b].tolist()} repeats a token; scheme {scheme!r} "
                 "drafts distinct tokens"
             )
-    if top_k is not None:
-        top_k = positive_int("top_k", top_k, maximum=vocab)
-    if not isinstance(parallel, bool):
-        raise ValueError(f"parallel: expected True or False, got {parallel!r}")
-    if parallel:
-        raise ValueError(
-            f"parallel: only the i.i.d. fused path runs on numba's threads; scheme {scheme!r} "
-            "verifies its rows one by one"
-        )
-    uniforms = as_generator(rng).random((rows, 2))
-    if method != "global_resolution":
-        return exact_rows(
-            p_arr, q_arr, draft_arr, method, uniforms, scheme=scheme, top_k=top_k, atol=atol
-        )
-    return options.verify(
-        p_arr, q_arr, draft_arr, uniforms, scheme=scheme, top_k=top_k, atol=atol,
-        parallel=False, start=start,
-    )  # fmt: skip
