@@ -5,8 +5,8 @@ loop (:mod:`otlp.decoding`) sits above it and nothing here imports the loop.
 
 * :mod:`.position` — :func:`verify_drafts`: B rows of full-vocabulary (p, q) and the n
   drafted ids of each row to one verified token per row ([GR] §6 fused rows, exact rules);
-  :mod:`.position_schemes` — the same call for drafts without replacement, independent
-  or greedy (what every path shares is in :mod:`otlp.decoder_rows`, global resolution's
+  :mod:`.position_schemes` — the methods each scheme beyond i.i.d. takes and the checks
+  of its drafts (what every path shares is in :mod:`otlp.decoder_rows`, global resolution's
   rows in :mod:`otlp.global_resolution.rows`);
   :mod:`.warming` — :func:`warm_up`, compiling ahead what a budgeted call runs.
 * :mod:`.tree` — :func:`verify_tree` / :func:`verify_chain`: the accepted path and the bonus
