@@ -86,13 +86,7 @@ def _position_candidates(case: PositionCase) -> Iterator[PositionCase]:
         yield PositionCase(case.p, q, case.n - 1, case.scheme, case.label)
     if 2 < case.vocab <= MAX_DROPPED:
         for token in range(case.vocab):
-            keep = np.arange(case.vocab) != token
-            p_kept, q_kept = _normalised(case.p[keep]), _normalised(case.q[..., keep])
-            if p_kept is None or q_kept is None:
-                continue
-            if case.scheme == "without_replacement" and np.count_nonzero(q_kept) < case.n:
-                continue
-            yield PositionCase(p_kept, q_kept, case.n, case.scheme, case.label)
+            yield from _restricted(case, np.delete(np.arange(case.vocab), token))
     for digits in (1, 2, 3):
         for which in ("p", "q"):
             values = case.p if which == "p" else case.q
