@@ -17,8 +17,6 @@ import argparse
 import time
 from typing import Any
 
-import numpy as np
-
 from otlp.referee import engines, referee
 from otlp.verification.engine_layouts import target_laws
 
@@ -38,30 +36,10 @@ def eagle(candidates, logits, draft_probs, rng, temperature, top_k, top_p):
 eagle.bonus = "referee"
 
 
-def sglang(candidates, retrive_index, next_token, next_sibling, target_probs, draft_probs, rng):
-    predicts, accept_index = np.full(candidates.size, -1), np.full(candidates.shape, -1)
-    accept_token_num = np.zeros(candidates.shape[0], dtype=np.int64)
-    coins, final = rng.random(candidates.shape), rng.random(candidates.shape[0])
-    engines.sglang_target_only(
-        predicts,
-        accept_index,
-        accept_token_num,
-        candidates,
-        retrive_index,
-        next_token,
-        next_sibling,
-        coins,
-        final,
-        target_probs,
-        draft_probs,
-    )
-    return predicts, accept_index, accept_token_num
-
-
 SAMPLERS: dict[str, tuple[Any, str]] = {
     "chain": (vllm, "iid"),
     "paths": (eagle, "iid"),
-    "sglang_tree": (sglang, "without_replacement"),
+    "sglang_tree": (engines.sglang_tree_sampler, "without_replacement"),
     "candidate_logits": (engines.transformers_speculative_sampling, "iid"),
 }
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from otlp.referee import adapters, referee
+from otlp.referee import Verdict, adapters, referee
 from otlp.referee.cases import PositionCase
 from otlp.referee.generate import position_cases
 
@@ -73,6 +74,17 @@ def goal_timing() -> None:
         )
 
 
+def tally(count: int, verdict: Callable[[int], Verdict]) -> tuple[int, float, float]:
+    """Runs ``verdict(i)`` for i < ``count``: how many were lossless, the mean draws a verdict,
+    and the seconds they took."""
+    start, lossless, draws = time.perf_counter(), 0, 0
+    for i in range(count):
+        outcome = verdict(i)
+        lossless += outcome.lossless
+        draws += outcome.samples
+    return lossless, draws / count, time.perf_counter() - start
+
+
 def exact_false_alarms(count: int) -> None:
     rules = [
         ("sps", "iid", 1),
@@ -80,23 +92,23 @@ def exact_false_alarms(count: int) -> None:
         ("kseq", "iid", 2),
         ("rrs_without_replacement", "without_replacement", 3),
     ]
-    start, flagged = time.perf_counter(), 0
-    for i in range(count):
+
+    def verdict(i: int) -> Verdict:
         method, scheme, max_n = rules[i % len(rules)]
-        verdict = referee(adapters.position(method, scheme), cases=2, seed=1000 + i, max_n=max_n)
-        flagged += not verdict.lossless
-    seconds = time.perf_counter() - start
+        return referee(adapters.position(method, scheme), cases=2, seed=1000 + i, max_n=max_n)
+
+    lossless, _, seconds = tally(count, verdict)
     print(
-        f"exact mode, otlp's exact rules: {flagged} false alarms in {count} verdicts "
+        f"exact mode, otlp's exact rules: {count - lossless} false alarms in {count} verdicts "
         f"({2 * count} cases, {seconds:.0f} s)",
         flush=True,
     )
 
 
 def statistical_false_alarms(count: int, level: float) -> None:
-    start, flagged, draws = time.perf_counter(), 0, 0
-    for i in range(count):
-        verdict = referee(
+    lossless, draws, seconds = tally(
+        count,
+        lambda i: referee(
             adapters.rule("rrs"),
             cases=3,
             seed=2000 + i,
@@ -104,13 +116,11 @@ def statistical_false_alarms(count: int, level: float) -> None:
             epsilon=0.05,
             false_alarm=level,
             screen_samples=500,
-        )
-        flagged += not verdict.lossless
-        draws += verdict.samples
-    seconds = time.perf_counter() - start
+        ),
+    )
     print(
-        f"statistical mode, otlp rrs, epsilon 0.05, false alarm <= {level:g}: {flagged} "
-        f"flagged in {count} verdicts ({draws / count:,.0f} draws a verdict, {seconds:.0f} s)",
+        f"statistical mode, otlp rrs, epsilon 0.05, false alarm <= {level:g}: {count - lossless} "
+        f"flagged in {count} verdicts ({draws:,.0f} draws a verdict, {seconds:.0f} s)",
         flush=True,
     )
 
@@ -119,17 +129,15 @@ def statistical_misses(count: int) -> None:
     case = PositionCase(np.array([0.4, 0.3, 0.2, 0.1]), np.array([0.25] * 4), 2, "iid", "fixed")
     for tv in (0.025, 0.05, 0.1):
         t = tv / (1 - case.p[-1])
-        start, missed, draws = time.perf_counter(), 0, 0
-        for i in range(count):
-            verdict = referee(
+        missed, draws, seconds = tally(
+            count,
+            lambda i, t=t: referee(
                 Mixture(t), cases=[case], seed=3000 + i, mode="statistical", epsilon=0.05, confirm=1
-            )
-            missed += verdict.lossless
-            draws += verdict.samples
-        seconds = time.perf_counter() - start
+            ),
+        )
         print(
             f"statistical mode, TV {tv:g} at epsilon 0.05 (planned miss <= 1e-3): {missed} "
-            f"missed in {count} verdicts ({draws / count:,.0f} draws a verdict, {seconds:.0f} s)",
+            f"missed in {count} verdicts ({draws:,.0f} draws a verdict, {seconds:.0f} s)",
             flush=True,
         )
 

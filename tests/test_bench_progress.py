@@ -9,18 +9,7 @@ import pytest
 from otlp.bench import load_config, run_bench
 from otlp.bench.runner import BenchProgress
 from otlp.commands.bench import progress_bar
-
-TINY = """
-[run]
-suites = ["synthetic"]
-items = 2
-workers = 1
-
-[[sweep]]
-name = "solvers"
-methods = ["maxflow"]
-kn = [[4, 2], [6, 2]]
-"""
+from tests.test_bench import TINY
 
 
 def test_run_bench_reports_every_unit_to_its_callback(tmp_path: Path) -> None:

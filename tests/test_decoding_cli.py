@@ -10,6 +10,7 @@ import pytest
 
 from otlp.cli import main
 from otlp.commands import decode as decode_command
+from tests.cli_errors import usage_error
 
 
 def test_decode_prints_tokens_and_statistics(capsys: pytest.CaptureFixture) -> None:
@@ -67,9 +68,7 @@ def test_config_grid_writes_table_and_plots(tmp_path: Path, capsys: pytest.Captu
 def test_bad_input_is_one_line_and_exit_2(
     argv: list[str], message: str, capsys: pytest.CaptureFixture
 ) -> None:
-    assert main(["decode", "--model", "toy", "--no-progress", *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and message in err and "Traceback" not in err
+    assert message in usage_error(["decode", "--model", "toy", "--no-progress", *argv], capsys)
 
 
 @pytest.fixture
@@ -170,9 +169,8 @@ def test_config_entries_are_checked_before_the_first_run(
 ) -> None:
     config = tmp_path / "bad.toml"
     config.write_text(f"[decode]\n{entry}\n")
-    assert main(["decode", "--no-progress", "--config", str(config)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and message in err, err
+    err = usage_error(["decode", "--no-progress", "--config", str(config)], capsys)
+    assert message in err, err
 
 
 def test_method_ar_alone_is_refused_naming_the_flag(capsys: pytest.CaptureFixture) -> None:
@@ -200,9 +198,8 @@ def test_sizes_over_the_limits_are_refused_naming_the_flag(
     """A toy vocabulary or a draft tree too large for otlp.limits is refused before anything
     is allocated: exit 2, one line naming the flag (not an internal MemoryError, not the
     library's "top_k or n")."""
-    assert main(["decode", "--no-progress", "--model", "toy", *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and message in err and "top_k or n" not in err
+    err = usage_error(["decode", "--no-progress", "--model", "toy", *argv], capsys)
+    assert message in err and "top_k or n" not in err
 
 
 @pytest.mark.parametrize(
@@ -213,9 +210,8 @@ def test_toy_flags_with_a_real_model_are_refused(
 ) -> None:
     """--vocab and --distance shape the toy pair only: with smollm2 they are refused before
     it loads (exit 2, one line naming the flag), not silently ignored."""
-    assert main(["decode", "--no-progress", "--model", "smollm2", *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and f"{flag}: only for --model toy" in err
+    err = usage_error(["decode", "--no-progress", "--model", "smollm2", *argv], capsys)
+    assert f"{flag}: only for --model toy" in err
 
 
 @pytest.mark.parametrize(

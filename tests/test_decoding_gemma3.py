@@ -26,7 +26,7 @@ transformers = pytest.importorskip("transformers")
 
 from otlp.decoding.loop import Speculation, decode  # noqa: E402
 from otlp.decoding.models.hf import HFTreeLM  # noqa: E402
-from tests.tiny_models import tiny_causal_lm  # noqa: E402
+from tests.tiny_models import tiny_causal_lm, tree_forward_error  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -63,26 +63,9 @@ def own_laws(model: Any, prefix: list[int]) -> np.ndarray:
 def tree_error(model: Any, adapter: HFTreeLM) -> float:
     """Largest difference between the tree adapter's laws and transformers' own over three
     steps of a 5-node tree on two rows (contexts grow past the window)."""
-    session = adapter.session([[3, 7, 1, 9, 4], [5]])
-    parents = np.array([-1, -1, 0, 2, 1])
-    rng = np.random.default_rng(0)
-    worst = 0.0
-    for _ in range(3):
-        tokens = rng.integers(0, 48, size=(2, 5))
-        laws = session.forward(tokens, parents, np.array([0, 1]))
-        for r in range(2):
-            context = session.context(r)
-            worst = max(worst, np.abs(laws[r, 0] - own_laws(model, context)).max())
-            for node in range(5):
-                path, at = [], node
-                while at >= 0:
-                    path.append(int(tokens[r, at]))
-                    at = parents[at]
-                want = own_laws(model, context + path[::-1])
-                worst = max(worst, np.abs(laws[r, node + 1] - want).max())
-        # accept nodes 1 then 4 in row 0 (not contiguous in the cache), nothing in row 1
-        session.commit(np.array([0, 1]), [[*tokens[0, [1, 4]], 9], [2]], [[1, 4], []])
-    return float(worst)
+    return tree_forward_error(
+        adapter, lambda prefix: own_laws(model, prefix), [[3, 7, 1, 9, 4], [5]], 48
+    )
 
 
 def test_tree_forward_matches_transformers_gemma3_across_steps(tiny: Any) -> None:

@@ -11,7 +11,7 @@ transformers = pytest.importorskip("transformers")
 
 from otlp.decoding.loop import Speculation, decode  # noqa: E402
 from otlp.decoding.models.hf import HFTreeLM  # noqa: E402
-from tests.tiny_models import tiny_causal_lm  # noqa: E402
+from tests.tiny_models import tiny_causal_lm, tree_forward_error  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -34,25 +34,9 @@ def full(model: HFTreeLM, prefix: list[int]) -> np.ndarray:
 
 def test_tree_forward_matches_full_prefix_forwards_across_steps(tiny: object):
     model = HFTreeLM(tiny)
-    session = model.session([[3, 7, 1], [5]])
-    parents = np.array([-1, -1, 0, 2, 1])
-    rng = np.random.default_rng(0)
-    for _ in range(3):
-        tokens = rng.integers(0, 40, size=(2, 5))
-        laws = session.forward(tokens, parents, np.array([0, 1]))
-        for r in range(2):
-            context = session.context(r)
-            assert np.abs(laws[r, 0] - full(model, context)).max() < 1e-5
-            for node in range(5):
-                path, at = [], node
-                while at >= 0:
-                    path.append(int(tokens[r, at]))
-                    at = parents[at]
-                want = full(model, context + path[::-1])
-                assert np.abs(laws[r, node + 1] - want).max() < 1e-5
-        # accept node 1 then 4 in row 0 (not contiguous in the cache), nothing in row 1
-        session.commit(np.array([0, 1]), [[*tokens[0, [1, 4]], 9], [2]], [[1, 4], []])
-        assert session.cache_bytes() > 0
+    assert (
+        tree_forward_error(model, lambda prefix: full(model, prefix), [[3, 7, 1], [5]], 40) < 1e-5
+    )
 
 
 def test_draft_fed_depth_by_depth_matches_one_tree_forward(tiny: object):

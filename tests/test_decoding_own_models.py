@@ -24,6 +24,7 @@ from otlp.decoding.models import local  # noqa: E402
 from otlp.decoding.models.hf import HFTreeLM  # noqa: E402
 from otlp.decoding.models.pair import load_model_pair  # noqa: E402
 from otlp.decoding.models.precision import convert, fidelity  # noqa: E402
+from tests.tiny_models import tiny_causal_lm  # noqa: E402
 
 WORDS = [
     "<eos>",
@@ -48,10 +49,10 @@ WORDS = [
     ],
 ]
 ARCHITECTURES = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM"),
-    "mistral": ("MistralConfig", "MistralForCausalLM"),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
 }
 
 
@@ -67,23 +68,19 @@ def tokenizer(words: list[str]) -> Any:
 def save_model(
     folder: Path, *, layers: int, seed: int, arch: str = "llama", words: list[str] = WORDS
 ) -> Path:
-    config_class, model_class = (getattr(transformers, n) for n in ARCHITECTURES[arch])
-    config = config_class(
-        vocab_size=len(words),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
+    model = tiny_causal_lm(
+        getattr(transformers, ARCHITECTURES[arch]),
+        vocab=len(words),
+        width=32,
+        layers=layers,
+        heads=4,
+        positions=128,
+        sharpen=20.0,  # sharper laws than the default init: greedy decoding is stable
+        seed=seed,
         eos_token_id=0,
         bos_token_id=None,
         pad_token_id=None,
     )
-    torch.manual_seed(seed)
-    model = model_class(config)
-    with torch.no_grad():  # sharper laws than the default init: greedy decoding is stable
-        model.lm_head.weight.mul_(20.0)
     model.save_pretrained(folder)
     tokenizer(words).save_pretrained(folder)
     return folder

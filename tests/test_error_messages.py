@@ -91,6 +91,12 @@ def _models() -> tuple[Any, Any]:
     return otlp.multistep.model_pair("markov", 2, depth=3)
 
 
+def _pair(**arguments: Any) -> dict[str, Any]:
+    """A baseline of ``target`` and ``draft`` (:func:`_models`) and ``arguments``."""
+    target, draft = _models()
+    return {"target": target, "draft": draft, **arguments}
+
+
 def _tables() -> tuple[Any, Any]:
     target, draft = _models()
     return otlp.multistep.tabulate(target, 2), otlp.multistep.tabulate(draft, 2)
@@ -191,94 +197,33 @@ BASELINES: dict[str, Callable[[], dict[str, Any]]] = {
         "draft": otlp.multistep.tabulate(_models()[1], 1),
         "paths": 2,
     },
-    "otlp.multistep.efficiency_sweep": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gammas": [1],
-        "paths": [1],
-        "methods": ["token"],
-        "lp": False,
-    },
+    "otlp.multistep.efficiency_sweep": lambda: _pair(
+        gammas=[1], paths=[1], methods=["token"], lp=False
+    ),
     "otlp.multistep.enumerate_antichains": lambda: {"space": otlp.multistep.NodeSpace(2, 1)},
-    "otlp.multistep.expected_accepted": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 2,
-        "method": "block",
-    },
+    "otlp.multistep.expected_accepted": lambda: _pair(gamma=2, method="block"),
     "otlp.multistep.get_verifier": lambda: {"rule": "ot"},
     "otlp.multistep.markov_model": lambda: {
         "initial": [0.5, 0.5],
         "transition": [[0.5, 0.5], [0.5, 0.5]],
     },
     "otlp.multistep.model_pair": lambda: {"kind": "markov", "vocab": 2, "seed": 0, "depth": 3},
-    "otlp.multistep.multi_path_lp": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "paths": 2,
-    },
-    "otlp.multistep.optimal_block_efficiency": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "shape": "kary2",
-    },
-    "otlp.multistep.tree_optimum": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "shape": "paths2",
-    },
-    "otlp.verification.rule_block_efficiency": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "method": "rrs",
-        "shape": "kary2",
-    },
-    "otlp.multistep.optimal_path_selection": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "paths": 2,
-    },
-    "otlp.multistep.output_distribution": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "method": "token",
-    },
-    "otlp.multistep.output_law": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "method": "token",
-    },
-    "otlp.multistep.simulate": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "method": "token",
-        "calls": 3,
-    },
-    "otlp.multistep.single_path_lp": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 2,
-    },
+    "otlp.multistep.multi_path_lp": lambda: _pair(gamma=1, paths=2),
+    "otlp.multistep.optimal_block_efficiency": lambda: _pair(gamma=1, shape="kary2"),
+    "otlp.multistep.tree_optimum": lambda: _pair(gamma=1, shape="paths2"),
+    "otlp.verification.rule_block_efficiency": lambda: _pair(gamma=1, method="rrs", shape="kary2"),
+    "otlp.multistep.optimal_path_selection": lambda: _pair(gamma=1, paths=2),
+    "otlp.multistep.output_distribution": lambda: _pair(gamma=1, method="token"),
+    "otlp.multistep.output_law": lambda: _pair(gamma=1, method="token"),
+    "otlp.multistep.simulate": lambda: _pair(gamma=1, method="token", calls=3),
+    "otlp.multistep.single_path_lp": lambda: _pair(gamma=2),
     "otlp.multistep.skewed_table": lambda: {
         "target": _tables()[0],
         "draft": _tables()[1],
         "gamma": 1,
         "paths": 2,
     },
-    "otlp.multistep.block_efficiency_bound": lambda: {
-        "target": _models()[0],
-        "draft": _models()[1],
-        "gamma": 1,
-        "shape": "kary2",
-    },
+    "otlp.multistep.block_efficiency_bound": lambda: _pair(gamma=1, shape="kary2"),
     "otlp.multistep.tabulate": lambda: {"model": _models()[0], "depth": 2},
     "otlp.multistep.target_distribution": lambda: {"target": _models()[0], "length": 1},
     "otlp.rules.describe": dict,

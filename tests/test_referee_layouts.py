@@ -249,56 +249,25 @@ def test_the_paths_tensors_follow_the_tree():
 # --- SGLang's tree -----------------------------------------------------------------------
 
 
-def sglang_target_only(
-    candidates,
-    retrive_index,
-    next_token,
-    next_sibling,
-    target_probs,
-    draft_probs,
-    rng,
-    threshold_acc=1.0,
-):
-    """SGLang's kernel (the numpy stand-in) with its outputs allocated and its coins drawn."""
-    rows, count = candidates.shape
-    predicts, accept_index = np.full(rows * count, -1), np.full((rows, count), -1)
-    accept_token_num = np.zeros(rows, dtype=np.int64)
-    engines.sglang_target_only(
-        predicts,
-        accept_index,
-        accept_token_num,
-        candidates,
-        retrive_index,
-        next_token,
-        next_sibling,
-        rng.random((rows, count)),
-        rng.random(rows),
-        target_probs,
-        draft_probs,
-        threshold_acc=threshold_acc,
-    )
-    return predicts, accept_index, accept_token_num
-
-
 def sglang_relaxed(*args):
     """Lossy: SGLang's threshold_acc below 1."""
-    return sglang_target_only(*args, threshold_acc=0.7)
+    return engines.sglang_tree_sampler(*args, threshold_acc=0.7)
 
 
 def test_sglang_tree_lossless_and_lossy():
     verdict = referee(
-        sglang_target_only, protocol="sglang_tree", scheme="without_replacement", cases=10
+        engines.sglang_tree_sampler, protocol="sglang_tree", scheme="without_replacement", cases=10
     )
     assert verdict.status == "lossless" and verdict.exact_cases == 10, verdict.summary()
     bad = referee(sglang_relaxed, protocol="sglang_tree", scheme="without_replacement", cases=10)
     assert bad.status == "deviation" and bad.failure.kind == "exact", bad.summary()
-    repeated = referee(sglang_target_only, protocol="sglang_tree", scheme="iid", cases=10)
+    repeated = referee(engines.sglang_tree_sampler, protocol="sglang_tree", scheme="iid", cases=10)
     assert repeated.status == "deviation", repeated.summary()  # repeated siblings count twice
 
 
 def test_sglang_outputs_that_are_not_root_paths_are_errors():
     def skips_the_root(*args):
-        predicts, accept_index, num = sglang_target_only(*args)
+        predicts, accept_index, num = engines.sglang_tree_sampler(*args)
         accept_index[:, 0] = accept_index[:, 1]
         return predicts, accept_index, np.maximum(num, 1)
 

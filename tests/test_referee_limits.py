@@ -23,6 +23,7 @@ from otlp.referee import NotEnumerable, Verdict, adapters, observe, referee, rep
 from otlp.referee import judge as judge_module
 from otlp.referee.cases import PositionCase
 from otlp.referee.judge import Finding
+from tests.test_referee import recursive_rejection  # lossless, from numpy's generator
 
 HERE = "tests.test_referee_limits"
 LOSSY_CASE = PositionCase(np.array([0.5, 0.5]), np.array([0.2, 0.8]), 2, "iid", "TV 0.15")
@@ -63,18 +64,6 @@ def raises_from_three_tokens(p, q, drafts, rng):
 
 def always_raises(p, q, drafts, rng):
     raise RuntimeError("broken engine")
-
-
-def recursive_rejection(p, q, drafts, rng):
-    """Lossless (SpecInfer), drawing from numpy's generator."""
-    for x in drafts:
-        if rng.random() * q[x] < p[x]:
-            return int(x)
-        residual = np.maximum(p - q, 0.0)
-        if residual.sum() <= 0:
-            return int(x)
-        p = residual / residual.sum()
-    return int(rng.choice(p.shape[0], p=p))
 
 
 def _torch_rejection(update_residual: bool):

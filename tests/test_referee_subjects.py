@@ -23,7 +23,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from scipy import stats
 
 import otlp
 import otlp.referee.subjects
@@ -31,22 +30,11 @@ import otlp.rules
 from otlp.decoding import children_probability, outcome_law
 from otlp.referee.subjects import PROTOCOLS, SUBJECTS, Subject
 from otlp.referee.subjects.suspects import top_list, top_n_id_sorted_residual
+from tests.chi_square import chi_square_pvalue
 
 SIGNIFICANCE = 1e-4
 DRAWS = 12_000  # per position test
 TREE_DRAWS = 6_000  # per tree test: V ** (DEPTH + 1) = 27 cells
-
-
-def chi_square_pvalue(observed: np.ndarray, expected: np.ndarray) -> float:
-    """Chi-square goodness of fit, pooling the cells expected to hold fewer than 5 draws."""
-    observed, expected = observed.ravel(), expected.ravel()
-    assert observed[expected <= 1e-12].sum() == 0, "a draw landed where the exact law has no mass"
-    small = expected < 5
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    exp = exp[keep] * obs[keep].sum() / exp[keep].sum()
-    return float(stats.chisquare(obs[keep], exp).pvalue)
 
 
 def _draw(law: np.ndarray, rng: np.random.Generator, size: int | None = None) -> np.ndarray:

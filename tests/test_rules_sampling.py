@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
 import otlp
 from otlp import rules
+from tests.chi_square import chi_square_pvalue
 
 SIGNIFICANCE = 1e-3
 DRAWS = 20_000
@@ -25,18 +25,6 @@ def _instance(n: int) -> otlp.Instance:
     rng = np.random.default_rng(11)
     p, q = rng.dirichlet(np.ones(7)), rng.dirichlet(np.ones(7))
     return otlp.Instance(p, q, n, top_k=4)
-
-
-def _chi_square_pvalue(observed: np.ndarray, expected: np.ndarray) -> float:
-    """Chi-square goodness of fit, pooling the cells expected to hold fewer than 5 draws."""
-    observed, expected = observed.ravel(), expected.ravel()
-    assert observed[expected <= 0].sum() == 0, "a draw landed where the exact law has no mass"
-    small = expected < 5
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    exp = exp[keep] * obs[keep].sum() / exp[keep].sum()
-    return float(stats.chisquare(obs[keep], exp).pvalue)
 
 
 def _cases() -> list[tuple[str, int]]:
@@ -56,7 +44,7 @@ def test_sampled_tokens_follow_the_output_law(name: str, n: int) -> None:
     for seed in SEEDS:
         tokens, accepted = rule.sample(inst, np.random.default_rng(seed), DRAWS)
         counts = np.bincount(tokens, minlength=inst.vocab_size)
-        assert _chi_square_pvalue(counts, DRAWS * law) > SIGNIFICANCE
+        assert chi_square_pvalue(counts, DRAWS * law) > SIGNIFICANCE
         spread = np.sqrt(acceptance * (1 - acceptance) / DRAWS)
         assert abs(accepted.mean() - acceptance) <= 4.5 * spread + 1e-12
 
@@ -76,6 +64,6 @@ def test_sampled_drafts_and_outputs_follow_the_exact_joint(name: str, n: int) ->
     column = np.array([lookup[int(c)] for c in draw.drafts @ width ** np.arange(tuples.shape[1])])
     observed = np.zeros_like(expected)
     np.add.at(observed, (column, draw.tokens), 1)
-    assert _chi_square_pvalue(observed, DRAWS * expected) > SIGNIFICANCE
+    assert chi_square_pvalue(observed, DRAWS * expected) > SIGNIFICANCE
     inside = (draw.tokens[:, None] == draw.drafts).any(axis=1)
     assert np.array_equal(inside, draw.accepted)

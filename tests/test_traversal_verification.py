@@ -19,7 +19,7 @@ from otlp.multistep import expected_accepted, output_distribution, target_distri
 from otlp.multistep.models import model_pair
 from otlp.referee import adapters, referee
 from otlp.verification.tree_exact import call_law
-from tests.test_verification_tree import SHAPES, emitted_law, repeated_row_pvalue, target_law
+from tests.test_verification_tree import SHAPES, lossless_gap, repeated_row_pvalue, target_law
 
 TV = "traversal_verification"
 
@@ -29,10 +29,7 @@ def _models(seed: int = 0, distance: float = 0.6):
 
 
 def _lossless_gap(parents, scheme, seed=0, **options) -> float:
-    target, draft = _models(seed)
-    depth = int(decoding.depth(parents).max())
-    got = emitted_law(target, draft, parents, TV, scheme, **options)
-    return float(np.abs(got - target_law(target, depth + 1)).max())
+    return float(lossless_gap(parents, TV, scheme, seed, **options).max())
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))

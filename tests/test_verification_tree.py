@@ -25,6 +25,7 @@ from otlp.decoding import (
     verify_tree,
 )
 from otlp.multistep.models import model_pair
+from tests.repeated_rows import counts_of, repeated_row_counts
 
 V = 3
 
@@ -106,6 +107,15 @@ def models(seed=0, distance=0.6, depth=4):
     return model_pair("tree", V, seed=seed, distance=distance, depth=depth)
 
 
+def lossless_gap(parents, method, scheme, seed, **options):
+    """|emitted law - target law| per sequence of length D + 1, for the toy models of ``seed``
+    (``options``: those of :func:`emitted_law`)."""
+    target, draft = models(seed=seed)
+    depth = int(decoding.depth(parents).max())
+    got = emitted_law(target, draft, parents, method, scheme, **options)
+    return np.abs(got - target_law(target, depth + 1))
+
+
 CASES = [
     ("sps", "iid", ["chain3", "paths2x2", "tree2x2"]),
     ("sps", "without_replacement", ["tree2x2"]),
@@ -128,11 +138,7 @@ CASES = [
     [(m, s, shape) for m, s, shapes in CASES for shape in shapes],
 )
 def test_exact_losslessness(method, scheme, shape):
-    parents = SHAPES[shape]
-    target, draft = models(seed=len(shape))
-    depth = int(decoding.depth(parents).max())
-    got = emitted_law(target, draft, parents, method, scheme)
-    assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
+    assert lossless_gap(SHAPES[shape], method, scheme, seed=len(shape)).max() < 1e-12
 
 
 @pytest.mark.parametrize(
@@ -140,45 +146,29 @@ def test_exact_losslessness(method, scheme, shape):
 )
 def test_global_resolution_within_its_bound(scheme, shape):
     parents = SHAPES[shape]
-    target, draft = models(seed=3)
     depth = int(decoding.depth(parents).max())
     tau = 1e-3
-    got = emitted_law(target, draft, parents, "global_resolution", scheme, tau=tau)
-    assert np.abs(got - target_law(target, depth + 1)).sum() <= 15 * depth * tau
+    gap = lossless_gap(parents, "global_resolution", scheme, seed=3, tau=tau)
+    assert gap.sum() <= 15 * depth * tau
 
 
 @pytest.mark.parametrize(
-    ("method", "scheme", "shape"),
+    ("method", "scheme", "shape", "options"),
     [
-        ("gbv", "iid", "paths2x2"),
-        ("rrs", "iid", "tree2x2"),
-        ("block", "iid", "chain3"),
-        ("hsd", "iid", "chain3"),
+        # under top-k (drafted from, and verified with, the draft's top-2 law): models of seed 6
+        ("gbv", "iid", "paths2x2", {"top_k": 2, "seed": 6}),
+        ("rrs", "iid", "tree2x2", {"top_k": 2, "seed": 6}),
+        ("block", "iid", "chain3", {"top_k": 2, "seed": 6}),
+        ("hsd", "iid", "chain3", {"top_k": 2, "seed": 6}),
+        # with absent nodes (and their descendants) in every drafted tree: models of seed 9
+        ("rrs", "iid", "paths2x2", {"absent": (3,), "seed": 9}),
+        ("kseq", "iid", "tree2x2", {"absent": (1, 4, 5), "seed": 9}),
+        ("spechub", "spechub", "tree2x2", {"absent": (5,), "seed": 9}),
+        ("gbv", "iid", "paths3x1", {"absent": (2,), "seed": 9}),
     ],
 )
-def test_exact_losslessness_under_top_k(method, scheme, shape):
-    parents = SHAPES[shape]
-    target, draft = models(seed=6)
-    depth = int(decoding.depth(parents).max())
-    got = emitted_law(target, draft, parents, method, scheme, top_k=2)
-    assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
-
-
-@pytest.mark.parametrize(
-    ("method", "scheme", "shape", "absent"),
-    [
-        ("rrs", "iid", "paths2x2", (3,)),
-        ("kseq", "iid", "tree2x2", (1, 4, 5)),
-        ("spechub", "spechub", "tree2x2", (5,)),
-        ("gbv", "iid", "paths3x1", (2,)),
-    ],
-)
-def test_exact_losslessness_with_absent_nodes(method, scheme, shape, absent):
-    parents = SHAPES[shape]
-    target, draft = models(seed=9)
-    depth = int(decoding.depth(parents).max())
-    got = emitted_law(target, draft, parents, method, scheme, absent=absent)
-    assert np.abs(got - target_law(target, depth + 1)).max() < 1e-12
+def test_exact_losslessness_under_top_k_or_with_absent_nodes(method, scheme, shape, options):
+    assert lossless_gap(SHAPES[shape], method, scheme, **options).max() < 1e-12
 
 
 def test_sparse_models_and_greedy_targets():
@@ -209,14 +199,6 @@ def test_sparse_models_and_greedy_targets():
 
 
 # ----- samplers against the exact laws ------------------------------------------------------
-def sampled_counts(result):
-    counts: dict[tuple[int, ...], int] = {}
-    for b in range(result.num_accepted.shape[0]):
-        key = tuple(int(t) for t in result.tokens_out(b))
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
 def chi2_pvalue(counts, law):
     keys = sorted(law)
     expected = np.array([law[k] for k in keys])
@@ -236,14 +218,7 @@ def chi2_pvalue(counts, law):
 def repeated_row_pvalue(row, parents, p, q, law, rows=3000, **options):
     """chi^2 p-value of ``rows`` copies of one drafted ``row`` (laws broadcast, not copied)
     verified by :func:`verify_tree` against the exact outcome ``law``."""
-    result = verify_tree(
-        np.tile(row, (rows, 1)),
-        parents,
-        np.broadcast_to(p, (rows, *p.shape)),
-        np.broadcast_to(q, (rows, *q.shape)),
-        **options,
-    )
-    return chi2_pvalue(sampled_counts(result), law)
+    return chi2_pvalue(repeated_row_counts(row, parents, p, q, rows, **options), law)
 
 
 @pytest.mark.parametrize(
@@ -388,17 +363,10 @@ def test_global_resolution_top_k_sampler_matches_its_law_at_ties(drafted):
     q = np.array([[[0.4, 0.2, 0.2, 0.2], [0.25] * 4]])
     tokens = np.array([drafted])
     law = outcome_law(tokens, parents, p[0], q[0], method="global_resolution", top_k=2)
-    rows = 4000
-    result = verify_tree(
-        np.tile(tokens, (rows, 1)),
-        parents,
-        np.broadcast_to(p, (rows, *p.shape[1:])),
-        np.broadcast_to(q, (rows, *q.shape[1:])),
-        method="global_resolution",
-        top_k=2,
-        rng=3,
+    counts = repeated_row_counts(
+        tokens, parents, p[0], q[0], 4000, method="global_resolution", top_k=2, rng=3
     )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+    assert chi2_pvalue(counts, law) > 1e-3
 
 
 def test_global_resolution_top_k_reads_the_rows_as_given(monkeypatch):
@@ -469,7 +437,7 @@ def test_top_k_on_contiguous_rows_follows_the_restricted_law(method):
         top_k=2,
         rng=5,
     )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+    assert chi2_pvalue(counts_of(result), law) > 1e-3
 
 
 def test_verify_chain_top_k_follows_the_restricted_law():
@@ -486,7 +454,7 @@ def test_verify_chain_top_k_follows_the_restricted_law():
         top_k=2,
         rng=6,
     )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+    assert chi2_pvalue(counts_of(result), law) > 1e-3
 
 
 def test_global_resolution_without_replacement_top_k_refusals_name_their_row():
@@ -556,18 +524,18 @@ def test_global_resolution_without_replacement_top_k_sampler_matches_its_law(dra
         tokens, parents, p[0], q[0], method="global_resolution", scheme="without_replacement",
         top_k=3,
     )  # fmt: skip
-    rows = 3000
-    result = verify_tree(
-        np.tile(tokens, (rows, 1)),
+    counts = repeated_row_counts(
+        tokens,
         parents,
-        np.broadcast_to(p, (rows, *p.shape[1:])),
-        np.broadcast_to(q, (rows, *q.shape[1:])),
+        p[0],
+        q[0],
+        3000,
         method="global_resolution",
         scheme="without_replacement",
         top_k=3,
         rng=4,
     )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-3
+    assert chi2_pvalue(counts, law) > 1e-3
 
 
 @pytest.mark.parametrize(
@@ -1360,7 +1328,7 @@ def test_gbv_inverse_ratio_ranking_sampler_follows_its_exact_law(top_k):
         top_k=top_k,
         rng=np.random.default_rng(6),
     )
-    assert chi2_pvalue(sampled_counts(result), law) > 1e-4
+    assert chi2_pvalue(counts_of(result), law) > 1e-4
 
 
 @pytest.mark.parametrize("method", ["sps", "rrs", "kseq", "block", "gbv", "maxflow_cs"])

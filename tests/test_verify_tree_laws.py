@@ -26,9 +26,9 @@ from otlp.decoding import (
     node_law,
     outcome_law,
     path_tree,
-    verify_tree,
 )
 from otlp.multistep.models import model_pair
+from tests.repeated_rows import repeated_row_counts
 
 # (p, q, drafts) at the root of path_tree(n, 1): n children, each a one-token path.
 # - "wor3": without replacement, the first draft rejected for sure (p = 0 there) and the
@@ -135,28 +135,19 @@ def sampled_and_exact(method, scheme, node, rows=ROWS, top_k=None):
         **tau_of(method),
         top_k=top_k,
     )
-    result = verify_tree(
-        np.tile(drafts, (rows, 1)),
+    counts = repeated_row_counts(
+        np.array(drafts),
         parents,
-        np.broadcast_to(pp, (rows, *pp.shape)),
-        np.broadcast_to(qq, (rows, *qq.shape)),
+        pp,
+        qq,
+        rows,
         method=method,
         scheme=scheme,
         **tau_of(method),
         top_k=top_k,
         rng=np.random.default_rng(17),
     )
-    counts = counts_of(result)
     return counts, law
-
-
-def counts_of(result):
-    """How often each emitted token sequence came out, over the result's rows."""
-    counts: dict[tuple[int, ...], int] = {}
-    for b in range(result.num_accepted.shape[0]):
-        key = tuple(int(t) for t in result.tokens_out(b))
-        counts[key] = counts.get(key, 0) + 1
-    return counts
 
 
 def assert_follows(counts, law, rows):
@@ -255,17 +246,18 @@ def test_tree_sampler_follows_its_exact_law(method, scheme, parents):
     law = outcome_law(tokens, parents, p, q, method=method, scheme=scheme, **tau_of(method))
     assert sum(law.values()) == pytest.approx(1.0, abs=1e-9)
     rows = 800 if (method, scheme) in SOLVED_PER_ROW else ROWS
-    result = verify_tree(
-        np.tile(tokens, (rows, 1)),
+    counts = repeated_row_counts(
+        tokens,
         parents,
-        np.broadcast_to(p, (rows, *p.shape)),
-        np.broadcast_to(q, (rows, *q.shape)),
+        p,
+        q,
+        rows,
         method=method,
         scheme=scheme,
         **tau_of(method),
         rng=np.random.default_rng(23),
     )
-    assert_follows(counts_of(result), law, rows)
+    assert_follows(counts, law, rows)
 
 
 # ----- equal children: i.i.d. drafts merge them, other schemes follow the first ------------
@@ -330,17 +322,10 @@ def test_equal_children_are_merged_only_for_iid_drafts(method, scheme, q_root, s
     assert set(law) == set(expected)
     for key, value in expected.items():
         assert law[key] == pytest.approx(value, abs=1e-12)
-    rows = ROWS
-    result = verify_tree(
-        np.tile(tokens, (rows, 1)),
-        MERGE_TREE,
-        np.broadcast_to(p, (rows, *p.shape)),
-        np.broadcast_to(q, (rows, *q.shape)),
-        method=method,
-        scheme=scheme,
-        rng=np.random.default_rng(5),
+    counts = repeated_row_counts(
+        tokens, MERGE_TREE, p, q, ROWS, method=method, scheme=scheme, rng=np.random.default_rng(5)
     )
-    assert_follows(counts_of(result), law, rows)
+    assert_follows(counts, law, ROWS)
 
 
 @pytest.mark.parametrize("method", ["global_resolution", "maxflow_cs"])

@@ -14,7 +14,8 @@ examples and the tests run them; an engine's user calls the engine's function in
   accepted (or whose mass reaches ``threshold_single``; the running mass is divided by
   ``threshold_acc``), else the final token from the target without the tried children, by
   ``uniform_samples_for_final_sampling``; fills ``predicts``, ``accept_index`` and
-  ``accept_token_num`` in place.
+  ``accept_token_num`` in place. :func:`sglang_tree_sampler` is the ``sglang_tree`` layout's
+  sampler around it: the outputs allocated and the coins drawn from ``rng``.
 * :func:`transformers_speculative_sampling` — transformers' ``_speculative_sampling``: ``r <=
   p/q`` per draft, the residual at the first rejection, the next target law after all.
 
@@ -152,6 +153,40 @@ def sglang_target_only(
             accept_index[b, accepted] = retrive_index[b, child]
             node = child
         accept_token_num[b] = accepted
+
+
+def sglang_tree_sampler(
+    candidates: IntArray,
+    retrive_index: IntArray,
+    retrive_next_token: IntArray,
+    retrive_next_sibling: IntArray,
+    target_probs: FloatArray,
+    draft_probs: FloatArray,
+    rng: Any,
+    threshold_acc: float = 1.0,
+) -> tuple[IntArray, IntArray, IntArray]:
+    """``(predicts, accept_index, accept_token_num)`` of :func:`sglang_target_only` on the
+    ``sglang_tree`` layout's arguments (:mod:`otlp.referee.layouts`): its outputs allocated
+    (-1 where nothing is written) and its coins, one per node and one for the final draw of each
+    row, drawn from ``rng``."""
+    rows, count = candidates.shape
+    predicts, accept_index = np.full(rows * count, -1), np.full((rows, count), -1)
+    accept_token_num = np.zeros(rows, dtype=np.int64)
+    sglang_target_only(
+        predicts,
+        accept_index,
+        accept_token_num,
+        candidates,
+        retrive_index,
+        retrive_next_token,
+        retrive_next_sibling,
+        rng.random((rows, count)),
+        rng.random(rows),
+        target_probs,
+        draft_probs,
+        threshold_acc=threshold_acc,
+    )
+    return predicts, accept_index, accept_token_num
 
 
 def transformers_speculative_sampling(
