@@ -11,6 +11,7 @@ from typing import NoReturn
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.decoder_rows.inputs import DecoderBatch
 from otlp.instance import impossible_draw
 from otlp.solvers.arrays import FloatArray, IntArray
 from otlp.solvers.global_resolution.scheme_token import greedy_last, independent_vocabulary
@@ -81,43 +82,36 @@ _ROW_ERRORS = {
 }
 
 
-def raise_for_bad_rows(table: NDArray, p: NDArray, q: NDArray, drafts: NDArray) -> None:
+def raise_for_bad_rows(table: NDArray, batch: DecoderBatch) -> None:
     """The first refused row's ``ValueError`` (:func:`raise_for_row_status`) in a compiled
     batch's ``table`` (status, detail, ...), if any."""
     bad = np.flatnonzero(table[:, 0] >= BAD_P)
     if bad.size:
         b = int(bad[0])
-        raise_for_row_status(int(table[b, 0]), int(table[b, 1]), b, p, q, drafts)
+        raise_for_row_status(int(table[b, 0]), int(table[b, 1]), b, batch)
 
 
-def raise_for_row_status(
-    status: int,
-    detail: int,
-    b: int,
-    p: NDArray,
-    q: NDArray,
-    drafts: NDArray,
-    scheme: str = "iid",
-) -> NoReturn:
-    """The ``ValueError`` of row ``b``, which a kernel or :func:`checked_row` refused with
-    ``status`` (a :class:`~otlp.solvers.row_status.RowStatus` code) and ``detail`` (the draw at
-    fault, or the drafter of an independent pair's row): one message per code for every
-    scheme, naming the argument and the row as the caller passed them."""
+def raise_for_row_status(status: int, detail: int, b: int, batch: DecoderBatch) -> NoReturn:
+    """The ``ValueError`` of row ``b`` of ``batch``, which a kernel or :func:`checked_row`
+    refused with ``status`` (a :class:`~otlp.solvers.row_status.RowStatus` code) and
+    ``detail`` (the draw at fault, or the drafter of an independent pair's row): one message
+    per code for every scheme, naming the argument and the row as the caller passed them."""
+    drafts, independent = batch.drafts, batch.scheme == "independent"
     if status == BAD_DRAFT:
         if detail < 0:
             raise ValueError(
                 f"drafts[{b}]: {drafts[b].tolist()} is not a greedy draft tuple (the top "
                 f"{drafts.shape[1] - 1} draft tokens plus one other token of positive probability)"
             )
-        drafter = f" by its drafter q[{b if q.shape[0] > 1 else 0}, {detail}]"
+        drafter = f" by its drafter q[{b if batch.q.shape[0] > 1 else 0}, {detail}]"
         raise ValueError(
             f"drafts[{b}, {detail}]: token {int(drafts[b, detail])} cannot be drafted"
-            f"{drafter if scheme == 'independent' else ''} (draft probability 0, or outside "
+            f"{drafter if independent else ''} (draft probability 0, or outside "
             "the top-k draft)"
         )
     if status in (BAD_P, SUM_P):
-        name = f"p[{b if p.shape[0] > 1 else 0}]"
+        name = f"p[{b if batch.p.shape[0] > 1 else 0}]"
     else:
-        row = b if q.shape[0] > 1 else 0
-        name = f"q[{row}, {detail}]" if scheme == "independent" else f"q[{row}]"
+        row = b if batch.q.shape[0] > 1 else 0
+        name = f"q[{row}, {detail}]" if independent else f"q[{row}]"
     raise ValueError(_ROW_ERRORS[status].format(name=name))

@@ -8,50 +8,40 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.decoder_rows.checks import checked_row, raise_for_row_status
-from otlp.decoder_rows.inputs import draw_token, row, row_instance
+from otlp.decoder_rows.inputs import DecoderBatch, draw_token, row
 from otlp.decoder_rows.result import DraftVerification, exact_verification
 from otlp.instance import Instance
 from otlp.solvers.row_status import OK
 
 
 def exact_rows(
-    p: NDArray,
-    q: NDArray,
-    drafts: NDArray[np.int64],
-    method: str,
-    uniforms: NDArray[np.float64],
-    *,
-    scheme: str = "iid",
-    top_k: int | None,
-    atol: float,
-    kernel_checks: bool = True,
+    batch: DecoderBatch, method: str, *, kernel_checks: bool = True
 ) -> DraftVerification:
     """Each row's token from the exact conditional law of ``method`` (a rule of
-    :mod:`otlp.rules`, or ``maxflow_cs``) given its drafts: ``p`` (1 or B, V), ``q`` (1 or B,
-    d, V) as :func:`~otlp.decoder_rows.inputs.batch_arrays` holds them, two ``uniforms`` per
-    row; a batch sharing one (p, q) solves or builds it once. With ``kernel_checks`` every row
-    is first checked as the fused rows check it (:func:`~otlp.decoder_rows.checks.checked_row`:
+    :mod:`otlp.rules`, or ``maxflow_cs``) given its drafts, with the row's two uniforms; a
+    batch sharing one (p, q) solves or builds it once. With ``kernel_checks`` every row is
+    first checked as the fused rows check it (:func:`~otlp.decoder_rows.checks.checked_row`:
     the schemes beyond i.i.d., whose methods refuse the same rows with the same message);
     without, the row's :class:`~otlp.instance.Instance` checks it (the i.i.d. rules, whose
     messages give the offending sum)."""
     import otlp.rules
     from otlp.api import solve
 
-    rows, n = drafts.shape
-    tokens = np.empty(rows, dtype=np.int64)
+    p, q, drafts = batch.p, batch.q, batch.drafts
+    tokens = np.empty(drafts.shape[0], dtype=np.int64)
     rule = None if method == "maxflow_cs" else otlp.rules.get(method)
     shared = p.shape[0] == 1 and q.shape[0] == 1  # one (p, q) for all rows: solve it once
     inst: Instance | None = None
     plan = None
-    for b in range(rows):
+    for b in range(drafts.shape[0]):
         if kernel_checks:
             status, detail, _, _ = checked_row(
-                row(p, b), row(q, b), drafts[b], scheme, top_k or 0, atol
+                row(p, b), row(q, b), drafts[b], batch.scheme, batch.top_k or 0, batch.atol
             )
             if status != OK:
-                raise_for_row_status(status, detail, b, p, q, drafts, scheme)
+                raise_for_row_status(status, detail, b, batch)
         if inst is None or not shared:
-            inst = row_instance(row(p, b), row(q, b), n, b, scheme=scheme, top_k=top_k, atol=atol)
+            inst = batch.instance(b)
             plan = solve(inst, "maxflow-cs", check=False) if rule is None else None
         try:
             local = inst.to_local(drafts[b])
@@ -67,7 +57,7 @@ def exact_rows(
             if method == "spechub":
                 _require_hub(inst, local, drafts, b)
             probs = rule.local_conditionals(inst, local[None, :])[0]
-        tokens[b] = draw_token(inst, probs, uniforms[b])
+        tokens[b] = draw_token(inst, probs, batch.uniforms[b])
     return exact_verification(tokens, drafts, method)
 
 

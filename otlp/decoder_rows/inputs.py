@@ -1,7 +1,9 @@
-"""A decoder call's inputs as every row path reads them, and the steps of one row shared by all
-rules: its Instance and the draw from a local law."""
+"""A decoder call's inputs as every row path reads them (:class:`DecoderBatch`), and the steps of
+one row shared by all rules: its Instance and the draw from a local law."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -67,25 +69,58 @@ def row(arr: NDArray, b: int) -> NDArray:
     return arr[0] if arr.shape[0] == 1 else arr[b]
 
 
-def row_instance(
-    p: NDArray,
-    q: NDArray,
-    n: int,
-    b: int,
-    *,
-    scheme: str = "iid",
-    top_k: int | None,
-    atol: float,
-) -> Instance:
-    """Row ``b``'s Instance from its target row ``p`` (V,) and draft rows ``q`` ((V,), or
-    (d, V) as :func:`batch_arrays` holds them: one row per draw for two independent drafts),
-    with ``n`` drafts; its errors name the row (``p[b]: ...``)."""
-    q_arg = q if q.ndim == 1 else (list(q) if scheme == "independent" else q[0])
-    try:
-        return Instance(p, q_arg, n, scheme, top_k=top_k, atol=atol)
-    except ValueError as exc:
-        name, _, rest = str(exc).partition(":")
-        raise ValueError(f"{name}[{b}]:{rest}") from None
+@dataclass(frozen=True)
+class DecoderBatch:
+    """A decoder call's checked inputs as every row path reads them: ``p`` (1 or B, V) and
+    ``q`` (1 or B, d, V) as :func:`batch_arrays` returns them (one draft row per draw: d = 2
+    for two independent drafters, else 1), ``drafts`` (B, n) int64, each row's ``uniforms``
+    (B, m), the draft ``scheme``, ``top_k`` (None: every token of positive draft
+    probability) and the tolerance ``atol`` of the sums."""
+
+    p: NDArray
+    q: NDArray
+    drafts: NDArray[np.int64]
+    uniforms: NDArray[np.float64]
+    scheme: str
+    top_k: int | None
+    atol: float
+
+    @classmethod
+    def of_row(
+        cls,
+        p: NDArray,
+        q: NDArray,
+        drafts: NDArray,
+        uniforms: NDArray,
+        *,
+        scheme: str,
+        top_k: int | None,
+        atol: float,
+    ) -> DecoderBatch:
+        """A batch of one row (a tree node's): ``p`` (V,), ``q`` (V,) or (d, V), ``drafts``
+        (n,) and its ``uniforms``."""
+        return cls(
+            p[None, :],
+            (q if q.ndim == 2 else q[None, :])[None],
+            np.ascontiguousarray(drafts[None, :], dtype=np.int64),
+            np.ascontiguousarray(uniforms[None, :], dtype=np.float64),
+            scheme,
+            top_k,
+            atol,
+        )
+
+    def instance(self, b: int) -> Instance:
+        """Row ``b``'s Instance (its target row, its draft rows: the pair of an independent
+        drafters' row, else the one draft row; its n drafts); its errors name the row
+        (``p[b]: ...``)."""
+        q = row(self.q, b)
+        q_arg = list(q) if self.scheme == "independent" else q[0]
+        n = self.drafts.shape[1]
+        try:
+            return Instance(row(self.p, b), q_arg, n, self.scheme, top_k=self.top_k, atol=self.atol)
+        except ValueError as exc:
+            name, _, rest = str(exc).partition(":")
+            raise ValueError(f"{name}[{b}]:{rest}") from None
 
 
 def draw_token(inst: Instance, probs: NDArray[np.float64], u: NDArray[np.float64]) -> int:

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.decoder_rows.checks import raise_for_bad_rows
-from otlp.decoder_rows.inputs import row
+from otlp.decoder_rows.inputs import DecoderBatch
 from otlp.decoder_rows.result import DraftVerification, RowReport, verification
 from otlp.global_resolution.row_fallback import fallback_token
 from otlp.global_resolution.row_options import RowOptions
@@ -24,36 +24,28 @@ from otlp.solvers.row_status import FALLBACK
 
 
 def iid_rows(
-    options: RowOptions,
-    p_arr: NDArray,
-    q_arr: NDArray,
-    draft_arr: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
-    top_k: int | None,
-    atol: float,
-    deadline: Deadline,
-    parallel: bool = False,
+    options: RowOptions, batch: DecoderBatch, deadline: Deadline, parallel: bool = False
 ) -> DraftVerification:
-    """Global resolution's compiled batch on checked arrays (``verify_drafts`` after its
-    argument checks): p, q (1 or B, V) float32/float64 C-contiguous, drafts (B, n) int64,
-    two ``uniforms`` per row (a row's token depends on its own pair only); rows whose unit
-    misses its budget are solved exactly (fallback). Every row stops at the call's
-    ``deadline`` and a row that ran out of it gets its token from ``rrs``."""
-    from otlp.solvers.global_resolution.token import batch, batch_parallel
+    """Global resolution's compiled batch on a checked i.i.d. ``batch`` (``verify_drafts``
+    after its argument checks): p, q float32/float64 C-contiguous, two uniforms per row (a
+    row's token depends on its own pair only); rows whose unit misses its budget are solved
+    exactly (fallback). Every row stops at the call's ``deadline`` and a row that ran out of
+    it gets its token from ``rrs``."""
+    from otlp.solvers.global_resolution.token import batch as batch_kernel
+    from otlp.solvers.global_resolution.token import batch_parallel
 
-    kernel = batch_parallel if parallel else batch
-    _compile(kernel, p_arr.dtype, q_arr.dtype)  # on a tiny row: its seconds count
+    p, q, drafts, top_k = batch.p, batch.q[:, 0], batch.drafts, batch.top_k
+    kernel = batch_parallel if parallel else batch_kernel
+    _compile(kernel, p.dtype, q.dtype)  # on a tiny row: its seconds count
     # one draft: the closed form, no Newton step to pin BLAS for
-    with blas_pinned((top_k or p_arr.shape[1]) if draft_arr.shape[1] > 1 else 0):
+    with blas_pinned((top_k or p.shape[1]) if drafts.shape[1] > 1 else 0):
         tokens, table = kernel(
-            p_arr, q_arr, draft_arr, top_k or 0, options.tau, options.max_iter, atol, uniforms,
-            deadline.now(),
+            p, q, drafts, top_k or 0, options.tau, options.max_iter, batch.atol,
+            batch.uniforms, deadline.now(),
         )  # fmt: skip
-        raise_for_bad_rows(table, p_arr, q_arr, draft_arr)
-        reports = _row_reports(
-            options, p_arr, q_arr, draft_arr, uniforms, tokens, table, top_k, atol, deadline
-        )
-    return verification(tokens, draft_arr, tuple(reports), "global_resolution")
+        raise_for_bad_rows(table, batch)
+        reports = _row_reports(options, batch, tokens, table, deadline)
+    return verification(tokens, drafts, tuple(reports), "global_resolution")
 
 
 _COMPILED: set[tuple[object, ...]] = set()  # (kernel, p dtype, q dtype) run once
@@ -73,14 +65,9 @@ def _compile(kernel: Any, p_dtype: np.dtype, q_dtype: np.dtype) -> None:
 
 def _row_reports(
     options: RowOptions,
-    p_arr: NDArray,
-    q_arr: NDArray,
-    draft_arr: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
+    batch: DecoderBatch,
     tokens: NDArray[np.int64],
     table: NDArray,
-    top_k: int | None,
-    atol: float,
     deadline: Deadline,
 ) -> list[RowReport]:
     """Each row's report from the kernel's table; a fallback row's token (written into
@@ -88,9 +75,8 @@ def _row_reports(
     from otlp.solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
     from otlp.solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
 
-    rows = draft_arr.shape[0]
     reports = []
-    for b in range(rows):
+    for b in range(batch.drafts.shape[0]):
         status, system, block, variables, iterations, deviation, budget, newton = table[b]
         fallback = bool(status == FALLBACK)
         message = NEWTON_MESSAGES[int(newton)]
@@ -99,8 +85,7 @@ def _row_reports(
         rule, lost = None, None
         if fallback:
             tokens[b], how, rule, lost = fallback_token(
-                options, row(p_arr, b), row(q_arr, b), draft_arr[b], b, uniforms[b], deadline,
-                scheme="iid", top_k=top_k, atol=atol, out_of_time=int(newton) == OUT_OF_TIME,
+                options, batch, b, deadline, out_of_time=int(newton) == OUT_OF_TIME,
                 alpha_star=None, iteration_limit=int(newton) == ITERATION_LIMIT,
             )  # fmt: skip
             message = (

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-from numpy.typing import NDArray
-
-from otlp.decoder_rows.inputs import draw_token, row_instance
+from otlp.decoder_rows.inputs import DecoderBatch, draw_token
 from otlp.decoder_rows.result import DraftVerification
 from otlp.global_resolution.method import make_engine
 from otlp.global_resolution.row_options import RowOptions
@@ -29,24 +26,17 @@ def call_deadline(time_budget: float | None, start: float, reserve: float) -> De
 
 def fallback_token(
     options: RowOptions,
-    p: NDArray,
-    q: NDArray,
-    drafts: NDArray,
+    batch: DecoderBatch,
     b: int,
-    u: NDArray[np.float64],
     deadline: Deadline,
     *,
-    scheme: str,
-    top_k: int | None,
-    atol: float,
     out_of_time: bool,
     alpha_star: float | None,
     iteration_limit: bool = False,
 ) -> tuple[int, str, str | None, float | None]:
-    """The token of row ``b`` that the fused path could not certify, from its target row ``p``
-    (V,), draft rows ``q`` and ``drafts`` as :func:`~otlp.decoder_rows.inputs.row_instance`
-    takes them, its two uniforms ``u``: (token, what the fallback did, the lossless rule that
-    gave the token or None, the acceptance it lost or None).
+    """The token of row ``b`` of ``batch`` that the fused path could not certify: (token,
+    what the fallback did, the lossless rule that gave the token or None, the acceptance it
+    lost or None).
 
     A row ``out_of_time`` (a stage did not fit the call's ``deadline``) goes straight to the
     scheme's lossless rule: an exact max-flow on its unit costs more than the Newton
@@ -56,7 +46,8 @@ def fallback_token(
     does not fit the time left); a row whose Newton stopped at its ``iteration_limit`` hands
     it no iteration (the object API's Newton would stop at the same limit: it keeps its seed
     if that is certified, otherwise it solves the unit exactly at once)."""
-    inst = row_instance(p, q, drafts.shape[0], b, scheme=scheme, top_k=top_k, atol=atol)
+    inst = batch.instance(b)
+    drafts = batch.drafts[b]
     if out_of_time:
         found = rule_token(inst, inst.to_local(drafts), alpha_star, deadline)
         probs, how = found.probs, f"token by {found.rule}"
@@ -71,7 +62,7 @@ def fallback_token(
         probs, report = engine.local_slice(drafts, deadline)
         how = f"object API: {report.message}"
         rule, lost = report.fallback_rule, report.acceptance_lost
-    return draw_token(inst, probs, u), how, rule, lost
+    return draw_token(inst, probs, batch.uniforms[b]), how, rule, lost
 
 
 def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification:

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.decoder_rows.exact import exact_rows
+from otlp.decoder_rows.inputs import DecoderBatch
 from otlp.decoder_rows.result import DraftVerification
 from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import check_unit_size
@@ -34,44 +35,29 @@ class GlobalResolutionRows(RowOptions):
     """Global resolution's rows for one decoder call, with its checked options (:class:`RowOptions`:
     ``tau``, ``max_iter``, ``time_budget``; build them with :meth:`checked`)."""
 
-    def verify(
-        self,
-        p: NDArray,
-        q: NDArray,
-        drafts: NDArray[np.int64],
-        uniforms: NDArray[np.float64],
-        *,
-        scheme: str,
-        top_k: int | None,
-        atol: float,
-        parallel: bool,
-        start: float,
-    ) -> DraftVerification:
-        """The batch's tokens: ``p`` (1 or B, V), ``q`` (1 or B, d, V) and ``drafts`` (B, n)
-        as :func:`otlp.decoder_rows.inputs.batch_arrays` holds them, two ``uniforms`` per row,
-        the call's ``start`` (its ``time.perf_counter()``; the budget counts from there).
+    def verify(self, batch: DecoderBatch, *, parallel: bool, start: float) -> DraftVerification:
+        """The tokens of a checked ``batch`` (:class:`otlp.decoder_rows.inputs.DecoderBatch`,
+        two uniforms per row), the call's ``start`` (its ``time.perf_counter()``; the budget
+        counts from there).
 
         A unit whose one Newton evaluation is over ``otlp.limits`` sends every row to the
         scheme's lossless rule (each report says so); otherwise each row is verified by the
         compiled i.i.d. batch (``parallel``: on numba's threads) or the fused scheme row, and a
         row those cannot certify goes down the fallback chain."""
-        rows, n = drafts.shape
-        vocab = p.shape[1]
+        rows, n = batch.drafts.shape
+        vocab = batch.p.shape[1]
         try:
-            if scheme != "greedy":  # the greedy plan is closed form: no Newton evaluation
-                check_unit_size(vocab if top_k is None else top_k, n)
+            if batch.scheme != "greedy":  # the greedy plan is closed form: no Newton evaluation
+                check_unit_size(vocab if batch.top_k is None else batch.top_k, n)
         except ProblemTooLarge as exc:  # a valid row still gets a token: the scheme's rule's
-            rule = FALLBACK_RULES[scheme].name
-            verified = exact_rows(
-                p, q, drafts, rule, uniforms, scheme=scheme, top_k=top_k, atol=atol,
-                kernel_checks=scheme != "iid",
-            )  # fmt: skip
+            rule = FALLBACK_RULES[batch.scheme].name
+            verified = exact_rows(batch, rule, kernel_checks=batch.scheme != "iid")
             return rule_rows(verified, str(exc))
-        reserve = rows * rule_seconds(vocab, q.shape[1])  # kept for the rows' rule tokens
+        reserve = rows * rule_seconds(vocab, batch.q.shape[1])  # kept for the rows' rule tokens
         deadline = call_deadline(self.time_budget, start, reserve)
-        if scheme == "iid":
-            return iid_rows(self, p, q[:, 0], drafts, uniforms, top_k, atol, deadline, parallel)
-        return scheme_rows(self, p, q, drafts, uniforms, scheme, top_k, atol, deadline)
+        if batch.scheme == "iid":
+            return iid_rows(self, batch, deadline, parallel)
+        return scheme_rows(self, batch, deadline)
 
     def node_token(
         self, p: NDArray[np.floating], q: NDArray[np.floating], omega: NDArray[np.int64],
@@ -114,14 +100,6 @@ class GlobalResolutionRows(RowOptions):
             return scheme_row_token(
                 self, p, q[None, :], omega, "without_replacement", u[:2], atol, top_k
             )
-        result = iid_rows(
-            self,
-            p[None, :],
-            q[None, :],
-            np.ascontiguousarray(omega[None, :], dtype=np.int64),
-            np.ascontiguousarray(u[None, :2], dtype=np.float64),
-            top_k,
-            atol,
-            Deadline.after(self.time_budget),
-        )
+        batch = DecoderBatch.of_row(p, q, omega, u[:2], scheme="iid", top_k=top_k, atol=atol)
+        result = iid_rows(self, batch, Deadline.after(self.time_budget))
         return int(result.tokens[0])

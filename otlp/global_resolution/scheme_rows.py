@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otlp.decoder_rows.checks import raise_for_row_status
-from otlp.decoder_rows.inputs import row
+from otlp.decoder_rows.inputs import DecoderBatch, row
 from otlp.decoder_rows.result import DraftVerification, RowReport, verification
 from otlp.global_resolution.fused import scheme_row
 from otlp.global_resolution.row_fallback import fallback_token
@@ -20,37 +20,25 @@ from otlp.solvers.global_resolution.budget import Deadline
 from otlp.solvers.row_status import FALLBACK, OK
 
 
-def scheme_rows(
-    options: RowOptions,
-    p_arr: NDArray,
-    q_arr: NDArray,
-    draft_arr: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
-    scheme: str,
-    top_k: int | None,
-    atol: float,
-    deadline: Deadline,
-) -> DraftVerification:
-    """The fused row per row of the batch, before the call's ``deadline``; a row it cannot
+def scheme_rows(options: RowOptions, batch: DecoderBatch, deadline: Deadline) -> DraftVerification:
+    """The fused row per row of ``batch``, before the call's ``deadline``; a row it cannot
     certify gets its token from :func:`fallback_token`."""
-    rows = draft_arr.shape[0]
-    tokens = np.empty(rows, dtype=np.int64)
+    drafts, uniforms = batch.drafts, batch.uniforms
+    tokens = np.empty(drafts.shape[0], dtype=np.int64)
     reports = []
-    for b in range(rows):
-        pb, qb = row(p_arr, b), row(q_arr, b)
+    for b in range(drafts.shape[0]):
         result = scheme_row(
-            pb, qb, draft_arr[b], scheme, top_k or 0, options.tau, options.max_iter, atol,
-            uniforms[b], deadline,
+            row(batch.p, b), row(batch.q, b), drafts[b], batch.scheme, batch.top_k or 0,
+            options.tau, options.max_iter, batch.atol, uniforms[b], deadline,
         )  # fmt: skip
         if result.status not in (OK, FALLBACK):
-            raise_for_row_status(result.status, result.detail, b, p_arr, q_arr, draft_arr, scheme)
+            raise_for_row_status(result.status, result.detail, b, batch)
         fallback = result.status == FALLBACK
         message = result.message
         rule, lost = None, None
         if fallback:
             tokens[b], how, rule, lost = fallback_token(
-                options, pb, qb, draft_arr[b], b, uniforms[b], deadline, scheme=scheme,
-                top_k=top_k, atol=atol, out_of_time=result.out_of_time,
+                options, batch, b, deadline, out_of_time=result.out_of_time,
                 alpha_star=result.alpha_star, iteration_limit=result.iteration_limit,
             )  # fmt: skip
             message = f"{message}; {how}"
@@ -70,7 +58,7 @@ def scheme_rows(
                 acceptance_lost=lost,
             )
         )
-    return verification(tokens, draft_arr, tuple(reports), "global_resolution")
+    return verification(tokens, drafts, tuple(reports), "global_resolution")
 
 
 def scheme_row_token(
@@ -103,14 +91,14 @@ def scheme_row_token(
     result = scheme_row(
         p, q, drafts, scheme, k, options.tau, options.max_iter, atol, uniforms, deadline
     )
+    if result.status == OK:
+        return result.token
+    batch = DecoderBatch.of_row(p, q, drafts, uniforms, scheme=scheme, top_k=k or None, atol=atol)
     if result.status == FALLBACK:  # Instance widens and renormalises the rows itself
         return fallback_token(
-            options, p, q, drafts, 0, uniforms, deadline, scheme=scheme, top_k=k or None,
-            atol=atol, out_of_time=result.out_of_time, alpha_star=result.alpha_star,
-            iteration_limit=result.iteration_limit,
+            options, batch, 0, deadline, out_of_time=result.out_of_time,
+            alpha_star=result.alpha_star, iteration_limit=result.iteration_limit,
         )[0]  # fmt: skip
-    if result.status != OK and top_k is None:
-        raise_for_row_status(
-            result.status, result.detail, 0, p[None], q[None], drafts[None], scheme
-        )
-    return result.token if result.status == OK else -1
+    if top_k is None:
+        raise_for_row_status(result.status, result.detail, 0, batch)
+    return -1

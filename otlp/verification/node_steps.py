@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from otlp.decoder_rows.inputs import DecoderBatch
 from otlp.global_resolution.rows import GlobalResolutionRows
 from otlp.rules.base import residual
 from otlp.rules.kseq import kseq_parameters
@@ -221,16 +222,9 @@ def _partial_resolution_row(
     (the race's exact law, Lemma 6 of docs/partial-resolution.md)."""
     from otlp.verification.position import partial_resolution_rows
 
-    n = omega.shape[0]
-    result = partial_resolution_rows(
-        p[None, :],
-        q[None, :],
-        np.ascontiguousarray(omega[None, :], dtype=np.int64),
-        np.ascontiguousarray(u[None, : n + 2], dtype=np.float64),
-        top_k,
-        atol,
-    )
-    return int(result.tokens[0])
+    u = u[: omega.shape[0] + 2]
+    batch = DecoderBatch.of_row(p, q, omega, u, scheme="iid", top_k=top_k, atol=atol)
+    return int(partial_resolution_rows(batch).tokens[0])
 
 
 def _partial_resolution_fused(

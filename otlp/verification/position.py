@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from otlp.args import (
     as_generator,
@@ -43,7 +42,7 @@ from otlp.args import (
 )
 from otlp.decoder_rows.checks import raise_for_bad_rows
 from otlp.decoder_rows.exact import exact_rows
-from otlp.decoder_rows.inputs import batch_arrays
+from otlp.decoder_rows.inputs import DecoderBatch, batch_arrays
 from otlp.decoder_rows.result import DraftVerification, RowReport, exact_verification
 from otlp.global_resolution.rows import GlobalResolutionRows
 from otlp.limits import DEFAULT_TIME_BUDGET
@@ -164,21 +163,14 @@ def verify_drafts(
             f"parallel: only the i.i.d. fused path runs on numba's threads; scheme {scheme!r} "
             "verifies its rows one by one"
         )
-    generator = as_generator(rng)
+    # partial resolution: n clocks and the residual's two uniforms per row; the others: two
+    uniforms = as_generator(rng).random((rows, n + 2 if method == "partial_resolution" else 2))
+    batch = DecoderBatch(p_arr, q_rows, draft_arr, uniforms, scheme, top_k, atol)
     if method == "partial_resolution":
-        return partial_resolution_rows(
-            p_arr, q_rows[:, 0], draft_arr, generator.random((rows, n + 2)), top_k, atol
-        )
-    uniforms = generator.random((rows, 2))
+        return partial_resolution_rows(batch)
     if method != "global_resolution":
-        return exact_rows(
-            p_arr, q_rows, draft_arr, method, uniforms, scheme=scheme, top_k=top_k, atol=atol,
-            kernel_checks=by_scheme,
-        )  # fmt: skip
-    return options.verify(
-        p_arr, q_rows, draft_arr, uniforms, scheme=scheme, top_k=top_k, atol=atol,
-        parallel=parallel, start=start,
-    )  # fmt: skip
+        return exact_rows(batch, method, kernel_checks=by_scheme)
+    return options.verify(batch, parallel=parallel, start=start)
 
 
 def default_method(scheme: str) -> str:
@@ -194,14 +186,7 @@ def default_method(scheme: str) -> str:
     return optimal_method(draft_scheme(scheme))
 
 
-def partial_resolution_rows(
-    p: NDArray,
-    q: NDArray,
-    drafts: NDArray[np.int64],
-    uniforms: NDArray[np.float64],
-    top_k: int | None,
-    atol: float,
-) -> DraftVerification:
+def partial_resolution_rows(batch: DecoderBatch) -> DraftVerification:
     """Partial resolution's rows (exact OT for i.i.d. drafts, :mod:`otlp.partial_resolution`)
     in one compiled pass per row (:func:`otlp.solvers.partial_resolution_row.batch`): checks and
     top k, H* and the accepted masses, gap filling only as far as the row's drafted tokens,
@@ -210,8 +195,11 @@ def partial_resolution_rows(
     partition). The token's law given the drafts is the tuple-level refinement of the plan's
     set conditional (Lemma 4 of docs/partial-resolution.md), so the row is exact with no
     tolerance."""
-    from otlp.solvers.partial_resolution_row import batch
+    from otlp.solvers.partial_resolution_row import batch as batch_kernel
 
-    tokens, table = batch(p, q, drafts, top_k or 0, atol, uniforms)
-    raise_for_bad_rows(table, p, q, drafts)
+    drafts = batch.drafts
+    tokens, table = batch_kernel(
+        batch.p, batch.q[:, 0], drafts, batch.top_k or 0, batch.atol, batch.uniforms
+    )
+    raise_for_bad_rows(table, batch)
     return exact_verification(tokens, drafts, "partial_resolution")
