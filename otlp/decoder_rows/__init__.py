@@ -5,8 +5,9 @@ row's drafted ids into one token per row. The rules differ (global resolution's 
 :mod:`otlp.global_resolution.rows`, the exact rules and partial resolution in
 :mod:`otlp.verification.position`); what they share has one home here, below both:
 
-* :mod:`.inputs` — the batch's arrays as every path reads them, a row's Instance, the draw
-  from a local law;
+* :mod:`.inputs` — the call's checked inputs as every path reads them
+  (:class:`~.inputs.DecoderBatch`: the arrays, uniforms, scheme, top-k and tolerance), a
+  row's Instance, the draw from a local law;
 * :mod:`.checks` — one row's scan, top-k and draft checks, and the one message per
   :class:`~otlp.solvers.row_status.RowStatus` code that names the argument and row at fault;
 * :mod:`.result` — the result (:class:`DraftVerification`) and a row's report
