@@ -16,7 +16,8 @@ from numpy.typing import NDArray
 from otlp.decoder_rows.checks import raise_for_bad_rows
 from otlp.decoder_rows.inputs import DecoderBatch
 from otlp.decoder_rows.result import DraftVerification, RowReport, verification
-from otlp.global_resolution.row_fallback import fallback_token
+from otlp.global_resolution.fused import RowResult
+from otlp.global_resolution.row_fallback import row_outcome
 from otlp.global_resolution.row_options import RowOptions
 from otlp.solvers.global_resolution.budget import Deadline, blas_pinned
 from otlp.solvers.global_resolution.constants import INNER, OUTER, SINGLE_DRAFT
@@ -71,40 +72,33 @@ def _row_reports(
     deadline: Deadline,
 ) -> list[RowReport]:
     """Each row's report from the kernel's table; a fallback row's token (written into
-    ``tokens``) from :func:`fallback_token`."""
+    ``tokens``) from the fallback chain (:func:`row_outcome`)."""
     from otlp.solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
     from otlp.solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
 
     reports = []
     for b in range(batch.drafts.shape[0]):
         status, system, block, variables, iterations, deviation, budget, newton = table[b]
-        fallback = bool(status == FALLBACK)
         message = NEWTON_MESSAGES[int(newton)]
         if system == SINGLE_DRAFT:
             message = "closed form: one draft's optimal plan is speculative sampling's law"
-        rule, lost = None, None
-        if fallback:
-            tokens[b], how, rule, lost = fallback_token(
-                options, batch, b, deadline, out_of_time=int(newton) == OUT_OF_TIME,
-                alpha_star=None, iteration_limit=int(newton) == ITERATION_LIMIT,
-            )  # fmt: skip
-            message = (
-                f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}; {how}"
-            )
-        reports.append(
-            RowReport(
-                system=_SYSTEM_NAMES.get(int(system)),  # -1: out of time before any unit
-                block=int(block) if system == OUTER else None,
-                variables=int(variables),
-                iterations=int(iterations),
-                deviation=float(deviation),
-                budget=float(budget),
-                fallback=fallback,
-                message=message,
-                fallback_rule=rule,
-                acceptance_lost=lost,
-            )
+        if status == FALLBACK:
+            message = f"compiled row: {message}, deviation {deviation:.3g} > budget {budget:.3g}"
+        result = RowResult(
+            int(status),
+            int(tokens[b]),
+            system=_SYSTEM_NAMES.get(int(system)),  # -1: out of time before any unit
+            block=int(block) if system == OUTER else None,
+            variables=int(variables),
+            iterations=int(iterations),
+            deviation=float(deviation),
+            budget=float(budget),
+            message=message,
+            out_of_time=int(newton) == OUT_OF_TIME,
+            iteration_limit=int(newton) == ITERATION_LIMIT,
         )
+        tokens[b], report = row_outcome(options, batch, b, result, deadline)
+        reports.append(report)
     return reports
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 
 from otlp.decoder_rows.inputs import DecoderBatch, draw_token
-from otlp.decoder_rows.result import DraftVerification
+from otlp.decoder_rows.result import DraftVerification, RowReport
+from otlp.global_resolution.fused import RowResult
 from otlp.global_resolution.method import make_engine
 from otlp.global_resolution.row_options import RowOptions
 from otlp.global_resolution.rule_fallback import rule_token
 from otlp.solvers.global_resolution.budget import Deadline
+from otlp.solvers.row_status import FALLBACK
 
 
 def call_deadline(time_budget: float | None, start: float, reserve: float) -> Deadline:
@@ -63,6 +65,36 @@ def fallback_token(
         how = f"object API: {report.message}"
         rule, lost = report.fallback_rule, report.acceptance_lost
     return draw_token(inst, probs, batch.uniforms[b]), how, rule, lost
+
+
+def row_outcome(
+    options: RowOptions, batch: DecoderBatch, b: int, result: RowResult, deadline: Deadline
+) -> tuple[int, RowReport]:
+    """Row ``b``'s token and report from its fused or compiled ``result``: the result's own
+    token, or, where it could not certify the row (``FALLBACK``), the fallback chain's
+    (:func:`fallback_token`), the message then saying what the fallback did and the report
+    which rule gave the token and the acceptance it lost."""
+    fallback = result.status == FALLBACK
+    token, message, rule, lost = result.token, result.message, None, None
+    if fallback:
+        token, how, rule, lost = fallback_token(
+            options, batch, b, deadline, out_of_time=result.out_of_time,
+            alpha_star=result.alpha_star, iteration_limit=result.iteration_limit,
+        )  # fmt: skip
+        message = f"{message}; {how}"
+    report = RowReport(
+        system=result.system,
+        block=result.block,
+        variables=result.variables,
+        iterations=result.iterations,
+        deviation=result.deviation,
+        budget=result.budget,
+        fallback=fallback,
+        message=message,
+        fallback_rule=rule,
+        acceptance_lost=lost,
+    )
+    return token, report
 
 
 def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification:

@@ -12,9 +12,9 @@ from numpy.typing import NDArray
 
 from otlp.decoder_rows.checks import raise_for_row_status
 from otlp.decoder_rows.inputs import DecoderBatch, row
-from otlp.decoder_rows.result import DraftVerification, RowReport, verification
+from otlp.decoder_rows.result import DraftVerification, verification
 from otlp.global_resolution.fused import scheme_row
-from otlp.global_resolution.row_fallback import fallback_token
+from otlp.global_resolution.row_fallback import fallback_token, row_outcome
 from otlp.global_resolution.row_options import RowOptions
 from otlp.solvers.global_resolution.budget import Deadline
 from otlp.solvers.row_status import FALLBACK, OK
@@ -22,7 +22,7 @@ from otlp.solvers.row_status import FALLBACK, OK
 
 def scheme_rows(options: RowOptions, batch: DecoderBatch, deadline: Deadline) -> DraftVerification:
     """The fused row per row of ``batch``, before the call's ``deadline``; a row it cannot
-    certify gets its token from :func:`fallback_token`."""
+    certify gets its token from the fallback chain (:func:`row_outcome`)."""
     drafts, uniforms = batch.drafts, batch.uniforms
     tokens = np.empty(drafts.shape[0], dtype=np.int64)
     reports = []
@@ -33,31 +33,8 @@ def scheme_rows(options: RowOptions, batch: DecoderBatch, deadline: Deadline) ->
         )  # fmt: skip
         if result.status not in (OK, FALLBACK):
             raise_for_row_status(result.status, result.detail, b, batch)
-        fallback = result.status == FALLBACK
-        message = result.message
-        rule, lost = None, None
-        if fallback:
-            tokens[b], how, rule, lost = fallback_token(
-                options, batch, b, deadline, out_of_time=result.out_of_time,
-                alpha_star=result.alpha_star, iteration_limit=result.iteration_limit,
-            )  # fmt: skip
-            message = f"{message}; {how}"
-        else:
-            tokens[b] = result.token
-        reports.append(
-            RowReport(
-                system=result.system,
-                block=result.block,
-                variables=result.variables,
-                iterations=result.iterations,
-                deviation=result.deviation,
-                budget=result.budget,
-                fallback=fallback,
-                message=message,
-                fallback_rule=rule,
-                acceptance_lost=lost,
-            )
-        )
+        tokens[b], report = row_outcome(options, batch, b, result, deadline)
+        reports.append(report)
     return verification(tokens, drafts, tuple(reports), "global_resolution")
 
 
