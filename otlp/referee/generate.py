@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from otlp.referee.cases import PositionCase, TreeCase
+from otlp.verification.drafting import restrict_top_k
+from otlp.verification.shapes import depth
 
 # Tree shapes by name: parent arrays (a node's parent precedes it; -1 = root).
 TREE_SHAPES: dict[str, tuple[int, ...]] = {
@@ -130,25 +132,15 @@ def _tree_case(
     label: str,
     truncated: bool = False,
 ) -> TreeCase:
-    depths = np.ones(parents.shape[0], dtype=np.int64)
-    for i, parent in enumerate(parents):
-        if parent >= 0:
-            depths[i] = depths[parent] + 1
-    levels = int(depths.max()) + 1
+    levels = int(depth(parents).max()) + 1
     target, draft = [], []
     for d in range(levels):
         pairs = [_law_pair(name, rng, vocab) for _ in range(vocab**d)]
         laws = [a for a, _ in pairs]
         if truncated:
-            laws = [_cut(law, vocab - 1 - int(rng.random() < 0.25)) for law in laws]
+            laws = [
+                restrict_top_k(law[None], vocab - 1 - int(rng.random() < 0.25))[0] for law in laws
+            ]
         target.append(np.array(laws))
         draft.append(np.array([b for _, b in pairs]))
     return TreeCase(tuple(target), tuple(draft), parents, scheme, label)
-
-
-def _cut(law: np.ndarray, keep: int) -> np.ndarray:
-    """``law`` restricted to its ``keep`` likeliest tokens (ties by token id), renormalised."""
-    order = np.argsort(-law, kind="stable")
-    out = np.zeros_like(law)
-    out[order[:keep]] = law[order[:keep]]
-    return out / out.sum()

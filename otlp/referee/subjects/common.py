@@ -114,6 +114,15 @@ def first_child_chain(tokens: IntArray, parents: IntArray) -> list[int]:
         chain.append(node)
 
 
+def present_children(row: IntArray, shape: IntArray) -> list[list[int]]:
+    """The present children (``row >= 0``) of every context, in node order: entry 0 the
+    root's, entry ``i + 1`` node ``i``'s."""
+    kids: list[list[int]] = [[] for _ in range(row.shape[0] + 1)]
+    for i in np.flatnonzero(row >= 0):
+        kids[shape[i] + 1].append(int(i))
+    return kids
+
+
 def walk_tree(
     tokens: ArrayLike,
     parents: ArrayLike,
@@ -133,10 +142,7 @@ def walk_tree(
     reads the first present child of each node only (the chain of first children, drafted
     from q at each context under every scheme)."""
     row, shape, target, draft = tree_args(tokens, parents, p, q)
-    present = row >= 0
-    kids: list[list[int]] = [[] for _ in range(row.shape[0] + 1)]
-    for i in np.flatnonzero(present):
-        kids[shape[i] + 1].append(int(i))
+    kids = present_children(row, shape)
     path: list[int] = []
     node = -1
     while True:

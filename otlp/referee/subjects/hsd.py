@@ -38,17 +38,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from otlp.referee.subjects.common import draw, tree_args
+from otlp.referee.subjects.common import draw, present_children, tree_args
 from otlp.solvers.arrays import FloatArray, IntArray
 
 
 def leaf_paths(row: IntArray, shape: IntArray) -> list[list[int]]:
     """The root-to-leaf paths of the present nodes, each a list of node ids, in lexicographic
     order of their node ids (the order EAGLE's ``retrieve_indices`` hands them over)."""
-    present = row >= 0
-    kids: list[list[int]] = [[] for _ in range(row.shape[0] + 1)]
-    for i in np.flatnonzero(present):
-        kids[shape[i] + 1].append(int(i))
+    kids = present_children(row, shape)
     paths: list[list[int]] = []
     stack: list[list[int]] = [[c] for c in reversed(kids[0])]
     while stack:

@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike
 
 from otlp.referee.subjects.common import draw, position_args, tree_args, walk_tree
 from otlp.solvers.arrays import FloatArray, IntArray
+from otlp.verification import shapes
 
 EPSILON = 0.09  # posterior_threshold
 DELTA = 0.3  # posterior_alpha
@@ -94,7 +95,6 @@ def medusa_typical_tree(
     row, shape, target, _ = tree_args(tokens, parents, p, q)
     nodes = row.shape[0]
     passes = np.zeros(nodes, dtype=bool)
-    depth = np.zeros(nodes, dtype=np.int64)
     loglik = np.zeros(nodes)
     for i in range(nodes):
         parent = int(shape[i])
@@ -103,13 +103,10 @@ def medusa_typical_tree(
         law = target[parent + 1]
         passes[i] = typical(law, int(row[i]))
         if passes[i]:  # p > 0 at a passing token
-            depth[i] = 1 + (depth[parent] if parent >= 0 else 0)
             loglik[i] = np.log(law[row[i]]) + (loglik[parent] if parent >= 0 else 0.0)
     if not passes.any():
         return [], int(np.argmax(target[0]))
-    deepest = np.flatnonzero(passes & (depth == depth[passes].max()))
+    levels = shapes.depth(shape)  # a passing node's ancestors all pass
+    deepest = np.flatnonzero(passes & (levels == levels[passes].max()))
     best = int(deepest[np.argmax(loglik[deepest])])
-    path = [best]
-    while shape[path[-1]] >= 0:
-        path.append(int(shape[path[-1]]))
-    return path[::-1], int(np.argmax(target[best + 1]))
+    return shapes.ancestors(shape, best).tolist(), int(np.argmax(target[best + 1]))
