@@ -4,7 +4,7 @@ The fused global-resolution rows (:mod:`.global_resolution.token`,
 :mod:`.global_resolution.scheme_token`), partial resolution's rows
 (:mod:`.partial_resolution_row`) and the tree walks (:mod:`.node_rules`) report a row they
 refuse, or hand on, with one of these codes; the caller names the argument and row at fault
-(:func:`otlp.decoder_rows.raise_for_row_status` for the position rows,
+(:func:`otlp.decoder_rows.checks.raise_for_row_status` for the position rows,
 :class:`otlp.verification.tree.TreeVerification`'s checks for the trees). The compiled kernels
 read the plain integers below (numba freezes module globals when it compiles), each defined
 from the enum, so a code has one home.

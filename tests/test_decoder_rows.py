@@ -161,7 +161,7 @@ def test_batch_shape_errors_name_the_array_and_its_row_count():
 def test_a_calls_deadline_counts_from_its_start_less_the_rules_reserve():
     """call_deadline: time_budget seconds after the call's start (a perf_counter value),
     less the seconds reserved for the rows' rule tokens; no budget, no deadline."""
-    from otlp.global_resolution.row_fallback import call_deadline
+    from otlp.global_resolution.rows import call_deadline
 
     assert call_deadline(2.0, 10.0, 0.5).at == 11.5
     assert not call_deadline(None, 10.0, 0.5).limited

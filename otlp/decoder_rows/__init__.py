@@ -3,7 +3,9 @@
 A decoder's call (:func:`otlp.verify_drafts`) turns B rows of full-vocabulary (p, q) and each
 row's drafted ids into one token per row. The rules differ (global resolution's fused rows in
 :mod:`otlp.global_resolution.rows`, the exact rules and partial resolution in
-:mod:`otlp.verification.position`); what they share has one home here, below both:
+:mod:`otlp.verification.position`); what they share has one home here, below both (of
+global resolution it reads only :mod:`otlp.global_resolution.reports`' ``UnitReport``, the
+fields every solved unit reports, which :class:`~.result.RowReport` extends):
 
 * :mod:`.inputs` — the call's checked inputs as every path reads them
   (:class:`~.inputs.DecoderBatch`: the arrays, uniforms, scheme, top-k and tolerance), a

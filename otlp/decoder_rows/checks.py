@@ -55,22 +55,29 @@ def checked_row(
     p: NDArray, q_rows: NDArray, drafts: IntArray, scheme: str, top_k: int, atol: float
 ) -> tuple[int, int, RowVocabulary | None, IntArray | None]:
     """(status, detail, vocabulary, the drafts' local ids): one decoder row's inputs and
-    drafts checked the same way for every method of ``verify_drafts``.
-
-    A bad p or draft row gives its status and the draft row (as :func:`row_vocabulary`);
-    drafts that the scheme cannot produce give ``BAD_DRAFT`` and the first impossible
-    position (:func:`otlp.instance.impossible_draw`: token d from draft row d), or -1 for a
-    greedy tuple that is not the top n - 1 tokens plus one other."""
+    drafts checked the same way for every method of ``verify_drafts``: the row's vocabulary
+    (:func:`row_vocabulary`), then its drafts (:func:`checked_drafts`)."""
     status, bad_row, vocab = row_vocabulary(p, q_rows, scheme, top_k, atol)
     if vocab is None:
         return status, bad_row, None, None
+    status, detail, local = checked_drafts(vocab, drafts, scheme)
+    return status, detail, vocab, local
+
+
+def checked_drafts(
+    vocab: RowVocabulary, drafts: IntArray, scheme: str
+) -> tuple[int, int, IntArray | None]:
+    """(status, detail, the drafts' local ids) of a row's ``drafts`` on its checked
+    vocabulary: drafts that the scheme cannot produce give ``BAD_DRAFT`` and the first
+    impossible position (:func:`otlp.instance.impossible_draw`: token d from draft row d), or
+    -1 for a greedy tuple that is not the top n - 1 tokens plus one other."""
     local = local_drafts(vocab.tokens, drafts)
     position = impossible_draw(vocab.rows, local)
     if position >= 0:
-        return BAD_DRAFT, position, vocab, None
+        return BAD_DRAFT, position, None
     if scheme == "greedy" and greedy_last(local, drafts.shape[0]) < 0:
-        return BAD_DRAFT, -1, vocab, None
-    return OK, 0, vocab, local
+        return BAD_DRAFT, -1, None
+    return OK, 0, local
 
 
 # The message of each refusal of a row's arrays.

@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 from otlp.args import real_number
 from otlp.instance import Instance
+from otlp.solvers.global_resolution.token import draw
 from otlp.tensors import as_float64, as_index_array, check_distributions
 
 
@@ -126,6 +127,4 @@ class DecoderBatch:
 def draw_token(inst: Instance, probs: NDArray[np.float64], u: NDArray[np.float64]) -> int:
     """One token from the local law ``probs`` (the last entry: outside the draft vocabulary,
     spread in proportion to p), with the fused path's two uniforms ``u``."""
-    from otlp.solvers.global_resolution.token import draw
-
     return int(draw(np.clip(probs, 0.0, None), inst.p, inst.tokens, u[0], u[1]))

@@ -21,6 +21,10 @@ from otlp.global_resolution.row_fallback import row_outcome
 from otlp.global_resolution.row_options import RowOptions
 from otlp.solvers.global_resolution.budget import Deadline, blas_pinned
 from otlp.solvers.global_resolution.constants import INNER, OUTER, SINGLE_DRAFT
+from otlp.solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
+from otlp.solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
+from otlp.solvers.global_resolution.token import batch as batch_kernel
+from otlp.solvers.global_resolution.token import batch_parallel
 from otlp.solvers.row_status import FALLBACK
 
 
@@ -32,9 +36,6 @@ def iid_rows(
     row's token depends on its own pair only); rows whose unit misses its budget are solved
     exactly (fallback). Every row stops at the call's ``deadline`` and a row that ran out of
     it gets its token from ``rrs``."""
-    from otlp.solvers.global_resolution.token import batch as batch_kernel
-    from otlp.solvers.global_resolution.token import batch_parallel
-
     p, q, drafts, top_k = batch.p, batch.q[:, 0], batch.drafts, batch.top_k
     kernel = batch_parallel if parallel else batch_kernel
     _compile(kernel, p.dtype, q.dtype)  # on a tiny row: its seconds count
@@ -73,9 +74,6 @@ def _row_reports(
 ) -> list[RowReport]:
     """Each row's report from the kernel's table; a fallback row's token (written into
     ``tokens``) from the fallback chain (:func:`row_outcome`)."""
-    from otlp.solvers.global_resolution.newton import ITERATION_LIMIT, OUT_OF_TIME
-    from otlp.solvers.global_resolution.newton import MESSAGES as NEWTON_MESSAGES
-
     reports = []
     for b in range(batch.drafts.shape[0]):
         status, system, block, variables, iterations, deviation, budget, newton = table[b]

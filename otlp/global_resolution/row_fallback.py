@@ -6,24 +6,14 @@ row's report what it did."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from otlp.decoder_rows.inputs import DecoderBatch, draw_token
-from otlp.decoder_rows.result import DraftVerification, RowReport
+from otlp.decoder_rows.result import RowReport
 from otlp.global_resolution.fused import RowResult
 from otlp.global_resolution.method import make_engine
 from otlp.global_resolution.row_options import RowOptions
 from otlp.global_resolution.rule_fallback import rule_token
 from otlp.solvers.global_resolution.budget import Deadline
 from otlp.solvers.row_status import FALLBACK
-
-
-def call_deadline(time_budget: float | None, start: float, reserve: float) -> Deadline:
-    """A ``verify_drafts`` call's deadline for its stages: ``time_budget`` seconds from the
-    call's ``start``, less ``reserve`` seconds kept for its rows' rule tokens
-    (:func:`otlp.global_resolution.rule_fallback.rule_seconds`), so that a row sent to the
-    rule still ends within the budget."""
-    return Deadline.after(None if time_budget is None else time_budget - reserve, start)
 
 
 def fallback_token(
@@ -34,7 +24,7 @@ def fallback_token(
     *,
     out_of_time: bool,
     alpha_star: float | None,
-    iteration_limit: bool = False,
+    iteration_limit: bool,
 ) -> tuple[int, str, str | None, float | None]:
     """The token of row ``b`` of ``batch`` that the fused path could not certify: (token,
     what the fallback did, the lossless rule that gave the token or None, the acceptance it
@@ -56,11 +46,8 @@ def fallback_token(
         rule: str | None = found.rule
         lost = found.acceptance_lost
     else:
-        if iteration_limit:
-            options = dataclasses.replace(options, max_iter=0)
-        engine = make_engine(
-            inst, options.tau, max_iter=options.max_iter, time_budget=options.time_budget
-        )
+        max_iter = 0 if iteration_limit else options.max_iter
+        engine = make_engine(inst, options.tau, max_iter=max_iter, time_budget=options.time_budget)
         probs, report = engine.local_slice(drafts, deadline)
         how = f"object API: {report.message}"
         rule, lost = report.fallback_rule, report.acceptance_lost
@@ -95,20 +82,3 @@ def row_outcome(
         acceptance_lost=lost,
     )
     return token, report
-
-
-def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification:
-    """Rows that global resolution could not take at all (its one Newton evaluation over the
-    draft vocabulary is over ``otlp.limits``), verified instead by the scheme's lossless rule
-    (``verification``, e.g. ``rrs``): every row is that rule's, whatever its drafts, so the
-    batch keeps the rule's exact law; each report says so (``fallback_rule``) and why."""
-    reports = tuple(
-        dataclasses.replace(
-            report,
-            fallback=True,
-            fallback_rule=verification.method,
-            message=f"{reason}; every row verified by {verification.method}",
-        )
-        for report in verification.reports
-    )
-    return dataclasses.replace(verification, reports=reports, method="global_resolution")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Self
 
@@ -33,8 +34,13 @@ class RowOptions:
     ) -> Self:
         """The options from a caller's arguments (``tau`` None: :data:`DEFAULT_TAU`), each a
         ``ValueError`` naming it when out of range."""
-        return cls(
-            check_tau(DEFAULT_TAU if tau is None else tau),
-            positive_int("max_iter", max_iter, minimum=0),
-            check_time_budget(time_budget),
+        return cls(check_tau(DEFAULT_TAU if tau is None else tau)).limited(max_iter, time_budget)
+
+    def limited(self, max_iter: object, time_budget: object) -> Self:
+        """These options with a caller's ``max_iter`` and ``time_budget``, checked (a call that
+        checks ``tau`` first and its arrays before these two, as ``verify_drafts`` does)."""
+        return dataclasses.replace(
+            self,
+            max_iter=positive_int("max_iter", max_iter, minimum=0),
+            time_budget=check_time_budget(time_budget),
         )

@@ -12,6 +12,7 @@ path cannot certify it) and :mod:`.rule_fallback` (its last link, the scheme's l
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,6 @@ from otlp.decoder_rows.result import DraftVerification
 from otlp.errors import ProblemTooLarge
 from otlp.global_resolution.constants import check_unit_size
 from otlp.global_resolution.iid_rows import iid_rows
-from otlp.global_resolution.row_fallback import call_deadline, rule_rows
 from otlp.global_resolution.row_options import RowOptions
 from otlp.global_resolution.rule_fallback import FALLBACK_RULES, rule_seconds
 from otlp.global_resolution.scheme_rows import scheme_row_token, scheme_rows
@@ -51,7 +51,7 @@ class GlobalResolutionRows(RowOptions):
                 check_unit_size(vocab if batch.top_k is None else batch.top_k, n)
         except ProblemTooLarge as exc:  # a valid row still gets a token: the scheme's rule's
             rule = FALLBACK_RULES[batch.scheme].name
-            verified = exact_rows(batch, rule, kernel_checks=batch.scheme != "iid")
+            verified = exact_rows(batch, rule)
             return rule_rows(verified, str(exc))
         reserve = rows * rule_seconds(vocab, batch.q.shape[1])  # kept for the rows' rule tokens
         deadline = call_deadline(self.time_budget, start, reserve)
@@ -103,3 +103,28 @@ class GlobalResolutionRows(RowOptions):
         batch = DecoderBatch.of_row(p, q, omega, u[:2], scheme="iid", top_k=top_k, atol=atol)
         result = iid_rows(self, batch, Deadline.after(self.time_budget))
         return int(result.tokens[0])
+
+
+def call_deadline(time_budget: float | None, start: float, reserve: float) -> Deadline:
+    """A ``verify_drafts`` call's deadline for its stages: ``time_budget`` seconds from the
+    call's ``start``, less ``reserve`` seconds kept for its rows' rule tokens
+    (:func:`otlp.global_resolution.rule_fallback.rule_seconds`), so that a row sent to the
+    rule still ends within the budget."""
+    return Deadline.after(None if time_budget is None else time_budget - reserve, start)
+
+
+def rule_rows(verification: DraftVerification, reason: str) -> DraftVerification:
+    """Rows that global resolution could not take at all (its one Newton evaluation over the
+    draft vocabulary is over ``otlp.limits``), verified instead by the scheme's lossless rule
+    (``verification``, e.g. ``rrs``): every row is that rule's, whatever its drafts, so the
+    batch keeps the rule's exact law; each report says so (``fallback_rule``) and why."""
+    reports = tuple(
+        dataclasses.replace(
+            report,
+            fallback=True,
+            fallback_rule=verification.method,
+            message=f"{reason}; every row verified by {verification.method}",
+        )
+        for report in verification.reports
+    )
+    return dataclasses.replace(verification, reports=reports, method="global_resolution")

@@ -44,6 +44,7 @@ from otlp.decoder_rows.checks import raise_for_bad_rows
 from otlp.decoder_rows.exact import exact_rows
 from otlp.decoder_rows.inputs import DecoderBatch, batch_arrays
 from otlp.decoder_rows.result import DraftVerification, RowReport, exact_verification
+from otlp.global_resolution.row_options import DEFAULT_MAX_ITER
 from otlp.global_resolution.rows import GlobalResolutionRows
 from otlp.limits import DEFAULT_TIME_BUDGET
 from otlp.verification.position_schemes import (
@@ -77,7 +78,7 @@ def verify_drafts(
     tau: float | None = None,
     rng: object = None,
     parallel: bool = False,
-    max_iter: int = 50,
+    max_iter: int = DEFAULT_MAX_ITER,
     atol: float | None = None,
     scheme: str = "iid",
     time_budget: float | None = DEFAULT_TIME_BUDGET,
@@ -146,7 +147,7 @@ def verify_drafts(
         check_scheme_method(scheme, method)
     elif method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
-    options = GlobalResolutionRows.checked(method_tau(method, tau), max_iter, time_budget)
+    tau_only = GlobalResolutionRows.checked(method_tau(method, tau))  # tau before the arrays
     draft_rows = 2 if scheme == "independent" else 1
     p_arr, q_rows, draft_arr, atol = batch_arrays(p, q, drafts, atol, draft_rows=draft_rows)
     rows, n = draft_arr.shape
@@ -163,13 +164,14 @@ def verify_drafts(
             f"parallel: only the i.i.d. fused path runs on numba's threads; scheme {scheme!r} "
             "verifies its rows one by one"
         )
+    options = tau_only.limited(max_iter, time_budget)
     # partial resolution: n clocks and the residual's two uniforms per row; the others: two
     uniforms = as_generator(rng).random((rows, n + 2 if method == "partial_resolution" else 2))
     batch = DecoderBatch(p_arr, q_rows, draft_arr, uniforms, scheme, top_k, atol)
     if method == "partial_resolution":
         return partial_resolution_rows(batch)
     if method != "global_resolution":
-        return exact_rows(batch, method, kernel_checks=by_scheme)
+        return exact_rows(batch, method)
     return options.verify(batch, parallel=parallel, start=start)
 
 
