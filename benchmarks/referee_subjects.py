@@ -1,5 +1,5 @@
-"""The referee's verdicts on the subjects from the field (issue 26): the table of
-docs/referee.md and the README.
+"""The referee's verdicts on the subjects from the field (issue 26): the subjects table of
+docs/referee.md.
 
 For every subject of :data:`otlp.referee.subjects.SUBJECTS`: the verdict of
 :func:`otlp.referee.referee` at its default settings (60 seeded cases, epsilon 0.01, false alarm

@@ -133,8 +133,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="LIST",
         help="tree shapes, comma-separated (chain1,chain2,chain3,root2,root3,paths2x2,tree2x1,"
-        "tree2x2, and the three-deep fork3,fork3x2; default: the sampler's `shapes`, else the "
-        "first eight, chains only for a sampler declaring max_children = 1)",
+        "tree2x2, and the two branching three-deep shapes fork3,fork3x2; default: the sampler's "
+        "`shapes`, else the first eight, chains only for a sampler declaring max_children = 1)",
     )
     parser.add_argument(
         "--max-n",

@@ -10,12 +10,12 @@ Real-vocabulary cases come from the SmolLM2-135M states of the shipped suite
 
 Tree cases draw every context's (target, draft) law pair from one class, on V = 2..3 and the
 small shapes of :data:`DEFAULT_SHAPES` (chains of 1 to 3 nodes, two paths of two, a root with
-two or three children, a 2 x 2 tree); the three-deep shapes of :data:`TREE_SHAPES` are searched
-when named (a subject whose rule only goes wrong three deep declares them). *Truncated* tree
-cases (for engines handed logits that top-k / top-p truncate, :mod:`otlp.referee.logits`) are
-on V = 3..4 and every target law is cut to its V - 1 likeliest tokens (V - 2 a quarter of the
-time; ties by token id) and renormalised, as a truncated law is: zero mass where the engine
-must remove it.
+two or three children, a 2 x 2 tree); the two branching three-deep shapes of :data:`TREE_SHAPES`,
+fork3 and fork3x2, are searched when named (a subject whose rule only goes wrong three deep
+declares them). *Truncated* tree cases (for engines handed logits that top-k / top-p
+truncate, :mod:`otlp.referee.logits`) are on V = 3..4 and every target law is cut to its
+V - 1 likeliest tokens (V - 2 a quarter of the time; ties by token id) and renormalised, as a
+truncated law is: zero mass where the engine must remove it.
 """
 
 from __future__ import annotations
