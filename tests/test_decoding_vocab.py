@@ -162,6 +162,27 @@ def test_cli_refuses_a_gguf_draft_with_another_vocabulary_unbuilt(
     )
 
 
+def test_cli_reads_each_vocabulary_once(
+    tmp_path: Path, no_build: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`otlp decode --draft-model` compares the files once, before torch loads: the pair it then
+    loads is told so (Gemma 3's vocabulary costs 0.15 s a read)."""
+    pytest.importorskip("torch")
+    target = gguf_file(tmp_path / "target.gguf", WORDS)
+    draft = gguf_file(tmp_path / "draft.gguf", [*WORDS, "extra"])
+    read: list[Path] = []
+
+    def counted(path: Path) -> Any:
+        read.append(path)
+        return reader(path)
+
+    reader = vocab.read_vocabulary
+    monkeypatch.setattr(vocab, "read_vocabulary", counted)
+    main(["decode", "--no-progress", "--model", str(target), "--draft-model", str(draft)])
+    assert "internal error: Built" in capsys.readouterr().err  # on to the tokenizers
+    assert read == [target.resolve(), draft.resolve()]
+
+
 def test_a_gguf_file_beside_a_folder_is_left_to_the_built_tokenizers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_build: None
 ) -> None:
