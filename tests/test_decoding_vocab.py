@@ -208,6 +208,31 @@ def test_a_gguf_file_beside_a_folder_is_left_to_the_built_tokenizers(
         load_model_pair(target, folder)
 
 
+# ----- the built tokenizers' maps ---------------------------------------------------------------
+def test_built_vocabularies_are_compared_by_size_then_first_token() -> None:
+    class Unwalked(dict):  # equal maps are not walked (262,144 entries for Gemma 3)
+        def items(self) -> Any:
+            raise AssertionError("walked")
+
+    ids = {w: i for i, w in enumerate(WORDS)}
+    vocab.check_same_vocabulary(Unwalked(ids), ids, "-m", "-d")
+    with pytest.raises(ValueError) as refused:
+        vocab.check_same_vocabulary(ids, {**ids, "extra": 12}, "-m", "-d")
+    assert str(refused.value) == (
+        "-d: its tokenizer has 13 tokens, -m's 12: target and draft must share a tokenizer"
+    )
+    for draft, where in (
+        ({w: i for i, w in enumerate(SHUFFLED)}, "maps it to 11"),
+        ({w.replace("the", "teh"): i for i, w in enumerate(WORDS)}, "lacks it"),
+    ):
+        with pytest.raises(ValueError) as refused:
+            vocab.check_same_vocabulary(ids, draft, "-m", "-d")
+        assert str(refused.value) == (
+            f"-d: its tokenizer differs from -m's (-m maps 'the' to 2, -d {where}): target and "
+            "draft must share a tokenizer"
+        )
+
+
 # ----- the fetched real models --------------------------------------------------------------------
 def test_smollm2_and_gemma3_are_refused_by_their_files(no_build: None) -> None:
     from otlp.instances.realmodel import fetch, fetch_gemma3

@@ -144,6 +144,8 @@ def check_same_vocabulary(
 ) -> None:
     """``ValueError`` naming ``draft_flag`` unless the two token → id maps (built tokenizers'
     ``get_vocab()``) are equal: the sizes, else the first token (by id) that differs."""
+    if target == draft:
+        return
     if len(target) != len(draft):
         raise ValueError(
             f"{draft_flag}: its tokenizer has {len(draft)} tokens, {target_flag}'s "
