@@ -23,7 +23,7 @@ import numpy as np
 
 from otlp.referee import referee
 from otlp.referee.gap import exact_gap, smollm2_gap
-from otlp.referee.generate import CHAIN_SHAPES, position_cases, tree_cases
+from otlp.referee.generate import position_cases, searched_shapes, tree_cases
 from otlp.referee.subjects import SUBJECTS, Subject
 from otlp.referee.symbolic import NotEnumerable
 
@@ -31,9 +31,7 @@ from otlp.referee.symbolic import NotEnumerable
 def settings(subject: Subject) -> dict[str, object]:
     if subject.protocol == "position":
         return {"max_n": subject.max_children or 3}
-    if subject.shapes is not None:
-        return {"shapes": subject.shapes}
-    return {"shapes": CHAIN_SHAPES} if subject.max_children == 1 else {}
+    return {"shapes": searched_shapes(subject.shapes, subject.max_children)}
 
 
 def row(subject: Subject) -> dict[str, object]:
@@ -46,10 +44,7 @@ def row(subject: Subject) -> dict[str, object]:
     if subject.protocol == "position":
         cases = list(position_cases(20, subject.scheme, seed=1, max_n=int(kw["max_n"])))
     else:
-        shapes = tuple(kw.get("shapes", ())) or None
-        cases = list(
-            tree_cases(20, subject.scheme, seed=1, **({"shapes": shapes} if shapes else {}))
-        )
+        cases = list(tree_cases(20, subject.scheme, seed=1, shapes=kw["shapes"]))
     try:
         synthetic = exact_gap(subject.sampler, cases)
     except NotEnumerable:

@@ -168,6 +168,16 @@ def test_select_picks_items_by_meta(tmp_path: Path) -> None:
     assert plan_grid(other, _catalog()).cells[0].select == ()
 
 
+def test_table_heads_rule_plain_or_aligned() -> None:
+    from otlp.bench.markdown import table_head
+
+    assert table_head(["a", ""]) == ["| a |  |", "| --- | --- |"]
+    assert table_head(["a", "b", "c"], "lrr") == ["| a | b | c |", "|---|---:|---:|"]
+    for align in ("lr", "lrx"):
+        with pytest.raises(ValueError, match=r"^align: expected l or r for each of 3 columns"):
+            table_head(["a", "b", "c"], align)
+
+
 def test_cell_round_trips_through_its_dict() -> None:
     cell = Cell(
         "synthetic", "iid", 10, 2, METHOD, "gr", 1e-3, 4, 0, 2, (("x", 1),), (("d", ("a",)),)

@@ -162,6 +162,27 @@ def test_cli_refuses_a_gguf_draft_with_another_vocabulary_unbuilt(
     )
 
 
+def test_cli_reads_each_vocabulary_once(
+    tmp_path: Path, no_build: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`otlp decode --draft-model` compares the files once, before torch loads: the pair it then
+    loads is told so (Gemma 3's vocabulary costs 0.15 s a read)."""
+    pytest.importorskip("torch")
+    target = gguf_file(tmp_path / "target.gguf", WORDS)
+    draft = gguf_file(tmp_path / "draft.gguf", [*WORDS, "extra"])
+    read: list[Path] = []
+
+    def counted(path: Path) -> Any:
+        read.append(path)
+        return reader(path)
+
+    reader = vocab.read_vocabulary
+    monkeypatch.setattr(vocab, "read_vocabulary", counted)
+    main(["decode", "--no-progress", "--model", str(target), "--draft-model", str(draft)])
+    assert "internal error: Built" in capsys.readouterr().err  # on to the tokenizers
+    assert read == [target.resolve(), draft.resolve()]
+
+
 def test_a_gguf_file_beside_a_folder_is_left_to_the_built_tokenizers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_build: None
 ) -> None:
@@ -185,6 +206,31 @@ def test_a_gguf_file_beside_a_folder_is_left_to_the_built_tokenizers(
     monkeypatch.setattr(local, "load_tokenizer", lambda source, flag: built[source.path])
     with pytest.raises(ValueError, match=r"^draft: its tokenizer differs from target's"):
         load_model_pair(target, folder)
+
+
+# ----- the built tokenizers' maps ---------------------------------------------------------------
+def test_built_vocabularies_are_compared_by_size_then_first_token() -> None:
+    class Unwalked(dict):  # equal maps are not walked (262,144 entries for Gemma 3)
+        def items(self) -> Any:
+            raise AssertionError("walked")
+
+    ids = {w: i for i, w in enumerate(WORDS)}
+    vocab.check_same_vocabulary(Unwalked(ids), ids, "-m", "-d")
+    with pytest.raises(ValueError) as refused:
+        vocab.check_same_vocabulary(ids, {**ids, "extra": 12}, "-m", "-d")
+    assert str(refused.value) == (
+        "-d: its tokenizer has 13 tokens, -m's 12: target and draft must share a tokenizer"
+    )
+    for draft, where in (
+        ({w: i for i, w in enumerate(SHUFFLED)}, "maps it to 11"),
+        ({w.replace("the", "teh"): i for i, w in enumerate(WORDS)}, "lacks it"),
+    ):
+        with pytest.raises(ValueError) as refused:
+            vocab.check_same_vocabulary(ids, draft, "-m", "-d")
+        assert str(refused.value) == (
+            f"-d: its tokenizer differs from -m's (-m maps 'the' to 2, -d {where}): target and "
+            "draft must share a tokenizer"
+        )
 
 
 # ----- the fetched real models --------------------------------------------------------------------

@@ -412,6 +412,24 @@ def test_cli_reads_a_registry_entrys_protocol_and_shapes(tmp_path, capsys):
     assert cases and all("chain" in label for label in cases)
 
 
+def test_the_searched_shapes_are_the_named_else_chains_for_one_child_else_the_default():
+    from otlp.referee.generate import CHAIN_SHAPES, DEFAULT_SHAPES, TREE_SHAPES, searched_shapes
+
+    assert [s for s in TREE_SHAPES if s not in DEFAULT_SHAPES] == ["fork3", "fork3x2"]
+    assert len(DEFAULT_SHAPES) == 8 and set(DEFAULT_SHAPES) < set(TREE_SHAPES)
+    assert searched_shapes(None, None) == searched_shapes((), 1) == DEFAULT_SHAPES
+    assert searched_shapes(None, 1) == CHAIN_SHAPES
+    assert searched_shapes(["fork3", "root2"], 1) == ("fork3", "root2")
+    known = ", ".join(TREE_SHAPES)
+    for bad in (
+        lambda: searched_shapes(["root2", "x", "y"], None),
+        lambda: referee(target_only_tree, protocol="tree", cases=1, shapes=["root2", "x", "y"]),
+    ):
+        with pytest.raises(ValueError) as refused:
+            bad()
+        assert str(refused.value) == f"shapes: unknown ['x', 'y']; known: {known}"
+
+
 def test_tree_samplers_statistically():
     """The tree protocol's statistical path (completion laws averaged per draw)."""
     cases = tree_cases(2, "iid", seed=2, shapes=("root2", "chain2"))

@@ -10,6 +10,14 @@ def table_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def table_head(columns: Sequence[str]) -> list[str]:
-    """A table's head: the column names and the rule under them."""
-    return [table_row(columns), table_row(["---"] * len(columns))]
+def table_head(columns: Sequence[str], align: str | None = None) -> list[str]:
+    """A table's head: the column names and the rule under them, ``| --- |`` a column; with
+    ``align`` (a letter a column: ``l`` left, ``r`` right) the rule the command lines print,
+    ``|---|---:|``."""
+    if align is None:
+        return [table_row(columns), table_row(["---"] * len(columns))]
+    if len(align) != len(columns) or set(align) - {"l", "r"}:
+        raise ValueError(
+            f"align: expected l or r for each of {len(columns)} columns, got {align!r}"
+        )
+    return [table_row(columns), "|" + "".join("---:|" if a == "r" else "---|" for a in align)]

@@ -236,10 +236,10 @@ def _cell(value: float) -> str:
 
 def markdown_table(summary: list[SummaryRow], rules: list[str]) -> str:
     """The summary as a Markdown table (README-ready): rows are bounds and rules."""
-    head = ["", *(row.label for row in summary)]
-    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(summary)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in _table_rows(summary, rules)]
-    return "\n".join(lines)
+    from otlp.bench.markdown import table_head, table_row  # otlp.bench loads when used
+
+    head = table_head(["", *(row.label for row in summary)], "l" + "r" * len(summary))
+    return "\n".join([*head, *map(table_row, _table_rows(summary, rules))])
 
 
 def _check_rows(records: list[Record], rules: list[str]) -> list[list[str]]:
@@ -273,9 +273,10 @@ CHECK_HEAD = (
 
 def markdown_checks(records: list[Record], rules: list[str]) -> str:
     """The exactness checks as a Markdown table."""
-    lines = ["| " + " | ".join(CHECK_HEAD) + " |", "|---|---|---:|---:|---:|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in _check_rows(records, rules)]
-    return "\n".join(lines)
+    from otlp.bench.markdown import table_head, table_row  # otlp.bench loads when used
+
+    head = table_head(CHECK_HEAD, "llrrr")
+    return "\n".join([*head, *map(table_row, _check_rows(records, rules))])
 
 
 def _print_rich(summary: list[SummaryRow], records: list[Record], rules: list[str]) -> None:

@@ -577,6 +577,7 @@ def _load_pair(args: argparse.Namespace, selection: Selection) -> ModelPair:
             precision=selection.precision,
             target_flag="--model",
             draft_flag="--draft-model",
+            files_checked=True,  # by select_models
         )
     except SystemExit as exc:  # missing torch/transformers or weights: one line, exit 2
         raise ValueError(f"--model {selection.model}: {exc}") from None

@@ -191,9 +191,11 @@ def lossless_dict(config: Config, check: LosslessCheck) -> dict[str, object]:
 
 def lossless_markdown(checks: Sequence[tuple[Config, LosslessCheck]]) -> str:
     """The --check-lossless rows in Markdown."""
-    head = "| " + " | ".join(LOSSLESS_COLUMNS) + " |\n" + "|---" * len(LOSSLESS_COLUMNS) + "|\n"
-    rows = [lossless_cells(config, check) for config, check in checks]
-    return head + "".join("| " + " | ".join(r.values()) + " |\n" for r in rows)
+    from otlp.bench.markdown import table_head, table_row  # otlp.bench loads when used
+
+    head = table_head(LOSSLESS_COLUMNS, "l" * len(LOSSLESS_COLUMNS))
+    rows = [table_row(list(lossless_cells(config, check).values())) for config, check in checks]
+    return "".join(line + "\n" for line in [*head, *rows])
 
 
 def lossless_table(checks: Sequence[tuple[Config, LosslessCheck]], title: str) -> Table:

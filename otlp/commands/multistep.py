@@ -230,9 +230,10 @@ def rich_table(rows: Sequence[EfficiencyRow], gammas: Sequence[int], title: str)
 
 
 def markdown_table(rows: Sequence[EfficiencyRow], gammas: Sequence[int]) -> str:
-    header = "| method | K | " + " | ".join(f"L={g}" for g in gammas) + " |"
-    lines = [header, "|---|---|" + "---|" * len(gammas)]
+    from otlp.bench.markdown import table_head, table_row  # otlp.bench loads when used
+
+    lines = table_head(["method", "K", *(f"L={g}" for g in gammas)], "l" * (2 + len(gammas)))
     for (method, k, source), cells in _grid(rows).items():
         name = f"**{method}**" if method == LP_LABEL else _label(method, source)
-        lines.append(f"| {name} | {k} | " + " | ".join(_cell(cells.get(g)) for g in gammas) + " |")
+        lines.append(table_row([name, str(k), *(_cell(cells.get(g)) for g in gammas)]))
     return "\n".join(lines)

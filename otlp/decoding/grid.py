@@ -32,6 +32,7 @@ import numpy as np
 from otlp.decoding.loop import AUTOREGRESSIVE, DecodeResult, Speculation, decode
 from otlp.decoding.models.base import TreeModel
 from otlp.decoding.prompts import FREE_PROMPTS, PROMPT_SETS
+from otlp.verification.drafting import MAX_CHILDREN
 from otlp.verification.rule_table import RULES, names
 
 ModelFactory = Callable[[float, str], tuple[TreeModel, TreeModel]]
@@ -97,7 +98,7 @@ class Config:
                 f"{' or '.join(schemes)}, got {self.scheme!r}"
             )
         width = max(self.branching) if self.branching else self.paths
-        if self.scheme == "spechub" and width > 2:  # the hub joint draws a pair ([SpecHub] §4)
+        if self.scheme is not None and width > MAX_CHILDREN.get(self.scheme, width):
             field = "branching" if self.branching else "paths"
             raise ValueError(
                 f"{field}: scheme 'spechub' drafts at most two children a node (its hub "

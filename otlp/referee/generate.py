@@ -20,14 +20,17 @@ truncated law is: zero mass where the engine must remove it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from otlp.referee.cases import PositionCase, TreeCase
 from otlp.verification.drafting import restrict_top_k
 from otlp.verification.shapes import depth
 
-# Tree shapes by name: parent arrays (a node's parent precedes it; -1 = root).
-TREE_SHAPES: dict[str, tuple[int, ...]] = {
+# Tree shapes by name: parent arrays (a node's parent precedes it; -1 = root). The ones searched
+# by default (at most two deep, or a chain):
+_DEFAULT_TREES: dict[str, tuple[int, ...]] = {
     "chain1": (-1,),
     "chain2": (-1, 0),
     "chain3": (-1, 0, 1),
@@ -36,14 +39,36 @@ TREE_SHAPES: dict[str, tuple[int, ...]] = {
     "paths2x2": (-1, 0, -1, 2),
     "tree2x1": (-1, -1, 0, 1),
     "tree2x2": (-1, -1, 0, 0, 1, 1),
-    # three deep, by name only: one root child with two children, the second with a child
-    # (fork3), or each with one (fork3x2)
+}
+# Three deep, by name only: one root child with two children, the second with a child (fork3), or
+# each with one (fork3x2).
+_NAMED_TREES: dict[str, tuple[int, ...]] = {
     "fork3": (-1, 0, 0, 2),
     "fork3x2": (-1, 0, 0, 1, 2),
 }
-DEFAULT_SHAPES = ("chain1", "chain2", "chain3", "root2", "root3", "paths2x2", "tree2x1", "tree2x2")
+TREE_SHAPES: dict[str, tuple[int, ...]] = {**_DEFAULT_TREES, **_NAMED_TREES}
+DEFAULT_SHAPES = tuple(_DEFAULT_TREES)
 CHAIN_SHAPES = ("chain1", "chain2", "chain3")
 MAX_V = 8
+
+
+def check_shapes(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` as a tuple if each names a shape of :data:`TREE_SHAPES`, else a ``ValueError``
+    naming ``shapes`` that lists the unknown ones and the known."""
+    names = tuple(names)
+    unknown = [s for s in names if s not in TREE_SHAPES]
+    if unknown:
+        raise ValueError(f"shapes: unknown {unknown}; known: {', '.join(TREE_SHAPES)}")
+    return names
+
+
+def searched_shapes(names: Iterable[str] | None, max_children: int | None) -> tuple[str, ...]:
+    """The tree shapes the referee searches: ``names`` (checked), else for a sampler taking one
+    child per node (``max_children`` 1, ``names`` None) the chains, else :data:`DEFAULT_SHAPES`
+    (also for no names)."""
+    if names is None:
+        return CHAIN_SHAPES if max_children == 1 else DEFAULT_SHAPES
+    return check_shapes(names) or DEFAULT_SHAPES
 
 
 def class_names() -> list[str]:

@@ -532,8 +532,6 @@ def referee(
             raise ValueError(f"shapes: the {protocol} layout takes chains, got {list(shapes)}")
         max_children = 1
     max_n = _count("max_n", max_n if max_n is not None else (max_children or 3), 1)
-    if shapes is None and max_children == 1:
-        shapes = generate.CHAIN_SHAPES
     smollm2 = _count("smollm2", smollm2, 0)
     screen_samples = _count("screen_samples", screen_samples, 1)
     confirm = _count("confirm", confirm, 1)
@@ -552,7 +550,7 @@ def referee(
     if isinstance(checked, int):
         truncated = options is not None and options.truncate
         checked = _generated(
-            base_protocol(protocol), scheme, checked, seed, shapes, max_n, truncated
+            base_protocol(protocol), scheme, checked, seed, shapes, max_n, max_children, truncated
         )
     if smollm2:
         if protocol != "position":
@@ -600,14 +598,12 @@ def _generated(
     seed: int,
     shapes: Sequence[str] | None,
     max_n: int,
+    max_children: int | None,
     truncated: bool = False,
 ) -> list[Case]:
     if protocol == "position":
         return list(generate.position_cases(count, scheme, seed, max_n=max_n))
-    names = tuple(shapes) if shapes else generate.DEFAULT_SHAPES
-    unknown = [s for s in names if s not in generate.TREE_SHAPES]
-    if unknown:
-        raise ValueError(f"shapes: unknown {unknown}; known: {', '.join(generate.TREE_SHAPES)}")
+    names = generate.searched_shapes(shapes, max_children)
     return list(generate.tree_cases(count, scheme, seed, shapes=names, truncated=truncated))
 
 

@@ -35,6 +35,9 @@ from otlp.tensors import as_float64, as_index_array
 
 SCHEMES = ("iid", "without_replacement", "spechub")
 _JOINT_KIND = {"iid": "iid", "without_replacement": "without_replacement", "spechub": "hub"}
+# The most children a node drafts, for the schemes that have a most: SpecHub's hub joint draws a
+# pair ([SpecHub] §4).
+MAX_CHILDREN = {"spechub": 2}
 
 
 def check_scheme(scheme: object) -> str:
@@ -183,7 +186,7 @@ def sample_children(
     if np.any(totals <= 0):
         raise ValueError(f"q[{int(np.flatnonzero(totals[:, 0] <= 0)[0])}]: sums to 0")
     arr = _restrict_top_k(arr / totals, check_top_k(top_k), None)
-    if scheme == "spechub" and n > 2:
+    if n > MAX_CHILDREN.get(scheme, n):
         raise ValueError(f"n: SpecHub's hub joint drafts two children, got n={n}")
     gens = row_generators(rng, arr.shape[0])
     out = np.empty((arr.shape[0], n), dtype=np.int64)

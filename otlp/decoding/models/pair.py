@@ -204,6 +204,7 @@ def load_model_pair(
     precision: str = "float32",
     target_flag: str = "target",
     draft_flag: str = "draft",
+    files_checked: bool = False,
 ) -> ModelPair:
     """Load the target (``"smollm2"`` or a model path) and the optional draft model (a path, or
     ``"smollm2"``), check that they share a tokenizer, and convert both to ``precision``.
@@ -212,16 +213,20 @@ def load_model_pair(
     its own flag names): a missing path, not a model, an unsupported architecture, different
     tokenizers or output vocabularies. The vocabularies are compared on the files before any
     tokenizer is built where the files allow it (:func:`~otlp.decoding.models.vocab.
-    check_files_share_vocabulary`), then on the built tokenizers before weights are read.
+    check_files_share_vocabulary`; skipped with ``files_checked``, for a caller that ran it on
+    these files already), then on the built tokenizers before weights are read.
     """
     precision = check_precision(precision)
+    if not isinstance(files_checked, bool):
+        raise ValueError(f"files_checked: expected True or False, got {files_checked!r}")
     source = resolve_model(target, target_flag)
     has_draft, draft_source = draft is not None, None
     if draft is not None:
         draft_source = resolve_model(draft, draft_flag)
-        check_files_share_vocabulary(
-            model_files(source), model_files(draft_source), target_flag, draft_flag
-        )
+        if not files_checked:
+            check_files_share_vocabulary(
+                model_files(source), model_files(draft_source), target_flag, draft_flag
+            )
     tokenizer = _tokenizer(source, target_flag)
     if has_draft:
         draft_vocab = _tokenizer(draft_source, draft_flag).get_vocab()

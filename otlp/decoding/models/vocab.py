@@ -108,10 +108,10 @@ def check_files_share_vocabulary(
         return
     conflict = first_conflict(ours.ids, theirs.ids, target_flag, draft_flag)
     if conflict:
-        raise ValueError(
-            f"{draft_flag}: its tokenizer differs from {target_flag}'s ({conflict}; its files hold "
-            f"{len(theirs.ids)} tokens, {target_flag}'s {len(ours.ids)}): target and draft must "
-            "share a tokenizer"
+        raise _differs(
+            target_flag,
+            draft_flag,
+            f"{conflict}; its files hold {len(theirs.ids)} tokens, {target_flag}'s {len(ours.ids)}",
         )
 
 
@@ -124,16 +124,7 @@ def first_conflict(
     """The first token of ``target`` (by id) that ``draft`` puts at another id, or whose id
     ``draft`` gives to another token, in words (``"target maps 'a' to 3, draft maps it to 5"``);
     ``""`` when the two maps agree wherever both define a token or an id."""
-    tokens = {index: token for token, index in draft.items()}
-    for token, index in sorted(target.items(), key=lambda item: item[1]):
-        where = ""
-        if token in draft:
-            where = f"maps it to {draft[token]}" if draft[token] != index else ""
-        elif index in tokens:
-            where = f"maps {index} to {tokens[index]!r}"
-        if where:
-            return f"{target_flag} maps {token!r} to {index}, {draft_flag} {where}"
-    return ""
+    return _first_difference(target, draft, target_flag, draft_flag, lacking=False)
 
 
 def check_same_vocabulary(
@@ -144,16 +135,47 @@ def check_same_vocabulary(
 ) -> None:
     """``ValueError`` naming ``draft_flag`` unless the two token → id maps (built tokenizers'
     ``get_vocab()``) are equal: the sizes, else the first token (by id) that differs."""
+    if target == draft:
+        return
     if len(target) != len(draft):
         raise ValueError(
             f"{draft_flag}: its tokenizer has {len(draft)} tokens, {target_flag}'s "
             f"{len(target)}: target and draft must share a tokenizer"
         )
+    difference = _first_difference(target, draft, target_flag, draft_flag, lacking=True)
+    raise _differs(target_flag, draft_flag, difference)
+
+
+def _first_difference(
+    target: Mapping[str, int],
+    draft: Mapping[str, int],
+    target_flag: str,
+    draft_flag: str,
+    *,
+    lacking: bool,
+) -> str:
+    """The first token of ``target`` (by id) that ``draft`` does not hold at its id, in words:
+    ``draft`` maps it to another id, else (``lacking`` False) gives its id to another token,
+    else (``lacking`` True) lacks it; ``""`` when there is none."""
+    tokens: dict[int, str] = {} if lacking else {index: token for token, index in draft.items()}
     for token, index in sorted(target.items(), key=lambda item: item[1]):
-        if draft.get(token) != index:
-            where = "lacks it" if token not in draft else f"maps it to {draft[token]}"
-            raise ValueError(
-                f"{draft_flag}: its tokenizer differs from {target_flag}'s ({target_flag} maps "
-                f"{token!r} to {index}, {draft_flag} {where}): target and draft must share a "
-                "tokenizer"
-            )
+        if draft.get(token) == index:
+            continue
+        if token in draft:
+            where = f"maps it to {draft[token]}"
+        elif index in tokens:
+            where = f"maps {index} to {tokens[index]!r}"
+        elif lacking:
+            where = "lacks it"
+        else:
+            continue
+        return f"{target_flag} maps {token!r} to {index}, {draft_flag} {where}"
+    return ""
+
+
+def _differs(target_flag: str, draft_flag: str, detail: str) -> ValueError:
+    """The refusal of a draft whose tokenizer differs from the target's, ``detail`` in brackets."""
+    return ValueError(
+        f"{draft_flag}: its tokenizer differs from {target_flag}'s ({detail}): target and draft "
+        "must share a tokenizer"
+    )

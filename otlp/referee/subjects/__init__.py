@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from otlp.referee.generate import TREE_SHAPES
+from otlp.referee.generate import TREE_SHAPES, check_shapes
 from otlp.referee.subjects.block import block_verification_tree
 from otlp.referee.subjects.hsd import eagle3_hsd_tree
 from otlp.referee.subjects.rejection import (
@@ -86,9 +86,8 @@ class Subject:
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol: expected one of {PROTOCOLS}, got {self.protocol!r}")
-        unknown = set(self.shapes or ()) - set(TREE_SHAPES)
-        if unknown:
-            raise ValueError(f"shapes: unknown {sorted(unknown)}; known: {', '.join(TREE_SHAPES)}")
+        if self.shapes is not None:
+            check_shapes(self.shapes)
 
 
 _SPECINFER = (
