@@ -231,7 +231,17 @@ def test_a_tree_node_sent_to_the_object_api_gets_the_fused_nodes_token(monkeypat
     monkeypatch.setattr(
         scheme_rows, "scheme_row", lambda *a, **k: RowResult(FALLBACK, -1, message="forced")
     )
+    hows: list[str] = []
+    real_fallback_token = scheme_rows.fallback_token
+
+    def spy(*args, **kw):
+        found = real_fallback_token(*args, **kw)
+        hows.append(found[1])
+        return found
+
+    monkeypatch.setattr(scheme_rows, "fallback_token", spy)
     forced = verify_tree(tokens, parents, p, q, rng=7, **kwargs)
+    assert len(hows) == 200 and all(how.startswith("object API: ") for how in hows)
     np.testing.assert_array_equal(forced.output_ids, fused.output_ids)
 
 
