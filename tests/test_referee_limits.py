@@ -185,6 +185,36 @@ def test_the_cli_reports_a_hung_sampler_with_its_own_status(tmp_path, capsys):
     assert "SamplerTimeout" in capsys.readouterr().out
 
 
+def test_the_suite_lifts_the_default_limit_and_an_explicit_one_still_holds(
+    tmp_path, monkeypatch, capsys
+):
+    """tests/conftest.py lifts the 10 s default per-call limit in every test (a loaded machine
+    must not turn a verdict into a timeout error): referee(), replay() and the command line
+    (a search and a replay) all run the sampler under a limit of a day or more, and an
+    explicit limit, as the tests above pass, is the one applied."""
+    from otlp.referee import clock
+
+    seen: list[float | None] = []
+    original = clock.limited
+
+    def recording(sampler, seconds):
+        seen.append(seconds)
+        return original(sampler, seconds)
+
+    monkeypatch.setattr(clock, "limited", recording)
+    out = tmp_path / "r.json"
+    lossy = "tests.test_referee:rejection_without_residual_update"
+    assert referee(_lossy(), cases=1, reproducer=out).status == "deviation"
+    assert replay(out, _lossy()).status == "deviation"
+    assert main(["referee", "--replay", str(out), lossy]) == 1
+    assert main(["referee", lossy, "--cases", "1", "--out", str(tmp_path / "cli.json")]) == 1
+    capsys.readouterr()
+    assert len(seen) >= 4 and all(s is not None and s >= 86_400.0 for s in seen), seen
+    seen.clear()
+    referee(recursive_rejection, cases=1, call_limit=5.0)
+    assert seen == [5.0]
+
+
 # ----- errors are not deviations ------------------------------------------------------------
 def test_a_raising_sampler_gets_an_error_verdict_with_its_smallest_case():
     verdict = referee(raises_from_three_tokens, cases=10)
