@@ -1,5 +1,6 @@
-"""The command line's usage errors (exit status 2, docs/decoding.md) as the tests of ``otlp decode``
-check them: one line on stderr, no traceback."""
+"""The command line's usage errors (exit status 2, docs/decoding.md; every command's in
+tests/test_cli_contract.py) as the tests check them: one line on stderr, ``error:`` in it,
+neither a usage block nor a traceback."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import pytest
 from otlp.cli import main
 
 
-def usage_error(argv: list[str], capsys: pytest.CaptureFixture) -> str:
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture, *words: str) -> str:
     """Runs ``otlp`` with ``argv``: it must exit with status 2 and write one line to stderr,
-    with no traceback; that line."""
+    with ``error:`` and each of ``words`` in it, no usage block and no traceback; that line."""
     assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "Traceback" not in err, err
-    return err
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "usage:" not in err and "Traceback" not in err, err
+    for word in ("error:", *words):
+        assert word in lines[0], err
+    return lines[0]

@@ -21,3 +21,22 @@ def _kernels_compiled_ahead() -> None:
     import otlp
 
     otlp.warm_up()
+
+
+LIFTED_CALL_LIMIT = 86_400.0  # seconds: the referee's per-call limit in the tests (a day)
+
+
+@pytest.fixture(autouse=True)
+def _referee_call_limit_lifted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The referee's per-call limit (``otlp.referee.clock.DEFAULT_CALL_LIMIT``, 10 s) lifted
+    to a day in every test: a loaded machine, or numba compiling in a sampler's first call,
+    must not turn a verdict into a timeout error. ``referee()`` and ``replay()`` bound the
+    default when they were defined (their keyword defaults), the command line reads the
+    module's constant at each run: all three are patched. The limit stays armed (the sampler
+    still runs wrapped, as it does for a user); the tests of the limit itself pass
+    ``call_limit`` / ``--call-limit`` explicitly (tests/test_referee_limits.py)."""
+    from otlp.referee import clock, judge
+
+    monkeypatch.setattr(clock, "DEFAULT_CALL_LIMIT", LIFTED_CALL_LIMIT)
+    for function in (judge.referee, judge.replay):
+        monkeypatch.setitem(function.__kwdefaults__, "call_limit", LIFTED_CALL_LIMIT)

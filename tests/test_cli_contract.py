@@ -13,6 +13,7 @@ import pytest
 
 from otlp.cli import build_parser, main
 from otlp.commands.common import CommaList, positive_int_item
+from tests.cli_errors import usage_error
 
 # Values of the wrong type for a flag, by what the flag converts its value with.
 WRONG = {
@@ -81,25 +82,16 @@ def test_the_table_covers_every_command_and_typed_flag() -> None:
     assert len(typed) >= 20  # every int and float flag of every command
 
 
-def _assert_one_line_naming(err: str, flag: str) -> None:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "error:" in lines[0] and flag in lines[0], err
-    assert "usage:" not in err and "Traceback" not in err, err
-
-
 @pytest.mark.parametrize(("argv", "flag"), [case[1:] for case in CASES], ids=[c[0] for c in CASES])
 def test_every_usage_error_is_one_line_naming_the_flag(
     argv: list[str], flag: str, capsys: pytest.CaptureFixture
 ) -> None:
-    assert main(argv) == 2
-    _assert_one_line_naming(capsys.readouterr().err, flag)
+    usage_error(argv, capsys, flag)
 
 
 @pytest.mark.parametrize(("argv", "flag"), REPORTED, ids=[" ".join(a) or "-" for a, _ in REPORTED])
 def test_reported_usage_errors(argv: list[str], flag: str, capsys: pytest.CaptureFixture) -> None:
-    assert main(argv) == 2
-    _assert_one_line_naming(capsys.readouterr().err, flag)
+    usage_error(argv, capsys, flag)
 
 
 def test_an_unknown_flag_names_the_command_and_the_nearest_flag(
@@ -140,5 +132,4 @@ def test_compare_adapts_n_to_a_small_vocabulary(capsys: pytest.CaptureFixture) -
 def test_generated_independent_drafts_are_refused_naming_the_flag(
     capsys: pytest.CaptureFixture,
 ) -> None:
-    assert main(["solve", "--scheme", "independent"]) == 2
-    _assert_one_line_naming(capsys.readouterr().err, "--scheme: independent drafts")
+    usage_error(["solve", "--scheme", "independent"], capsys, "--scheme: independent drafts")

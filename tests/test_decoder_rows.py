@@ -231,7 +231,17 @@ def test_a_tree_node_sent_to_the_object_api_gets_the_fused_nodes_token(monkeypat
     monkeypatch.setattr(
         scheme_rows, "scheme_row", lambda *a, **k: RowResult(FALLBACK, -1, message="forced")
     )
+    hows: list[str] = []
+    real_fallback_token = scheme_rows.fallback_token
+
+    def spy(*args, **kw):
+        found = real_fallback_token(*args, **kw)
+        hows.append(found[1])
+        return found
+
+    monkeypatch.setattr(scheme_rows, "fallback_token", spy)
     forced = verify_tree(tokens, parents, p, q, rng=7, **kwargs)
+    assert len(hows) == 200 and all(how.startswith("object API: ") for how in hows)
     np.testing.assert_array_equal(forced.output_ids, fused.output_ids)
 
 
@@ -239,8 +249,11 @@ def test_a_node_row_the_fused_path_refuses_raises_on_checked_rows_and_defers_on_
     """scheme_row_token: on rows the caller checked (top_k None) a row the fused path refuses
     raises the row's message; on rows as given (top_k k) it returns -1 for the caller's
     checked path to name."""
+    from otlp.decoder_rows.inputs import DecoderBatch
+    from otlp.global_resolution.row_fallback import fallback_token
     from otlp.global_resolution.rows import GlobalResolutionRows
     from otlp.global_resolution.scheme_rows import scheme_row_token
+    from otlp.solvers.global_resolution.budget import Deadline
 
     options = GlobalResolutionRows.checked()
     q = np.array([[0.5, 0.3, 0.2, 0.0]])
@@ -258,7 +271,18 @@ def test_a_node_row_the_fused_path_refuses_raises_on_checked_rows_and_defers_on_
     two = np.stack([q[0], np.full(4, 0.25)])
     with pytest.raises(ValueError, match=r"^drafts\[0, 0\]: .* by its drafter q\[0, 0\] "):
         scheme_row_token(options, fine_p, two, np.array([3, 0]), "independent", u, 1e-9)
-    assert scheme_row_token(options, fine_p, q, np.array([0, 1]), *args) in (0, 1, 2, 3)
+    # the object API on the same row and uniforms is the exact reference (tokens 0, 1, 3)
+    for first in (0.3, 0.6, 0.99):
+        u = np.array([first, 0.6])
+        batch = DecoderBatch.of_row(
+            fine_p, q, np.array([0, 1]), u, scheme="without_replacement", top_k=3, atol=1e-9
+        )
+        found = fallback_token(
+            options, batch, 0, Deadline.after(None), out_of_time=False, alpha_star=None
+        )
+        assert found[1] == "object API: converged"
+        token = scheme_row_token(options, fine_p, q, np.array([0, 1]), args[0], u, args[2])
+        assert token == found[0], first
 
 
 def test_greedy_rows_are_closed_form_whatever_the_limits():

@@ -112,9 +112,7 @@ def test_every_flag_is_checked_at_parse_time(
 ) -> None:
     """A bad value is a usage error naming its flag (exit 2), whatever the model, before any
     model loads."""
-    assert main(["decode", "--no-progress", "--model", model, *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert flag in err.splitlines()[-1] and "Traceback" not in err
+    usage_error(["decode", "--no-progress", "--model", model, *argv], capsys, flag)
 
 
 @pytest.mark.parametrize(
@@ -139,8 +137,7 @@ def test_every_flag_is_checked_at_parse_time(
 def test_smollm2_flags_are_checked_before_it_loads(
     argv: list[str], message: str, no_model_loads: None, capsys: pytest.CaptureFixture
 ) -> None:
-    assert main(["decode", "--no-progress", *argv]) == 2
-    assert message in capsys.readouterr().err
+    usage_error(["decode", "--no-progress", *argv], capsys, message)
 
 
 @pytest.mark.parametrize(
@@ -176,9 +173,8 @@ def test_config_entries_are_checked_before_the_first_run(
 def test_method_ar_alone_is_refused_naming_the_flag(capsys: pytest.CaptureFixture) -> None:
     """``--method ar`` has nothing to be timed against (ar runs beside every method): one line,
     exit 2, instead of an internal IndexError; ar stays valid in --compare."""
-    assert main(["decode", "--model", "toy", "--method", "ar", "--max-new-tokens", "3"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("otlp decode: error: --method: ar runs beside")
+    alone = ["decode", "--model", "toy", "--method", "ar", "--max-new-tokens", "3"]
+    assert usage_error(alone, capsys).startswith("otlp decode: error: --method: ar runs beside")
     argv = ["decode", "--model", "toy", "--compare", "ar,sps", "--paths", "1"]
     assert main([*argv, "--max-new-tokens", "3", "--no-progress", "--json"]) == 0
 

@@ -118,6 +118,8 @@ def test_greedy_block_efficiency_error_is_over_prompts_not_rounds():
         assert (one.block_efficiency_se == three.block_efficiency_se) is same
         if same:
             assert one.block_efficiency == three.block_efficiency
+        else:
+            assert three.block_efficiency_se < one.block_efficiency_se
 
 
 def test_run_log_prints_a_line_per_run_with_an_estimate(capsys: pytest.CaptureFixture):

@@ -25,10 +25,10 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 gguf = pytest.importorskip("gguf")
 
-from otlp.cli import main  # noqa: E402
 from otlp.commands import decode as decode_command  # noqa: E402
 from otlp.decoding.models import local, vocab  # noqa: E402
 from otlp.decoding.models.pair import load_model_pair  # noqa: E402
+from tests.cli_errors import usage_error  # noqa: E402
 
 WORDS = ["<eos>", "<unk>", "the", "a", "cat", "dog", "sat", "on", "mat", "and", "ran", "to"]
 SHUFFLED = WORDS[:2] + WORDS[:1:-1]  # the same words, other ids
@@ -153,10 +153,8 @@ def test_cli_refuses_a_gguf_draft_with_another_vocabulary_unbuilt(
         raise Built
 
     monkeypatch.setattr(decode_command, "_load_pair", load_pair)  # refused before torch loads
-    code = main(["decode", "--no-progress", "--model", str(target), "--draft-model", str(other)])
-    err = capsys.readouterr().err.strip()
-    assert code == 2
-    assert err.startswith(
+    argv = ["decode", "--no-progress", "--model", str(target), "--draft-model", str(other)]
+    assert usage_error(argv, capsys).startswith(
         "otlp decode: error: --draft-model: its tokenizer differs from --model's (--model maps "
         "'the' to 2, --draft-model maps it to 11;"
     )

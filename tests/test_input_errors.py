@@ -15,6 +15,7 @@ import otlp.validate
 from otlp import sketch
 from otlp.cli import main
 from otlp.errors import ProblemTooLarge
+from tests.cli_errors import usage_error
 
 
 @pytest.mark.parametrize(
@@ -109,13 +110,6 @@ def test_validate_replay_arguments(kwargs: dict, match: str) -> None:
         otlp.validate.replay(args.pop("name"), **args)
 
 
-def _one_error_line(capsys: pytest.CaptureFixture, flag: str) -> None:
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1, captured.err
-    assert flag in lines[0] and "Traceback" not in captured.err
-
-
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
@@ -131,8 +125,7 @@ def _one_error_line(capsys: pytest.CaptureFixture, flag: str) -> None:
 def test_cli_bad_input_exits_2_with_one_line(
     argv: list[str], flag: str, capsys: pytest.CaptureFixture
 ) -> None:
-    assert main(argv) == 2
-    _one_error_line(capsys, flag)
+    usage_error(argv, capsys, flag)
 
 
 def test_bench_tau_outside_global_resolutions_range_is_refused_at_load(
@@ -145,8 +138,8 @@ def test_bench_tau_outside_global_resolutions_range_is_refused_at_load(
         "[methods.global_resolution]\ntau = [2.0]\n"
     )
     out = tmp_path / "out"
-    assert main(["bench", "--config", str(config), "--out", str(out), "--no-progress"]) == 2
-    _one_error_line(capsys, "[methods.global_resolution] tau: must lie in")
+    argv = ["bench", "--config", str(config), "--out", str(out), "--no-progress"]
+    usage_error(argv, capsys, "[methods.global_resolution] tau: must lie in")
     assert not (out / "results.jsonl").exists()  # refused before any cell ran
 
 
@@ -155,8 +148,7 @@ def test_fuzz_replays_every_failures_file_of_a_folder(
 ) -> None:
     from otlp.fuzz import make_case
 
-    assert main(["fuzz", "--replay", str(tmp_path)]) == 2
-    _one_error_line(capsys, "no failures-*.json")
+    usage_error(["fuzz", "--replay", str(tmp_path)], capsys, "no failures-*.json")
     cases = [make_case(4, 40), make_case(4, 41)]
     for i, case in enumerate(cases):
         (tmp_path / f"failures-seed{i}.json").write_text(json.dumps({"cases": [case]}))

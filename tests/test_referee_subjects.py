@@ -743,19 +743,34 @@ def test_medusa_typical_tree_prefers_the_longest_then_the_likeliest_path() -> No
     assert sampler(np.array([1, 2, 1, 2]), parents, refused, refused, rng) == ([], 0)
 
 
+def test_trtllm_dynamic_tree_deviates_by_5_44_on_the_table_s_minimal_case() -> None:
+    """docs/referee.md's minimal case: V = 3, a root with 2 children drawn without replacement,
+    p = (4/11, 4/11, 3/11), q = (0.3, 0.6, 0.1). The orders (0, 1), (0, 2), (1, 0), (1, 2),
+    (2, 0), (2, 1) come with 9/35, 3/70, 9/20, 3/20, 1/30, 1/15; tokens 0 and 2 are accepted
+    surely and token 1 with (4/11) / 0.6 = 20/33, each sibling against the same p, so the
+    residual is never reached: P(0) = 9/35 + 3/70 + 9/20 * 13/33 = 21/44 against 16/44,
+    P(1) = 0.6 * 20/33 = 4/11, P(2) = 3/20 * 13/33 + 1/10 = 7/44 against 12/44: TV 5/44 (by
+    hand; the token after the first is drawn from p, so the stream adds nothing)."""
+    p, q, nxt = [4 / 11, 4 / 11, 3 / 11], [0.3, 0.6, 0.1], [np.full(3, 1 / 3)] * 3
+    case = _tree_case(p, q, nxt, nxt, [-1, -1], "without_replacement")
+    assert _exact_deviation("trtllm_dynamic_tree", case) == pytest.approx(5 / 44, abs=1e-12)
+
+
 @pytest.mark.parametrize(
-    ("name", "vocab"),
+    ("name", "vocab", "tv"),
     [
-        ("trtllm_dynamic_tree", 3),  # V = 2 with both tokens drafted is lossless (above)
-        ("vllm_synthetic", 2),
-        ("vllm_synthetic_chain_tree", 2),
-        ("medusa_typical_tree", 2),
+        ("trtllm_dynamic_tree", 3, 0.114),  # V = 2 with both tokens drafted is lossless (above)
+        ("vllm_synthetic", 2, 0.099),
+        ("vllm_synthetic_chain_tree", 2, 0.03),
+        ("medusa_typical_tree", 2, 0.54),
     ],
 )
-def test_issue_35_subjects_deviate_at_the_defaults_in_exact_mode(name: str, vocab: int) -> None:
+def test_issue_35_subjects_deviate_at_the_defaults_in_exact_mode(
+    name: str, vocab: int, tv: float
+) -> None:
     """The table's verdicts: every new lossy subject deviates at the referee's defaults, in
-    exact mode, with a minimal case of the stated vocabulary and a TV above 0.01 (the table
-    gives each minimal case; the tests above compute those TVs by hand)."""
+    exact mode, with a minimal case of the stated vocabulary and the table's TV to its three
+    decimals (the tests above compute those TVs by hand)."""
     subject = SUBJECTS[name]
     verdict = otlp.referee.referee(
         subject.sampler,
@@ -765,6 +780,7 @@ def test_issue_35_subjects_deviate_at_the_defaults_in_exact_mode(name: str, voca
     )
     assert verdict.status == "deviation" and verdict.statistical_cases == 0
     assert verdict.failure is not None and verdict.failure.tv > 0.01
+    assert round(verdict.failure.tv, 3) == tv
     assert verdict.failure.case.vocab == vocab
 
 
@@ -872,6 +888,10 @@ def test_eagle3_hsd_tree_is_exact_two_deep_and_caught_three_deep() -> None:
     verdict = otlp.referee.referee(subject.sampler)
     assert verdict.status == "deviation" and verdict.statistical_cases == 0
     assert verdict.failure is not None and verdict.failure.case.depth == 3
+    # the table's minimal case (docs/referee.md, docs/hsd.md): V = 2, FORK, TV 0.0077
+    assert verdict.failure.case.vocab == 2
+    np.testing.assert_array_equal(verdict.failure.case.parents, FORK)
+    assert round(verdict.failure.tv, 4) == 0.0077
 
 
 def test_eagle3_hsd_tree_never_accepts_more_than_eagle_s_own_rule_on_a_fixed_tree() -> None:

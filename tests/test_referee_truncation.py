@@ -145,16 +145,19 @@ def test_a_sampler_truncating_by_the_convention_passes():
 
 
 @pytest.mark.parametrize(
-    ("how", "vocab"),
-    [({"crossing": False}, 2), ({"late_temperature": True}, 3)],
+    ("how", "vocab", "tv"),
+    [({"crossing": False}, 2, 0.5), ({"late_temperature": True}, 3, 1 / 11)],
     ids=["crossing token dropped", "top-p before the temperature"],
 )
-def test_a_sampler_truncating_otherwise_is_a_deviation_with_a_minimal_case(how, vocab):
+def test_a_sampler_truncating_otherwise_is_a_deviation_with_a_minimal_case(how, vocab, tv):
+    """docs/referee.md's minimal cases: the crossing token dropped, V = 2, TV 0.5; top-p
+    before the temperature, V = 3, TV 0.09091 (1/11)."""
     verdict = referee(vllm_on(**how), protocol="chain")
     assert verdict.status == "deviation" and verdict.failure.kind == "exact", verdict.summary()
     minimal = verdict.failure.case
     assert minimal.vocab == vocab and minimal.parents.tolist() == [-1], minimal.describe()
     assert verdict.failure.tv > 0.05
+    assert verdict.failure.tv == pytest.approx(tv, abs=1e-12)
     assert verdict.original.case.vocab >= minimal.vocab
 
 
