@@ -278,7 +278,13 @@ def test_a_node_row_the_fused_path_refuses_raises_on_checked_rows_and_defers_on_
             fine_p, q, np.array([0, 1]), u, scheme="without_replacement", top_k=3, atol=1e-9
         )
         found = fallback_token(
-            options, batch, 0, Deadline.after(None), out_of_time=False, alpha_star=None
+            options,
+            batch,
+            0,
+            Deadline.after(None),
+            out_of_time=False,
+            alpha_star=None,
+            iteration_limit=False,
         )
         assert found[1] == "object API: converged"
         token = scheme_row_token(options, fine_p, q, np.array([0, 1]), args[0], u, args[2])

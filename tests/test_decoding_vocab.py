@@ -25,6 +25,7 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 gguf = pytest.importorskip("gguf")
 
+from otlp.cli import main  # noqa: E402
 from otlp.commands import decode as decode_command  # noqa: E402
 from otlp.decoding.models import local, vocab  # noqa: E402
 from otlp.decoding.models.pair import load_model_pair  # noqa: E402
